@@ -1,0 +1,70 @@
+"""build_app: the routes, the error handlers and the lifespan that runs group commit."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .api import ReadApi
+from .errors import Problem
+from .receiver import Limits, Receiver
+from .responses import problem_response
+from .settings import Settings
+from .store import Store
+from .store.group_commit import GroupCommitter
+
+log = logging.getLogger("embrasure")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return problem_response(
+        Problem(
+            exc.status_code,
+            f"http-{exc.status_code}",
+            str(exc.detail),
+            f"{request.method} {request.url.path}: {exc.detail}",
+        )
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response(
+        Problem(
+            500,
+            "internal-error",
+            "Internal server error",
+            "The server failed on this request; it has been logged.",
+        )
+    )
+
+
+def build_app(settings: Settings, store: Store, limits: Limits | None = None) -> Starlette:
+    committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
+    receiver = Receiver(committer, limits or Limits(), settings.retry_after)
+    read_api = ReadApi(store, settings.retry_after)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        committer.start()
+        try:
+            yield
+        finally:
+            # Uvicorn has answered or dropped every request by now; commit what is queued.
+            committer.stop()
+
+    app = Starlette(
+        routes=receiver.routes() + read_api.routes(),
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    app.state.store = store
+    app.state.committer = committer
+    return app

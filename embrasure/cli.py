@@ -1,0 +1,121 @@
+"""The ``embrasure`` command. Flags come from settings.SETTINGS, so every flag has its
+EMBRASURE_* environment variable and its line in docs/settings.md."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from .errors import EmbrasureError
+from .settings import BY_NAME, Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def setting_options(*names: str) -> Callable[[F], F]:
+    """Click options for the named settings; None means "not given on the command line",
+    so Settings.load can fall back to the environment, then the default."""
+
+    def decorate(func: F) -> F:
+        for name in reversed(names):
+            s = BY_NAME[name]
+            func = click.option(
+                s.flag,
+                name,
+                type=s.type,
+                default=None,
+                help=f"{s.help} [env {s.env}; default {s.default}]",
+            )(func)
+        return func
+
+    return decorate
+
+
+def fail(message: str) -> None:
+    """One clear line on stderr and a non-zero exit (DESIGN §7)."""
+    click.echo(f"embrasure: error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.group()
+@click.version_option(package_name="embrasure")
+def main() -> None:
+    """Embrasure: an OpenLineage lineage server."""
+
+
+@main.command()
+@setting_options(
+    "host",
+    "port",
+    "db",
+    "group_commit_max",
+    "group_commit_max_bytes",
+    "retry_after",
+    "graceful_shutdown_seconds",
+    "log_level",
+)
+@click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
+@click.option(
+    "--no-projector",
+    is_flag=True,
+    help="Run the receiver only (the projector is not part of this build yet).",
+)
+def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
+    """Run the server (receiver) on --host:--port."""
+    import uvicorn
+
+    from .app import build_app
+    from .store import open_store
+
+    settings = Settings.load(flags)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        store = open_store(settings.db, upgrade=upgrade)
+    except EmbrasureError as exc:
+        fail(str(exc))
+    app = build_app(settings, store)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=settings.graceful_shutdown_seconds,
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        store.close()
+
+
+@main.group()
+def db() -> None:
+    """Database schema commands."""
+
+
+@db.command()
+@setting_options("db")
+def upgrade(**flags: Any) -> None:
+    """Apply pending schema migrations (safe to run from several processes at once)."""
+    from .store import open_store
+
+    settings = Settings.load(flags)
+    try:
+        store = open_store(settings.db, upgrade=True)
+    except EmbrasureError as exc:
+        fail(str(exc))
+    store.close()
+    click.echo(f"{settings.db}: schema is up to date")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The exception tree.
+
+``Problem`` is what an HTTP client sees: an RFC 9457 problem detail with its status.
+``StoreError`` and its children are the storage layer's neutral errors; each backend
+translates its driver's exceptions into them so nothing above ``store/`` imports a driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROBLEM_BASE = "https://embrasure.dev/problems/"
+
+
+class EmbrasureError(Exception):
+    """Base of every error Embrasure raises on purpose."""
+
+
+class Problem(EmbrasureError):
+    """An RFC 9457 problem: ``type``, ``title``, ``status``, ``detail`` and extensions.
+
+    ``limit`` and ``actual`` are the extension members DESIGN §2 asks for when a bound is
+    broken. ``retry_after`` becomes the Retry-After header (RFC 9110 §10.2.3); only 429
+    and 503 carry it, since retrying a 400 or 413 cannot help.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        *,
+        limit: int | None = None,
+        actual: int | None = None,
+        retry_after: int | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail)
+        assert retry_after is None or status in (429, 503), "Retry-After only on 429/503"
+        self.status = status
+        self.slug = slug
+        self.title = title
+        self.detail = detail
+        self.limit = limit
+        self.actual = actual
+        self.retry_after = retry_after
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "type": PROBLEM_BASE + self.slug,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+        }
+        if self.limit is not None:
+            doc["limit"] = self.limit
+        if self.actual is not None:
+            doc["actual"] = self.actual
+        doc.update(self.extra)
+        return doc
+
+
+class StoreError(EmbrasureError):
+    """The store failed; nothing of the failed operation was committed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot commit now (disk full, I/O error, connection lost): retry later."""
+
+
+class SchemaError(StoreError):
+    """The database's schema is not one this version can use without an upgrade."""
+
+
+class IdempotencyConflict(EmbrasureError):
+    """The same Idempotency-Key arrived again with a different body."""
+
+    def __init__(self, delivery_id: str) -> None:
+        super().__init__(delivery_id)
+        self.delivery_id = delivery_id

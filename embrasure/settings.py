@@ -1,0 +1,107 @@
+"""Every setting in one table: name, default, help.
+
+The table feeds the CLI flags (``--group-commit-max``), the environment variables
+(``EMBRASURE_GROUP_COMMIT_MAX``) and docs/settings.md; a test checks that the docs list
+every entry. Precedence: flag > environment > default.
+
+The receiver's contract bounds (8 MiB bodies, 1,000 events a batch…) are not settings:
+they are DESIGN §2's contract and live in ``receiver.Limits``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+ENV_PREFIX = "EMBRASURE_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+
+    @property
+    def type(self) -> type:
+        return type(self.default)
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "db",
+        "sqlite:///embrasure.db",
+        "Database URL: sqlite:///PATH (embedded default) or postgresql://…",
+    ),
+    Setting("host", "127.0.0.1", "Address the server binds."),
+    Setting("port", 5000, "TCP port the server listens on."),
+    Setting("url", "http://127.0.0.1:5000", "A running server, for CLI commands that talk to one."),
+    Setting("group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold."),
+    Setting(
+        "group_commit_max_bytes", 64 * 1024 * 1024, "Most body bytes one log transaction may hold."
+    ),
+    Setting("retry_after", 1, "Seconds a client is told to wait (Retry-After) on 503 and 429."),
+    Setting(
+        "graceful_shutdown_seconds",
+        30,
+        "On SIGTERM, how long in-flight deliveries get to commit and be answered.",
+    ),
+    Setting("log_level", "info", "Log level: debug, info, warning, error."),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def _coerce(setting: Setting, raw: str) -> Any:
+    if setting.type is bool:
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    try:
+        return setting.type(raw)
+    except ValueError:
+        raise ValueError(f"{setting.env}={raw!r} is not a valid {setting.type.__name__}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Resolved settings; build with ``Settings.load`` so env and flags apply."""
+
+    db: str = BY_NAME["db"].default
+    host: str = BY_NAME["host"].default
+    port: int = BY_NAME["port"].default
+    url: str = BY_NAME["url"].default
+    group_commit_max: int = BY_NAME["group_commit_max"].default
+    group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default
+    retry_after: int = BY_NAME["retry_after"].default
+    graceful_shutdown_seconds: int = BY_NAME["graceful_shutdown_seconds"].default
+    log_level: str = BY_NAME["log_level"].default
+
+    @classmethod
+    def load(
+        cls, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for s in SETTINGS:
+            if flags and flags.get(s.name) is not None:
+                values[s.name] = flags[s.name]
+            elif s.env in environ:
+                values[s.name] = _coerce(s, environ[s.env])
+        return cls(**values)
+
+
+def markdown_table() -> str:
+    """The docs/settings.md table, generated from SETTINGS."""
+    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        rows.append(f"| `{s.flag}` | `{s.env}` | `{s.default}` | {s.help} |")
+    return "\n".join(rows) + "\n"

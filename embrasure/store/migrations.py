@@ -1,0 +1,104 @@
+"""Versioned schema migrations, one source for every dialect.
+
+Each step is SQL written once with a few ``{tokens}`` for what the dialects spell
+differently. The runner records applied versions in ``embrasure_schema``. It runs under a
+lock held for the whole upgrade (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory
+transaction lock), so several processes starting at once never race: the first upgrades,
+the others wait and then find nothing to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+DIALECT_TOKENS: dict[str, dict[str, str]] = {
+    "sqlite": {
+        "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "blob": "BLOB",
+        "bigint": "INTEGER",
+    },
+    "postgresql": {
+        "serial_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "blob": "BYTEA",
+        "bigint": "BIGINT",
+    },
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    def statements(self, dialect: str) -> list[str]:
+        text = self.sql.format(**DIALECT_TOKENS[dialect])
+        return [s.strip() for s in text.split(";") if s.strip()]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "delivery log",
+        """
+        CREATE TABLE deliveries (
+            seq {serial_pk},                 -- log position: the projector's order
+            delivery_id TEXT NOT NULL UNIQUE,
+            provider_key TEXT NOT NULL,
+            idempotency_key TEXT,
+            dedupe_key TEXT NOT NULL,        -- 'key:'+Idempotency-Key or 'sha256:'+hash
+            body_sha256 TEXT NOT NULL,
+            received_at TEXT NOT NULL,       -- RFC 3339 UTC, microseconds
+            route TEXT NOT NULL,             -- 'single' or 'batch'
+            body {blob} NOT NULL,            -- the request body, byte for byte
+            item_count INTEGER NOT NULL,
+            invalid_item_count INTEGER NOT NULL,
+            rejections TEXT NOT NULL,        -- JSON [[index, kind, reason], ...]
+            state TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX deliveries_identity ON deliveries (provider_key, dedupe_key);
+        CREATE INDEX deliveries_by_provider ON deliveries (provider_key, seq);
+    """,
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+SCHEMA_TABLE = """
+    CREATE TABLE IF NOT EXISTS embrasure_schema (
+        version INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        applied_at TEXT NOT NULL
+    )
+"""
+
+
+def pending(current: int, migrations: Sequence[Migration] = MIGRATIONS) -> list[Migration]:
+    return [m for m in migrations if m.version > current]
+
+
+Execute = Callable[[str, tuple[object, ...]], object]
+
+
+def apply(
+    execute: Execute,
+    dialect: str,
+    current: int,
+    now: str,
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> list[int]:
+    """Apply the steps newer than ``current`` through ``execute`` (inside the caller's
+    locked transaction); return the versions applied."""
+    applied = []
+    for migration in pending(current, migrations):
+        for statement in migration.statements(dialect):
+            execute(statement, ())
+        execute(
+            "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)"
+            if dialect == "sqlite"
+            else "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (%s, %s, %s)",
+            (migration.version, migration.name, now),
+        )
+        applied.append(migration.version)
+    return applied
