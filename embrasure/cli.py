@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from .errors import EmbrasureError
-from .settings import BY_NAME, Settings
+from .settings import BY_NAME, Settings, markdown_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,10 +35,17 @@ def setting_options(*names: str) -> Callable[[F], F]:
     return decorate
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """One clear line on stderr and a non-zero exit (DESIGN §7)."""
     click.echo(f"embrasure: error: {message}", err=True)
     sys.exit(1)
+
+
+def load_settings(flags: dict[str, Any]) -> Settings:
+    try:
+        return Settings.load(flags)
+    except ValueError as exc:
+        fail(str(exc))
 
 
 @click.group()
@@ -71,7 +78,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     from .app import build_app
     from .store import open_store
 
-    settings = Settings.load(flags)
+    settings = load_settings(flags)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -97,6 +104,12 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         store.close()
 
 
+@main.command("settings")
+def settings_command() -> None:
+    """Print every setting (flag, environment variable, default) as a Markdown table."""
+    click.echo(markdown_table(), nl=False)
+
+
 @main.group()
 def db() -> None:
     """Database schema commands."""
@@ -108,7 +121,7 @@ def upgrade(**flags: Any) -> None:
     """Apply pending schema migrations (safe to run from several processes at once)."""
     from .store import open_store
 
-    settings = Settings.load(flags)
+    settings = load_settings(flags)
     try:
         store = open_store(settings.db, upgrade=True)
     except EmbrasureError as exc:

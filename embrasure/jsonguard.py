@@ -170,7 +170,7 @@ def _explain_decode_error(body: bytes, exc: orjson.JSONDecodeError, max_depth: i
         return JsonRejected(
             "not-utf8",
             "Body is not UTF-8",
-            f"Byte {bad.start} is not valid UTF-8 ({bad.reason}); JSON must be UTF-8 "
+            f"The byte at offset {bad.start} is not valid UTF-8 ({bad.reason}); JSON must be UTF-8 "
             "(RFC 8259 §8.1).",
         )
     message = str(exc)

@@ -45,7 +45,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("host", "127.0.0.1", "Address the server binds."),
     Setting("port", 5000, "TCP port the server listens on."),
-    Setting("url", "http://127.0.0.1:5000", "A running server, for CLI commands that talk to one."),
     Setting("group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold."),
     Setting(
         "group_commit_max_bytes", 64 * 1024 * 1024, "Most body bytes one log transaction may hold."
@@ -78,7 +77,6 @@ class Settings:
     db: str = BY_NAME["db"].default
     host: str = BY_NAME["host"].default
     port: int = BY_NAME["port"].default
-    url: str = BY_NAME["url"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default
     group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default
     retry_after: int = BY_NAME["retry_after"].default

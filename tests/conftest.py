@@ -45,8 +45,16 @@ class ServerProcess:
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
         cmd = [
-            *self.wrapper, sys.executable, "-m", "embrasure", "serve",
-            "--db", f"sqlite:///{self.db_path}", "--port", str(self.port), *self.extra,
+            *self.wrapper,
+            sys.executable,
+            "-m",
+            "embrasure",
+            "serve",
+            "--db",
+            f"sqlite:///{self.db_path}",
+            "--port",
+            str(self.port),
+            *self.extra,
         ]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -10,7 +10,7 @@ the others wait and then find nothing to do.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {
@@ -74,24 +74,18 @@ SCHEMA_TABLE = """
 """
 
 
-def pending(current: int, migrations: Sequence[Migration] = MIGRATIONS) -> list[Migration]:
-    return [m for m in migrations if m.version > current]
+def pending(current: int) -> list[Migration]:
+    return [m for m in MIGRATIONS if m.version > current]
 
 
 Execute = Callable[[str, tuple[object, ...]], object]
 
 
-def apply(
-    execute: Execute,
-    dialect: str,
-    current: int,
-    now: str,
-    migrations: Sequence[Migration] = MIGRATIONS,
-) -> list[int]:
+def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
     """Apply the steps newer than ``current`` through ``execute`` (inside the caller's
     locked transaction); return the versions applied."""
     applied = []
-    for migration in pending(current, migrations):
+    for migration in pending(current):
         for statement in migration.statements(dialect):
             execute(statement, ())
         execute(

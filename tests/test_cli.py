@@ -1,0 +1,65 @@
+"""The command line: settings precedence, docs in step, one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from embrasure.cli import main
+from embrasure.settings import SETTINGS, Settings, markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_settings_table_and_dataclass_agree() -> None:
+    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
+    assert fields == {s.name: s.default for s in SETTINGS}
+
+
+def test_docs_list_every_setting() -> None:
+    assert markdown_table() in (ROOT / "docs" / "settings.md").read_text()
+
+
+def test_precedence_flag_over_env_over_default() -> None:
+    env = {"EMBRASURE_PORT": "6001", "EMBRASURE_HOST": "0.0.0.0"}
+    assert Settings.load({}, env).port == 6001
+    assert Settings.load({"port": 7001}, env).port == 7001
+    assert Settings.load({"port": None}, env).host == "0.0.0.0"
+    assert Settings.load({}, {}).port == 5000
+
+
+def test_bad_env_value_names_the_variable() -> None:
+    try:
+        Settings.load({}, {"EMBRASURE_PORT": "fifty"})
+    except ValueError as exc:
+        assert "EMBRASURE_PORT" in str(exc)
+    else:
+        raise AssertionError("accepted a non-numeric port")
+
+
+def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", f"sqlite:///{tmp_path}/x.db"])
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.output
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "embrasure", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_errors_are_one_line_and_non_zero(tmp_path: Path) -> None:
+    for args in (
+        ["serve", "--db", "mysql://nowhere"],
+        ["serve", "--db", f"sqlite:///{tmp_path}/missing/dir/x.db"],
+        ["db", "upgrade", "--db", "oracle://x"],
+    ):
+        result = run(*args)
+        assert result.returncode != 0
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("embrasure: error: "), result.stderr

@@ -1,0 +1,163 @@
+"""The SQLite delivery log: identity, conflicts, failed commits, group commit, migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from embrasure.errors import IdempotencyConflict, SchemaError, StoreUnavailable
+from embrasure.model import DeliveryDraft, Receipt, utc_now
+from embrasure.store import migrations, open_store
+from embrasure.store.group_commit import GroupCommitter
+from embrasure.store.sqlite import SQLiteStore
+
+
+def draft(body: bytes, key: str | None = None, provider: str = "default") -> DeliveryDraft:
+    return DeliveryDraft(
+        provider_key=provider,
+        idempotency_key=key,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        body=body,
+        route="single",
+        item_count=1,
+        rejections=(),
+        received_at=utc_now(),
+    )
+
+
+@pytest.fixture
+def store(db_path: Path) -> SQLiteStore:
+    s = SQLiteStore(str(db_path))
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def test_new_database_gets_the_latest_schema(store: SQLiteStore) -> None:
+    assert store.schema_version() == migrations.LATEST
+    mode = store._writer.execute("PRAGMA journal_mode").fetchone()[0]
+    sync = store._writer.execute("PRAGMA synchronous").fetchone()[0]
+    assert (mode, sync) == ("wal", 2)  # 2 = FULL
+
+
+def test_append_stores_the_body_byte_for_byte(store: SQLiteStore) -> None:
+    body = b'{"job": {"namespace": "a", "name": "b"}}  \n'
+    [receipt] = store.append([draft(body)])
+    assert isinstance(receipt, Receipt)
+    assert store.get_body(receipt.delivery_id) == body
+    stored = store.get_delivery(receipt.delivery_id)
+    assert stored is not None and stored.body_sha256 == hashlib.sha256(body).hexdigest()
+
+
+def test_duplicates_and_conflicts_within_one_group(store: SQLiteStore) -> None:
+    a, a_again, keyed, keyed_other = store.append(
+        [draft(b"{}"), draft(b"{}"), draft(b"[1]", key="k"), draft(b"[2]", key="k")]
+    )
+    assert isinstance(a, Receipt) and isinstance(a_again, Receipt)
+    assert a_again.duplicate and a_again.delivery_id == a.delivery_id
+    assert isinstance(keyed, Receipt)
+    assert isinstance(keyed_other, IdempotencyConflict)
+    assert keyed_other.delivery_id == keyed.delivery_id
+
+
+def test_a_failed_commit_stores_nothing_and_the_log_recovers(store: SQLiteStore) -> None:
+    [first] = store.append([draft(b'"small"')])
+    # A real SQLite failure, not a mock: cap the file so the next transaction cannot fit.
+    pages = store._writer.execute("PRAGMA page_count").fetchone()[0]
+    store._writer.execute(f"PRAGMA max_page_count = {pages + 2}")
+    big = [draft(b'"' + bytes([65 + i]) * 100_000 + b'"') for i in range(3)]
+    with pytest.raises(StoreUnavailable, match="full"):
+        store.append(big)
+    assert not store._writer.in_transaction
+    store._writer.execute("PRAGMA max_page_count = 1073741823")
+    count = store._read().execute("SELECT COUNT(*) FROM deliveries").fetchone()[0]
+    assert count == 1
+    results = store.append(big)
+    assert all(isinstance(r, Receipt) and not r.duplicate for r in results)
+    assert isinstance(first, Receipt) and store.get_delivery(first.delivery_id) is not None
+
+
+def test_group_commit_shares_transactions(store: SQLiteStore) -> None:
+    committer = GroupCommitter(store, max_group=512, max_group_bytes=1 << 26)
+    committer.start()
+
+    async def many(n: int) -> list[Receipt]:
+        return await asyncio.gather(*(committer.append(draft(b"%d" % i)) for i in range(n)))
+
+    try:
+        receipts = asyncio.run(many(300))
+    finally:
+        committer.stop()
+    assert len({r.delivery_id for r in receipts}) == 300
+    assert committer.groups_committed <= 150  # 300 deliveries, far fewer fsyncs
+    ids = [r.delivery_id for r in receipts]
+    seqs = [store.get_delivery(i).seq for i in ids]  # type: ignore[union-attr]
+    assert sorted(ids) == [i for _, i in sorted(zip(seqs, ids, strict=True))]
+
+
+def test_group_commit_reports_failures_to_every_waiter(store: SQLiteStore) -> None:
+    committer = GroupCommitter(store, max_group=512, max_group_bytes=1 << 26)
+    committer.start()
+    store._writer.execute("PRAGMA query_only = ON")  # every write now fails in SQLite
+
+    async def attempt() -> list[object]:
+        return await asyncio.gather(
+            *(committer.append(draft(b"%d" % i)) for i in range(20)), return_exceptions=True
+        )
+
+    try:
+        results = asyncio.run(attempt())
+    finally:
+        store._writer.execute("PRAGMA query_only = OFF")
+        committer.stop()
+    assert all(isinstance(r, StoreUnavailable) for r in results)
+
+
+# -- migrations -------------------------------------------------------------------------------
+
+EXTRA = migrations.Migration(migrations.LATEST + 1, "test step", "CREATE TABLE later (x TEXT)")
+
+
+def test_older_schema_is_refused_until_upgraded(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    SQLiteStore(str(db_path)).close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, EXTRA))
+    monkeypatch.setattr(migrations, "LATEST", EXTRA.version)
+    with pytest.raises(SchemaError, match="embrasure db upgrade"):
+        SQLiteStore(str(db_path))
+    upgraded = SQLiteStore(str(db_path), upgrade=True)
+    assert upgraded.schema_version() == EXTRA.version
+    upgraded.close()
+
+
+def test_newer_schema_is_refused(db_path: Path) -> None:
+    SQLiteStore(str(db_path)).close()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("INSERT INTO embrasure_schema VALUES (999, 'future', '')")
+    with pytest.raises(SchemaError, match="newer"):
+        open_store(f"sqlite:///{db_path}")
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_migrations_render_for_every_dialect(dialect: str) -> None:
+    for migration in migrations.MIGRATIONS:
+        statements = migration.statements(dialect)
+        assert statements and not any("{" in s for s in statements)
+
+
+def test_concurrent_upgrades_do_not_race(db_path: Path) -> None:
+    cmd = [sys.executable, "-m", "embrasure", "db", "upgrade", "--db", f"sqlite:///{db_path}"]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outputs
+    with sqlite3.connect(db_path) as conn:
+        versions = conn.execute("SELECT version FROM embrasure_schema").fetchall()
+    assert versions == [(v.version,) for v in migrations.MIGRATIONS]
