@@ -115,7 +115,7 @@ def test_split_items_returns_each_items_bytes(items: list[str], envelope: bool) 
 
 
 def test_facet_bytes_counts_facets_without_whitespace() -> None:
-    event = {
+    event: Any = {
         "run": {"facets": {"a": {"x": "s p a c e s"}}, "inputFacets": {"ignored": 1}},
         "job": {"facets": {}},
         "inputs": [{"facets": {"b": 1}, "inputFacets": {"c": [1, 2]}, "outputFacets": {}}],
@@ -127,12 +127,12 @@ def test_facet_bytes_counts_facets_without_whitespace() -> None:
         len(orjson.dumps(o))
         for o in (
             event["run"]["facets"],
-            event["job"]["facets"],  # type: ignore[index]
+            event["job"]["facets"],
             event["inputs"][0]["facets"],
-            event["inputs"][0]["inputFacets"],  # type: ignore[index]
+            event["inputs"][0]["inputFacets"],
             event["outputs"][0]["facets"],
-            event["outputs"][0]["outputFacets"],  # type: ignore[index]
-            event["dataset"]["facets"],  # type: ignore[index]
+            event["outputs"][0]["outputFacets"],
+            event["dataset"]["facets"],
         )
     )
     assert jsonguard.facet_bytes(pretty) == expected

@@ -418,3 +418,48 @@ def test_oversized_facets_name_the_spark_plan(client: TestClient) -> None:
 def test_every_item_rejected_means_quarantined(client: TestClient) -> None:
     r = post(client, [1, "x", None], "/api/v1/lineage/batch").json()
     assert (r["state"], r["item_count"], r["invalid_item_count"]) == ("quarantined", 3, 3)
+
+
+# -- concurrency over real HTTP -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_concurrent_identical_deliveries_store_one(server: ServerProcess) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    body = orjson.dumps(job_event("raced"))
+
+    def send(_: int) -> dict[str, Any]:
+        r = httpx.post(server.url + "/api/v1/lineage", content=body, headers=JSON, timeout=30)
+        assert r.status_code == 202, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+    with ThreadPoolExecutor(32) as pool:
+        receipts = list(pool.map(send, range(64)))
+    assert len({r["delivery_id"] for r in receipts}) == 1
+    assert sum(not r["duplicate"] for r in receipts) == 1
+
+
+@pytest.mark.slow
+def test_concurrent_distinct_deliveries_all_stored(server: ServerProcess) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    def send(i: int) -> str:
+        r = httpx.post(
+            server.url + "/api/v1/lineage",
+            content=orjson.dumps(job_event(f"j{i}")),
+            headers=JSON,
+            timeout=30,
+        )
+        assert r.status_code == 202 and not r.json()["duplicate"], r.text
+        return r.json()["delivery_id"]  # type: ignore[no-any-return]
+
+    with ThreadPoolExecutor(32) as pool:
+        ids = list(pool.map(send, range(200)))
+    assert len(set(ids)) == 200
+    for delivery_id in ids[::20]:
+        assert httpx.get(f"{server.url}/api/v1/deliveries/{delivery_id}").status_code == 200

@@ -7,6 +7,7 @@ import hashlib
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,9 @@ def draft(body: bytes, key: str | None = None, provider: str = "default") -> Del
 
 
 @pytest.fixture
-def store(db_path: Path) -> SQLiteStore:
+def store(db_path: Path) -> Iterator[SQLiteStore]:
     s = SQLiteStore(str(db_path))
-    yield s  # type: ignore[misc]
+    yield s
     s.close()
 
 
