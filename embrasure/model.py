@@ -106,3 +106,114 @@ class Delivery:
     item_count: int
     rejections: tuple[Rejection, ...]
     state: str
+
+
+# -- projection: what the projector's pure stages produce from one event ---------------------
+#
+# An event's facts are a function of its bytes alone; the store merges facts from many
+# events with order-independent rules (DESIGN §1, §3). Times travel as ``EventTime``:
+# ``key`` sorts (fixed width, UTC, nanoseconds), ``text`` is shown (RFC 3339 UTC keeping
+# the source's sub-second digits). An event without eventTime has ``time = None``, which
+# sorts before every known time.
+
+RUN_STATES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER")
+TERMINAL_STATES = frozenset({"COMPLETE", "FAIL", "ABORT"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class EventTime:
+    key: str  # e.g. "2026-11-30T09:00:00.123456789Z": 30 characters, sorts as text
+    text: str  # e.g. "2026-11-30T09:00:00.123Z"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class DatasetId:
+    namespace: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class JobId:
+    namespace: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ParentRef:
+    """ParentRunFacet (1-2-0): the parent run and job, and the root when given."""
+
+    run_id: str | None
+    job: JobId | None
+    root_run_id: str | None = None
+    root_job: JobId | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Symlink:
+    """SymlinksDatasetFacet identifier: TABLE ones are the same dataset; others are
+    locations kept on the node."""
+
+    target: DatasetId
+    type: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """LifecycleStateChangeDatasetFacet: DROP, RENAME (with previousIdentifier), …"""
+
+    state: str
+    previous: DatasetId | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DatasetFacts:
+    id: DatasetId
+    role: str  # "input", "output" (RunEvent/JobEvent) or "dataset" (DatasetEvent)
+    facets: dict[str, Any]  # dataset facets, each already checked against its schema
+    role_facets: dict[str, Any]  # inputFacets / outputFacets: about this run's use
+    symlinks: tuple[Symlink, ...] = ()
+    version: str | None = None
+    lifecycle: Lifecycle | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ColumnFact:
+    """One input field → output field dependency from a columnLineage facet (1-2-0)."""
+
+    target: DatasetId
+    target_field: str
+    source: DatasetId  # as named in the event's inputs; aliases resolve in the store
+    source_field: str
+    kind: str  # "mapping" or "indirect"
+    klass: str | None  # "direct" / "expression" / "aggregate" for mappings, else None
+    masked: bool
+    subtypes: tuple[str, ...]  # transformation subtypes seen (INDIRECT ones included)
+    derived: str | None = None  # "sql" when parsed from the job's SQL, not declared
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EventFacts:
+    """A valid event, normalised: everything the graph needs from it."""
+
+    event_id: str  # SHA-256 hex of the event's canonical JSON
+    kind: str  # RunEvent / JobEvent / DatasetEvent
+    event_type: str | None  # one of RUN_STATES (unknown strings become OTHER)
+    event_type_raw: str | None  # as sent
+    time: EventTime | None
+    job: JobId | None
+    run_id: str | None
+    run_facets: dict[str, Any]
+    job_facets: dict[str, Any]
+    parent: ParentRef | None
+    datasets: tuple[DatasetFacts, ...]
+    columns: tuple[ColumnFact, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Quarantined:
+    """An event that breaks a rule: never projected; the reason names the rule."""
+
+    kind: str | None
+    reason: str
+    retriable: bool = False
