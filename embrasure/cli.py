@@ -4,6 +4,7 @@ EMBRASURE_* environment variable and its line in docs/settings.md."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -98,6 +99,11 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         log_level=settings.log_level,
         timeout_graceful_shutdown=settings.graceful_shutdown_seconds,
     )
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
+    # handler that was installed before it started. Installing a no-op there makes the
+    # graceful shutdown the end of it: we close the store and exit 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: None)
     try:
         uvicorn.Server(config).run()
     finally:

@@ -247,7 +247,6 @@ def test_sigkill_under_load_loses_no_acknowledged_delivery(db_path: Path) -> Non
                 time.sleep(0.05)
             acked_before_kill = load.acked()
             server.kill()  # SIGKILL while all 16 clients are posting
-            killed_at = time.monotonic()
             time.sleep(0.2)  # let every client see the dead server
         out = load.out
         assert not out.unexpected, out.unexpected[:5]
@@ -255,7 +254,6 @@ def test_sigkill_under_load_loses_no_acknowledged_delivery(db_path: Path) -> Non
         assert not out.timeouts, out.timeouts[:5]
         # The kill landed on a loaded server: clients were cut off mid-request or refused.
         assert out.transport_errors, "no client noticed the kill: the load was not running"
-        assert all(a.at <= killed_at for a in out.acks)
         acks = out.acks
         assert len(acks) >= acked_before_kill >= 300, "too few acknowledgements to mean anything"
         for ack in acks:
@@ -272,7 +270,7 @@ def test_sigkill_under_load_loses_no_acknowledged_delivery(db_path: Path) -> Non
         print(
             f"\nSIGKILL: {len(acks)} deliveries acknowledged "
             f"({sum(a.item_count for a in acks)} events), all found and deduplicated after "
-            f"restart; {stored} stored; {len(out.transport_errors)} requests cut off"
+            f"restart; {stored} stored; {len(out.transport_errors)} connection errors"
         )
     finally:
         server.stop()
@@ -374,8 +372,12 @@ def test_fsync_of_the_wal_completes_before_the_202_is_written(tmp_path: Path) ->
         pytest.skip("strace is not on PATH (CI installs it: apt-get install -y strace)")
     db_path = tmp_path / "traced.db"
     trace_path = tmp_path / "server.strace"
-    wrapper = (strace, "-f", "-tt", "-T", "-yy", "-s", "65536", "-o", str(trace_path))
-    wrapper += ("--seccomp-bpf", "-e", f"trace={STRACE_SYSCALLS}")
+    # -f: every thread, with its pid; -yy: paths and TCP endpoints beside each fd;
+    # --seccomp-bpf: stop only on the traced calls, so the server runs near full speed.
+    wrapper: tuple[str, ...] = (
+        *(strace, "-f", "-tt", "-T", "-yy", "-s", "65536", "-o", str(trace_path)),
+        *("--seccomp-bpf", "-e", f"trace={STRACE_SYSCALLS}"),
+    )
     server = ServerProcess(db_path, wrapper=wrapper)
     child: int | None = None
     n = 30
@@ -411,7 +413,9 @@ def test_fsync_of_the_wal_completes_before_the_202_is_written(tmp_path: Path) ->
     wal = str(db_path) + "-wal"
     wal_writes = [c for c in calls if c.name in WRITE_CALLS and c.path == wal and (c.ret or 0) > 0]
     wal_syncs = [c for c in calls if c.name in SYNC_CALLS and c.path == wal and c.ret == 0]
-    sock_writes = [c for c in calls if c.name in WRITE_CALLS and c.path.startswith("TCP")]
+    sock_writes = [
+        c for c in calls if c.name in WRITE_CALLS and c.path.startswith("TCP") and (c.ret or 0) > 0
+    ]
     # Sanity: the trace sees what it must, or every check below would pass vacuously.
     assert wal_writes, f"no write to {wal} in the trace"
     assert wal_syncs, f"no fsync/fdatasync of {wal} in the trace"
@@ -493,7 +497,7 @@ def test_sigterm_under_load_exits_cleanly_and_keeps_every_202(db_path: Path) -> 
         verify_stored(restarted.url, acks)  # every 202 survived the shutdown
         print(
             f"\nSIGTERM: exit code {returncode} after {exit_seconds:.2f} s; {len(acks)} "
-            f"deliveries acknowledged ({after_signal} after the signal), all found after "
+            f"deliveries acknowledged ({after_signal} read after the signal), all found after "
             f"restart; {len(out.unavailable)} answered 503, "
             f"{len(out.transport_errors)} connection errors"
         )
@@ -583,6 +587,9 @@ def test_full_disk_answers_503_then_recovers(tmp_path: Path) -> None:
             server.kill()
             # Exactly the acknowledged deliveries are in the log, in a sound file.
             assert integrity_check(db_path) == len(acks)
-            print(f"\nfull disk: {len(acks) - 2} acknowledged before the 503, 2 after freeing")
+            print(
+                f"\nfull disk: {len(acks) - 2} acknowledged before the 503 "
+                f"({problem['detail']!r}), 2 after freeing space"
+            )
         finally:
             server.stop()
