@@ -1,52 +1,157 @@
-"""Read handlers: thin, they ask the store and shape JSON (DESIGN §5)."""
+"""Read handlers (DESIGN §5): parse query parameters, open one store snapshot, shape JSON.
+
+Handlers run their store work in the thread pool (SQLite calls block). Entities are named
+by query parameters (``namespace=``, ``name=``, ``field=``), never by path segments,
+since namespaces hold colons and slashes.
+"""
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import query
 from .errors import Problem, StoreUnavailable
-from .model import Delivery
+from .export import export_bytes
+from .model import RUN_STATES, DatasetId, JobId, Rejection
+from .projector.worker import replay_item
 from .responses import json_response, problem_response
 from .store import Store
+from .store.base import GraphReader, Row
+from .views import Identities, dataset_view, job_view, run_view
+
+MAX_LIMIT = 1000
+MAX_DEPTH = 20
 
 
-def delivery_view(delivery: Delivery) -> dict[str, Any]:
-    """A delivery with its per-item outcomes; items not rejected at the transport
-    boundary stay ``pending`` until the projector has seen them."""
-    rejected = {r.index: r for r in delivery.rejections}
-    items: list[dict[str, Any]] = []
-    for index in range(delivery.item_count):
-        rejection = rejected.get(index)
-        items.append(
-            {
-                "index": index,
-                "kind": rejection.kind if rejection else None,
-                "outcome": "quarantined" if rejection else "pending",
-                "reason": rejection.reason if rejection else None,
-                "retriable": False,
-                "warnings": [],
-            }
-        )
-    return {
-        "delivery_id": delivery.delivery_id,
-        "provider_key": delivery.provider_key,
-        "received_at": delivery.received_at,
-        "state": delivery.state,
-        "item_count": delivery.item_count,
-        "invalid_item_count": len(delivery.rejections),
-        "summary": {
-            "received": delivery.item_count,
-            "projected": 0,
-            "quarantined": len(rejected),
-            "pending": delivery.item_count - len(rejected),
-        },
-        "items": items,
+def _bad(detail: str) -> Problem:
+    return Problem(400, "bad-parameter", "Bad query parameter", detail)
+
+
+def _not_found(detail: str) -> Problem:
+    return Problem(404, "not-found", "Not found", detail)
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _bad(f"{name}={raw!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise _bad(f"{name} must be between {low} and {high}; got {value}")
+    return value
+
+
+def _choice(request: Request, name: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = request.query_params.get(name, default)
+    if value not in allowed:
+        raise _bad(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def _required(request: Request, *names: str) -> list[str]:
+    missing = [n for n in names if not request.query_params.get(n)]
+    if missing:
+        raise _bad(f"missing query parameter(s): {', '.join(missing)}")
+    return [request.query_params[n] for n in names]
+
+
+def encode_cursor(key: Any) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(key)).decode().rstrip("=")
+
+
+def decode_cursor(request: Request) -> Any:
+    raw = request.query_params.get("cursor")
+    if not raw:
+        return None
+    try:
+        return orjson.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (ValueError, orjson.JSONDecodeError):
+        raise _bad("cursor is not one this server handed out") from None
+
+
+def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str, Any]:
+    (
+        seq,
+        delivery_id,
+        provider,
+        _key,
+        _sha,
+        received_at,
+        _route,
+        item_count,
+        rejections_json,
+        _log_state,
+        state,
+        _projected,
+        _quarantined,
+        edges_created,
+    ) = row
+    rejected = {r[0]: Rejection(*r) for r in orjson.loads(rejections_json)}
+    projected = {r[0]: r for r in reader.items(seq)} if with_items or state != "accepted" else {}
+    items = []
+    for idx in range(item_count):
+        if idx in projected:
+            _, kind, outcome, reason, retriable, warnings, _event = projected[idx]
+            items.append(
+                {
+                    "index": idx,
+                    "kind": kind,
+                    "outcome": outcome,
+                    "reason": reason,
+                    "retriable": bool(retriable),
+                    "warnings": orjson.loads(warnings),
+                }
+            )
+        elif idx in rejected:
+            r = rejected[idx]
+            items.append(
+                {
+                    "index": idx,
+                    "kind": r.kind,
+                    "outcome": "quarantined",
+                    "reason": r.reason,
+                    "retriable": False,
+                    "warnings": [],
+                }
+            )
+        else:
+            items.append(
+                {
+                    "index": idx,
+                    "kind": None,
+                    "outcome": "pending",
+                    "reason": None,
+                    "retriable": False,
+                    "warnings": [],
+                }
+            )
+    counts = {"projected": 0, "quarantined": 0, "pending": 0}
+    for item in items:
+        counts[item["outcome"]] += 1
+    view: dict[str, Any] = {
+        "delivery_id": delivery_id,
+        "provider_key": provider,
+        "received_at": received_at,
+        "state": state,
+        "item_count": item_count,
+        "invalid_item_count": len(rejected),
+        "summary": {"received": item_count, **counts},
+        "edges_created": edges_created or 0,
     }
+    if with_items:
+        view["items"] = items
+    return view
 
 
 class ReadApi:
@@ -54,16 +159,245 @@ class ReadApi:
         self.store = store
         self.retry_after = retry_after
 
+    def _read(self, work: Callable[[GraphReader], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with self.store.reader() as reader:
+                return work(reader)
+
+        return run
+
+    async def _answer(self, work: Callable[[GraphReader], Any]) -> Response:
+        try:
+            result = await run_in_threadpool(self._read(work))
+        except Problem as problem:
+            return problem_response(problem)
+        if isinstance(result, Response):
+            return result
+        return json_response(result)
+
+    # -- deliveries and quarantine -----------------------------------------------------------
+
     async def get_delivery(self, request: Request) -> Response:
         delivery_id = request.path_params["delivery_id"]
-        delivery = await run_in_threadpool(self.store.get_delivery, delivery_id)
-        if delivery is None:
-            return problem_response(
-                Problem(
+
+        def work(reader: GraphReader) -> Any:
+            row = reader.delivery(delivery_id)
+            if row is None:
+                raise Problem(
                     404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
                 )
+            return _delivery_json(reader, row, with_items=True)
+
+        return await self._answer(work)
+
+    async def list_deliveries(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+            state = request.query_params.get("state")
+            if state is not None and state not in (
+                "accepted",
+                "projected",
+                "partially_projected",
+                "quarantined",
+            ):
+                raise _bad(f"unknown delivery state {state!r}")
+            before = decode_cursor(request)
+            rows = reader.deliveries(
+                request.query_params.get("provider_key"), state, before, limit + 1
             )
-        return json_response(delivery_view(delivery))
+            page = [_delivery_json(reader, r, with_items=False) for r in rows[:limit]]
+            return {
+                "deliveries": page,
+                "next_cursor": encode_cursor(rows[limit - 1][0]) if len(rows) > limit else None,
+            }
+
+        return await self._answer(work)
+
+    async def list_quarantine(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+            before = decode_cursor(request)
+            rows = reader.quarantined(tuple(before) if before else None, limit + 1)
+            items = [
+                {"delivery_id": d, "index": i, "kind": k, "reason": r, "received_at": t}
+                for d, i, k, r, t, _seq in rows[:limit]
+            ]
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "items": items,
+                "next_cursor": encode_cursor([last[5], last[1]]) if last else None,
+            }
+
+        return await self._answer(work)
+
+    async def replay(self, request: Request) -> Response:
+        delivery_id = request.path_params["delivery_id"]
+        try:
+            index = int(request.path_params["index"])
+        except ValueError:
+            return problem_response(_bad("the item index is not a whole number"))
+        try:
+            result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
+        except Problem as problem:
+            return problem_response(problem)
+        except StoreUnavailable as exc:
+            return problem_response(
+                Problem(
+                    503,
+                    "store-unavailable",
+                    "Store unavailable",
+                    str(exc),
+                    retry_after=self.retry_after,
+                )
+            )
+        return json_response(result)
+
+    async def export(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Response:
+            return Response(export_bytes(reader), media_type="application/json")
+
+        return await self._answer(work)
+
+    # -- entities ----------------------------------------------------------------------
+
+    async def get_run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"].lower()
+
+        def work(reader: GraphReader) -> Any:
+            rows = reader.rows("runs", ("run_id",), [(run_id,)])
+            if not rows:
+                raise _not_found(f"No run {run_id!r} is known.")
+            return run_view(reader, rows[0])
+
+        return await self._answer(work)
+
+    async def list_runs(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace, name = _required(request, "namespace", "name")
+            limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+            before = decode_cursor(request)
+            rows = reader.runs_of_job(
+                (namespace, name), tuple(before) if before else None, limit + 1
+            )
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "runs": [run_view(reader, r) for r in rows[:limit]],
+                "next_cursor": encode_cursor([last[8], last[0]]) if last else None,
+            }
+
+        return await self._answer(work)
+
+    async def list_datasets(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            ids = Identities(reader)
+            namespace = request.query_params.get("namespace")
+            name = request.query_params.get("name")
+            if namespace is not None and name is not None:
+                node = ids.canonical([DatasetId(namespace, name)])[DatasetId(namespace, name)]
+                if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+                    raise _not_found(f"No dataset {namespace} {name} is known.")
+                return {"datasets": [dataset_view(reader, ids, node)], "next_cursor": None}
+            return self._page(
+                reader,
+                request,
+                "datasets",
+                namespace,
+                lambda r: _canonical_only(ids, r),
+                lambda r: dataset_view(reader, ids, DatasetId(r[0], r[1])),
+            )
+
+        return await self._answer(work)
+
+    async def list_jobs(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace = request.query_params.get("namespace")
+            name = request.query_params.get("name")
+            if namespace is not None and name is not None:
+                if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
+                    raise _not_found(f"No job {namespace} {name} is known.")
+                return {"jobs": [job_view(reader, JobId(namespace, name))], "next_cursor": None}
+            return self._page(
+                reader,
+                request,
+                "jobs",
+                namespace,
+                lambda r: True,
+                lambda r: job_view(reader, JobId(r[0], r[1])),
+            )
+
+        return await self._answer(work)
+
+    def _page(
+        self,
+        reader: GraphReader,
+        request: Request,
+        table: str,
+        namespace: str | None,
+        keep: Callable[[Row], bool],
+        shape: Callable[[Row], Any],
+    ) -> dict[str, Any]:
+        limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+        q = request.query_params.get("q")
+        after = decode_cursor(request)
+        out: list[Any] = []
+        cursor = tuple(after) if after else None
+        while len(out) < limit:
+            rows = reader.page(table, cursor, limit + 1, namespace, q)
+            if not rows:
+                cursor = None
+                break
+            for r in rows:
+                cursor = (r[0], r[1])
+                if keep(r):
+                    out.append(shape(r))
+                    if len(out) == limit:
+                        break
+            if len(rows) <= limit and len(out) < limit:
+                cursor = None
+                break
+        return {table: out, "next_cursor": encode_cursor(list(cursor)) if cursor else None}
+
+    # -- graphs ------------------------------------------------------------------------
+
+    async def lineage(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            kind = _choice(request, "type", "dataset", ("dataset", "job", "service"))
+            namespace, name = _required(request, "namespace", "name")
+            direction = _choice(request, "direction", "both", ("upstream", "downstream", "both"))
+            depth = _int(request, "depth", 5, 0, MAX_DEPTH)
+            limit = _int(request, "limit", 500, 1, 10_000)
+            states = _states(request)
+            root: DatasetId | JobId
+            if kind == "dataset":
+                root = DatasetId(namespace, name)
+                node = Identities(reader).canonical([root])[root]
+                if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+                    raise _not_found(f"No dataset {namespace} {name} is known.")
+            else:
+                root = JobId(namespace, name)
+                if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
+                    raise _not_found(f"No {kind} {namespace} {name} is known.")
+            return query.lineage(reader, root, direction, depth, states, limit)
+
+        return await self._answer(work)
+
+    async def column_lineage(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace, name, field = _required(request, "namespace", "name", "field")
+            direction = _choice(request, "direction", "both", ("upstream", "downstream", "both"))
+            depth = _int(request, "depth", 5, 0, MAX_DEPTH)
+            kinds = set((request.query_params.get("kinds") or "mapping,indirect").split(","))
+            if not kinds <= {"mapping", "indirect"}:
+                raise _bad("kinds is a comma-separated list of mapping, indirect")
+            root = DatasetId(namespace, name)
+            node = Identities(reader).canonical([root])[root]
+            if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+                raise _not_found(f"No dataset {namespace} {name} is known.")
+            return query.column_lineage(reader, root, field, direction, depth, kinds)
+
+        return await self._answer(work)
+
+    # -- health --------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -79,7 +413,32 @@ class ReadApi:
 
     def routes(self) -> list[Route]:
         return [
+            Route("/api/v1/deliveries", self.list_deliveries, methods=["GET"]),
             Route("/api/v1/deliveries/{delivery_id}", self.get_delivery, methods=["GET"]),
+            Route("/api/v1/quarantine", self.list_quarantine, methods=["GET"]),
+            Route("/api/v1/quarantine/{delivery_id}/{index}/replay", self.replay, methods=["POST"]),
+            Route("/api/v1/export", self.export, methods=["GET"]),
+            Route("/api/v1/runs", self.list_runs, methods=["GET"]),
+            Route("/api/v1/runs/{run_id}", self.get_run, methods=["GET"]),
+            Route("/api/v1/datasets", self.list_datasets, methods=["GET"]),
+            Route("/api/v1/jobs", self.list_jobs, methods=["GET"]),
+            Route("/api/v1/lineage", self.lineage, methods=["GET"]),
+            Route("/api/v1/column-lineage", self.column_lineage, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/readyz", self.readyz, methods=["GET"]),
         ]
+
+
+def _states(request: Request) -> set[str] | None:
+    raw = request.query_params.get("states")
+    if not raw:
+        return None
+    states = set(raw.split(","))
+    if not states <= set(RUN_STATES):
+        raise _bad(f"states is a comma-separated list of {', '.join(RUN_STATES)}")
+    return states
+
+
+def _canonical_only(ids: Identities, row: Row) -> bool:
+    identity = DatasetId(row[0], row[1])
+    return ids.canonical([identity])[identity] == identity

@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from .api import ReadApi
 from .errors import Problem
+from .projector.worker import Projector
 from .receiver import Limits, Receiver
 from .responses import problem_response
 from .settings import Settings
@@ -46,7 +47,13 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     )
 
 
-def build_app(settings: Settings, store: Store, limits: Limits | None = None) -> Starlette:
+def build_app(
+    settings: Settings,
+    store: Store,
+    limits: Limits | None = None,
+    projector: Projector | None = None,
+) -> Starlette:
+    """The ASGI app. With ``projector``, the lifespan also runs it in a thread."""
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
     receiver = Receiver(committer, limits or Limits(), settings.retry_after)
     read_api = ReadApi(store, settings.retry_after)
@@ -54,11 +61,15 @@ def build_app(settings: Settings, store: Store, limits: Limits | None = None) ->
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         committer.start()
+        if projector is not None:
+            projector.start()
         try:
             yield
         finally:
             # Uvicorn has answered or dropped every request by now; commit what is queued.
             committer.stop()
+            if projector is not None:
+                projector.stop()
 
     app = Starlette(
         routes=receiver.routes() + read_api.routes(),

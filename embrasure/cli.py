@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -77,6 +78,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     import uvicorn
 
     from .app import build_app
+    from .projector.worker import Projector
     from .store import open_store
 
     settings = load_settings(flags)
@@ -87,7 +89,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         store = open_store(settings.db, upgrade=upgrade)
     except EmbrasureError as exc:
         fail(str(exc))
-    app = build_app(settings, store)
+    app = build_app(settings, store, projector=None if no_projector else Projector(store))
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -108,6 +110,81 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         uvicorn.Server(config).run()
     finally:
         store.close()
+
+
+def open_db(flags: dict[str, Any]) -> Any:
+    from .store import open_store
+
+    settings = load_settings(flags)
+    try:
+        return open_store(settings.db)
+    except EmbrasureError as exc:
+        fail(str(exc))
+
+
+@main.command()
+@setting_options("db", "log_level")
+def project(**flags: Any) -> None:
+    """Run the projector alone (beside `serve --no-projector`), until SIGTERM."""
+    from .projector.worker import Projector
+
+    settings = load_settings(flags)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    store = open_db(flags)
+    projector = Projector(store)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    projector.start()
+    stop.wait()
+    projector.stop()
+    store.close()
+
+
+@main.command()
+@setting_options("db")
+def reproject(**flags: Any) -> None:
+    """Rebuild the graph from the whole log beside the served one, then swap to it."""
+    import time
+
+    from .projector.worker import reproject as rebuild
+
+    store = open_db(flags)
+    started = time.monotonic()
+    try:
+        generation = rebuild(store)
+    except EmbrasureError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+    click.echo(
+        f"reprojected into graph generation {generation} in {time.monotonic() - started:.1f} s"
+    )
+
+
+@main.command()
+@setting_options("db")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default="-",
+    help="File to write (default: standard output).",
+)
+def export(output: str, **flags: Any) -> None:
+    """Write the whole graph as canonical JSON (the same as GET /api/v1/export)."""
+    from .export import export_bytes
+
+    store = open_db(flags)
+    try:
+        with store.reader() as reader:
+            data = export_bytes(reader)
+    finally:
+        store.close()
+    with click.open_file(output, "wb") as out:
+        out.write(data + b"\n")
 
 
 @main.command("settings")

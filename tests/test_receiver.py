@@ -103,7 +103,7 @@ def test_unknown_delivery_is_404(client: TestClient) -> None:
 
 def test_unknown_route_is_problem_json(client: TestClient) -> None:
     assert_problem(client.get("/api/v1/nothing-here"), 404, "http-404")
-    assert_problem(client.get("/api/v1/lineage"), 405, "http-405")
+    assert_problem(client.delete("/api/v1/lineage"), 405, "http-405")
 
 
 # -- idempotency ---------------------------------------------------------------------------

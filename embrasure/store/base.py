@@ -9,12 +9,129 @@ exceptions into ``errors.StoreError`` and its children.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import contextlib
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..errors import IdempotencyConflict
-from ..model import Delivery, DeliveryDraft, Receipt
+from ..model import Delivery, DeliveryDraft, Receipt, Rejection
 
 AppendResult = Receipt | IdempotencyConflict
+Row = tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogEntry:
+    """A delivery as the projector reads it from the log."""
+
+    seq: int
+    delivery_id: str
+    route: str
+    body: bytes
+    item_count: int
+    rejections: tuple[Rejection, ...]
+
+
+class ProjectionTx(abc.ABC):
+    """One projection transaction on one graph generation (graph_schema.COLUMNS names
+    the tables and their key and value columns). Rows are tuples: key columns first,
+    then value columns. Nothing is visible to readers until the transaction commits,
+    together with the position written by ``set_position``."""
+
+    @abc.abstractmethod
+    def insert_new(self, table: str, rows: Sequence[Row]) -> list[bool]:
+        """Insert rows whose key is not there yet; True for each row inserted."""
+
+    @abc.abstractmethod
+    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
+        """The stored rows for ``keys``: key tuple → value tuple."""
+
+    @abc.abstractmethod
+    def save(self, table: str, rows: Sequence[Row]) -> None:
+        """Insert or replace whole rows."""
+
+    @abc.abstractmethod
+    def delete(self, table: str, keys: Iterable[Row]) -> None:
+        """Delete rows by key."""
+
+    @abc.abstractmethod
+    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
+        """Whole rows (key then value columns) whose ``columns`` equal one of ``values``."""
+
+    @abc.abstractmethod
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        """Every links row (a_ns, a_name, b_ns, b_name, kind) with either end in
+        ``identities``."""
+
+    @abc.abstractmethod
+    def position(self) -> int:
+        """This generation's position: every delivery up to it is projected."""
+
+    @abc.abstractmethod
+    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
+        """As Store.read_log, inside this transaction."""
+
+    @abc.abstractmethod
+    def set_position(self, seq: int) -> None:
+        """Record that every delivery up to ``seq`` is projected."""
+
+    @abc.abstractmethod
+    def serve_this_generation(self) -> int:
+        """Make this transaction's generation the served one (at commit); return the
+        generation served until now."""
+
+
+class GraphReader(abc.ABC):
+    """Reads of the log and the served graph, all in one snapshot (one read transaction).
+    Rows are tuples in graph_schema.COLUMNS order (key columns, then value columns)."""
+
+    @abc.abstractmethod
+    def rows(
+        self, table: str, columns: Sequence[str] = (), values: Iterable[Row] = ()
+    ) -> list[Row]:
+        """Rows of a graph table whose ``columns`` equal one of ``values`` (all rows,
+        in key order, when no columns are given)."""
+
+    @abc.abstractmethod
+    def page(
+        self,
+        table: str,
+        after: Row | None,
+        limit: int,
+        namespace: str | None = None,
+        contains: str | None = None,
+    ) -> list[Row]:
+        """Rows of a (ns, name)-keyed graph table in key order after the key ``after``,
+        in ``namespace`` when given, whose name contains ``contains`` (any case)."""
+
+    @abc.abstractmethod
+    def delivery(self, delivery_id: str) -> Row | None:
+        """The delivery's log columns, its state, and its projection counts."""
+
+    @abc.abstractmethod
+    def deliveries(
+        self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
+    ) -> list[Row]:
+        """Deliveries newest first, as ``delivery`` shapes them."""
+
+    @abc.abstractmethod
+    def items(self, seq: int) -> list[Row]:
+        """Projected item outcomes of one delivery."""
+
+    @abc.abstractmethod
+    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[Row]:
+        """Quarantined items, newest delivery first."""
+
+    @abc.abstractmethod
+    def body(self, seq: int) -> bytes | None:
+        """A delivery's stored body."""
+
+    @abc.abstractmethod
+    def runs_of_job(
+        self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
+    ) -> list[Row]:
+        """A job's runs, newest (latest eventTime) first."""
 
 
 class Store(abc.ABC):
@@ -40,6 +157,33 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_body(self, delivery_id: str) -> bytes | None:
         """The stored request body, byte for byte."""
+
+    @abc.abstractmethod
+    def position(self) -> int:
+        """The served graph's projector position (0 before any projection)."""
+
+    @abc.abstractmethod
+    def log_head(self) -> int:
+        """The newest delivery's seq (0 for an empty log)."""
+
+    @abc.abstractmethod
+    def projection(
+        self, generation: int | None = None
+    ) -> contextlib.AbstractContextManager[ProjectionTx]:
+        """A write transaction on the served graph generation (or on ``generation``, one
+        being built by reproject); commits on a clean exit."""
+
+    @abc.abstractmethod
+    def create_generation(self) -> int:
+        """Create empty graph tables for a new generation beside the served one."""
+
+    @abc.abstractmethod
+    def drop_generation(self, generation: int) -> None:
+        """Drop a generation's graph tables (never the served one)."""
+
+    @abc.abstractmethod
+    def reader(self) -> contextlib.AbstractContextManager[GraphReader]:
+        """A read snapshot of the log and the served graph."""
 
     @abc.abstractmethod
     def ping(self) -> None:

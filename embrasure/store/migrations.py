@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from . import graph_schema
+
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {
         "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -60,6 +62,23 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE UNIQUE INDEX deliveries_identity ON deliveries (provider_key, dedupe_key);
         CREATE INDEX deliveries_by_provider ON deliveries (provider_key, seq);
     """,
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        2,
+        "projected graph, generation 1",
+        """
+        CREATE TABLE graph_meta (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            generation INTEGER NOT NULL,     -- the served generation of graph tables
+            graph_version INTEGER NOT NULL   -- graph_schema.GRAPH_VERSION it was built by
+        );
+        INSERT INTO graph_meta (id, generation, graph_version) VALUES (1, 1, 1);
+    """
+        + graph_schema.GRAPH_TABLES.replace("{g}", graph_schema.prefix(1))
+        + ";\nINSERT INTO g1_position (id, seq) VALUES (1, 0)",
     ),
 )
 

@@ -13,12 +13,14 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ..errors import IdempotencyConflict, SchemaError, StoreError, StoreUnavailable
-from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, Rejection, utc_now
-from . import migrations
-from .base import AppendResult, Store
+from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, utc_now
+from . import graph_schema, migrations
+from .base import AppendResult, GraphReader, ProjectionTx, Store
+from .sqlite_graph import SQLiteProjectionTx, decode_rejections
+from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -29,10 +31,6 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     return conn
-
-
-def _decode_rejections(text: str) -> tuple[Rejection, ...]:
-    return tuple(Rejection(index, kind, reason) for index, kind, reason in json.loads(text))
 
 
 class SQLiteStore(Store):
@@ -52,6 +50,8 @@ class SQLiteStore(Store):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._projector: sqlite3.Connection | None = None
+        self._projector_lock = threading.Lock()
 
     # -- schema ---------------------------------------------------------------------
 
@@ -170,7 +170,7 @@ class SQLiteStore(Store):
             received_at,
             route,
             items,
-            _decode_rejections(rejections),
+            decode_rejections(rejections),
             state,
         )
 
@@ -181,6 +181,88 @@ class SQLiteStore(Store):
             .fetchone()
         )
         return None if row is None else bytes(row[0])
+
+    # -- the projector's side -----------------------------------------------------------
+
+    def log_head(self) -> int:
+        row = self._read().execute("SELECT COALESCE(MAX(seq), 0) FROM deliveries").fetchone()
+        return int(row[0])
+
+    def generation(self, conn: sqlite3.Connection | None = None) -> int:
+        row = (
+            (conn or self._read())
+            .execute("SELECT generation FROM graph_meta WHERE id = 1")
+            .fetchone()
+        )
+        return int(row[0])
+
+    def graph_prefix(self) -> str:
+        return graph_schema.prefix(self.generation())
+
+    def position(self) -> int:
+        conn = self._read()
+        prefix = graph_schema.prefix(self.generation(conn))
+        return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
+
+    @contextlib.contextmanager
+    def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:
+        # One projector connection, one projection at a time in this process; other
+        # processes wait on SQLite's write lock (busy_timeout).
+        with self._projector_lock:
+            if self._projector is None:
+                self._projector = _connect(self.path)
+            conn = self._projector
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                gen = self.generation(conn) if generation is None else generation
+                tx = SQLiteProjectionTx(conn, graph_schema.prefix(gen))
+                yield tx
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreUnavailable(f"projection could not commit: {exc}") from exc
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def create_generation(self) -> int:
+        with self.projection() as tx:
+            assert isinstance(tx, SQLiteProjectionTx)
+            conn = tx.conn
+            served = self.generation(conn)
+            new = served + 1
+            self._drop(conn, new)  # what a crashed reproject may have left
+            for statement in graph_schema.graph_statements(
+                graph_schema.prefix(new), migrations.DIALECT_TOKENS["sqlite"]
+            ):
+                conn.execute(statement)
+            conn.execute(f"INSERT INTO {graph_schema.prefix(new)}position (id, seq) VALUES (1, 0)")
+        return new
+
+    def drop_generation(self, generation: int) -> None:
+        with self.projection() as tx:
+            assert isinstance(tx, SQLiteProjectionTx)
+            conn = tx.conn
+            if generation == self.generation(conn):
+                raise StoreError(f"generation {generation} is the served graph")
+            self._drop(conn, generation)
+
+    @staticmethod
+    def _drop(conn: sqlite3.Connection, generation: int) -> None:
+        prefix = graph_schema.prefix(generation)
+        for table in graph_schema.TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[GraphReader]:
+        conn = self._read()
+        conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
+        try:
+            yield SQLiteReader(conn, graph_schema.prefix(self.generation(conn)))
+        finally:
+            conn.execute("COMMIT")
 
     def ping(self) -> None:
         try:
@@ -193,4 +275,7 @@ class SQLiteStore(Store):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+        with self._projector_lock:
+            if self._projector is not None:
+                self._projector.close()
         self._writer.close()

@@ -1,0 +1,1 @@
+"""The projector: pure stages that turn validated events into graph facts."""

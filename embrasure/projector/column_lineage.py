@@ -1,0 +1,387 @@
+"""Column lineage: field → field facts from one event, and the edge merge across events.
+
+Implements DESIGN §3 "Column lineage" over ColumnLineageDatasetFacet 1-2-0 (per input
+field ``transformations`` and the facet-level ``dataset`` array) and its older shapes:
+1-0-0 (``inputFields`` only) and 1-0-1/1-0-2 (per output field ``transformationType`` /
+``transformationDescription``, deprecated since 1-1-0).
+
+Extraction (``extract``, a function of one event's datasets):
+
+- Each input field names a dataset (namespace, name) that must be one of the SAME event's
+  inputs, by identity or by alias (an input's TABLE symlinks are its identities). Anything
+  else, and empty field names, are ignored with a warning — never guessed.
+- Per input field, from its transformations (1-1-0+): DIRECT/IDENTITY → direct,
+  DIRECT/TRANSFORMATION → expression, DIRECT/AGGREGATION → aggregate; the strongest wins
+  (aggregate > expression > direct); an unknown type or subtype counts as expression. When
+  every transformation is INDIRECT the field is an indirect dependency (kind "indirect",
+  no class). Without transformations the deprecated per-output-field ``transformationType``
+  decides: IDENTITY → direct, any other non-empty string → expression (MASKED, the other
+  value the 1-0-1 schema documents, also marks the mapping masked). No metadata at all →
+  expression. ``masking: true`` on any transformation marks the fact masked.
+- The facet's dataset-level ``dataset`` entries are indirect dependencies of every output
+  field: the keys of ``fields`` and the top-level fields of the same output's ``schema``
+  facet (a column fed only by, say, ``count(*)`` has no ``fields`` entry but is grouped all
+  the same).
+- Subtypes are kept qualified by their type, ``"INDIRECT/JOIN"``, ``"DIRECT/IDENTITY"``
+  (a type without subtype is kept alone), so the INDIRECT subtypes of a mapping stay
+  distinguishable from its DIRECT ones and unknown strings are kept verbatim.
+- One fact per (source dataset, source field, target dataset, target field): duplicates
+  within the event merge with the cross-event rule below.
+
+Merge (``merge_column_facts``, over the set of facts of every event): one edge per (source
+field, target field, job); the class is the strongest ever seen, a mapping beats an
+indirect dependency, ``masked`` is true if any fact said so, subtypes are unioned; a
+declared fact beats one derived from SQL (``derived="sql"``): when any declared fact
+exists for an edge, the derived ones are ignored. All joins of a semilattice, so any
+order, duplication or split gives the same edges (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from embrasure.model import ColumnFact, DatasetFacts, DatasetId, JobId
+
+MAPPING = "mapping"
+INDIRECT = "indirect"
+# Strength order of mapping classes: the strongest of several wins.
+CLASSES = ("direct", "expression", "aggregate")
+_DIRECT_SUBTYPES = {
+    "IDENTITY": "direct",
+    "TRANSFORMATION": "expression",
+    "AGGREGATION": "aggregate",
+}
+
+
+class ColumnEdgeKey(NamedTuple):
+    source: DatasetId
+    source_field: str
+    target: DatasetId
+    target_field: str
+    job: JobId | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ColumnEdge:
+    """A field → field edge of one job, merged over every event that declared it."""
+
+    source: DatasetId
+    source_field: str
+    target: DatasetId
+    target_field: str
+    job: JobId | None
+    kind: str  # "mapping" or "indirect"
+    klass: str | None  # direct / expression / aggregate for mappings, else None
+    masked: bool
+    subtypes: tuple[str, ...]  # sorted, "TYPE/SUBTYPE"
+    derived: str | None = None  # "sql" when only derived facts ever named it
+
+    @property
+    def key(self) -> ColumnEdgeKey:
+        return ColumnEdgeKey(
+            self.source, self.source_field, self.target, self.target_field, self.job
+        )
+
+    @property
+    def indirect(self) -> tuple[str, ...]:
+        """The INDIRECT subtypes (the API's ``indirect``)."""
+        return indirect_subtypes(self.subtypes)
+
+
+def indirect_subtypes(subtypes: Iterable[str]) -> tuple[str, ...]:
+    """``("DIRECT/IDENTITY", "INDIRECT/JOIN")`` → ``("JOIN",)``."""
+    return tuple(s[len("INDIRECT/") :] for s in subtypes if s.startswith("INDIRECT/"))
+
+
+# -- extraction ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class _Dep:
+    """One input field's dependency as read from the facet, before merging."""
+
+    kind: str
+    klass: str | None
+    masked: bool
+    subtypes: frozenset[str]
+
+
+def _stronger(a: str | None, b: str | None) -> str | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if CLASSES.index(a) >= CLASSES.index(b) else b
+
+
+def _classify(entry: Mapping[str, Any], legacy: Any) -> _Dep:
+    transformations = entry.get("transformations")
+    items = (
+        [t for t in transformations if isinstance(t, Mapping)]
+        if isinstance(transformations, list)
+        else []
+    )
+    if not items:
+        # 1-0-x shape: no per-input metadata; the deprecated per-output-field
+        # transformationType applies to every input field of that output field. An empty
+        # string (openlineage-airflow's SQL extractor sends "") is no metadata.
+        if isinstance(legacy, str) and legacy:
+            legacy_class = "direct" if legacy == "IDENTITY" else "expression"
+            return _Dep(MAPPING, legacy_class, legacy == "MASKED", frozenset())
+        return _Dep(MAPPING, "expression", False, frozenset())
+
+    klass: str | None = None
+    masked = False
+    subtypes: set[str] = set()
+    for t in items:
+        typ = t.get("type")
+        sub = t.get("subtype")
+        kind_s = typ if isinstance(typ, str) else ""
+        sub_s = sub if isinstance(sub, str) and sub else None
+        if kind_s or sub_s:
+            subtypes.add(f"{kind_s}/{sub_s}" if sub_s else kind_s)
+        masked = masked or t.get("masking") is True
+        if kind_s == "INDIRECT":
+            continue
+        if kind_s == "DIRECT" and sub_s in _DIRECT_SUBTYPES:
+            klass = _stronger(klass, _DIRECT_SUBTYPES[sub_s])
+        else:  # unknown type, or DIRECT with an unknown or missing subtype
+            klass = _stronger(klass, "expression")
+    return _Dep(MAPPING if klass is not None else INDIRECT, klass, masked, frozenset(subtypes))
+
+
+def _merge_dep(a: _Dep | None, b: _Dep) -> _Dep:
+    if a is None:
+        return b
+    return _Dep(
+        MAPPING if MAPPING in (a.kind, b.kind) else INDIRECT,
+        _stronger(a.klass, b.klass),
+        a.masked or b.masked,
+        a.subtypes | b.subtypes,
+    )
+
+
+class _Inputs:
+    """Matches a dataset named in a columnLineage facet to one of the event's inputs."""
+
+    def __init__(
+        self,
+        inputs: Sequence[DatasetFacts],
+        resolve: Callable[[DatasetId], DatasetId | None] | None,
+    ) -> None:
+        self._exact = {d.id for d in inputs}
+        self._alias: dict[DatasetId, DatasetId] = {}
+        for d in sorted(inputs, key=lambda d: d.id, reverse=True):
+            # Two inputs sharing a TABLE alias are one node (symlinks.py), so either may
+            # stand for it; the smallest wins (the loop runs largest first).
+            for s in d.symlinks:
+                if s.type == "TABLE":
+                    self._alias[s.target] = d.id
+        self._resolve = resolve
+        self._canonical: dict[DatasetId, DatasetId] | None = None
+        self._inputs = inputs
+
+    def match(self, named: DatasetId) -> DatasetId | None:
+        if named in self._exact:
+            return named
+        found = self._alias.get(named)
+        if found is not None or self._resolve is None:
+            return found
+        canonical = self._resolve(named)
+        return None if canonical is None else self._by_canonical().get(canonical)
+
+    def _by_canonical(self) -> dict[DatasetId, DatasetId]:
+        if self._canonical is None:
+            assert self._resolve is not None
+            self._canonical = {}
+            for d in sorted(self._inputs, key=lambda d: d.id, reverse=True):
+                for ident in (d.id, *(s.target for s in d.symlinks if s.type == "TABLE")):
+                    c = self._resolve(ident)
+                    if c is not None:
+                        self._canonical[c] = d.id
+        return self._canonical
+
+
+def _schema_fields(output: DatasetFacts) -> list[str]:
+    schema = output.facets.get("schema")
+    fields = schema.get("fields") if isinstance(schema, Mapping) else None
+    if not isinstance(fields, list):
+        return []
+    return [f["name"] for f in fields if isinstance(f, Mapping) and isinstance(f.get("name"), str)]
+
+
+def _label(d: DatasetId) -> str:
+    return f"{d.namespace}:{d.name}"
+
+
+def extract(
+    outputs: Sequence[DatasetFacts],
+    inputs: Sequence[DatasetFacts],
+    resolve_input: Callable[[DatasetId], DatasetId | None] | None = None,
+) -> tuple[tuple[ColumnFact, ...], tuple[str, ...]]:
+    """Column facts declared by the outputs' columnLineage facets, and warnings.
+
+    ``resolve_input`` (optional) maps an identity to its canonical node identity as the
+    store knows it, so that an input field named by an alias learned from ANOTHER event
+    still matches. That makes the result depend on what the store knew when the event was
+    projected; the pure, order-independent reading is without it (the default), where only
+    the event's own inputs and their TABLE symlinks count, as DESIGN §3 requires.
+    Facts and warnings come out sorted, so equal events give equal results.
+    """
+    match = _Inputs(inputs, resolve_input)
+    deps: dict[tuple[DatasetId, str, DatasetId, str], _Dep] = {}
+    unmatched: dict[tuple[DatasetId, DatasetId], set[str]] = {}
+    warnings: set[str] = set()
+
+    def add(
+        target: DatasetId, out_field: str, entry: Any, legacy: Any, dataset_level: bool
+    ) -> None:
+        where = f"columnLineage of {_label(target)}"
+        if not isinstance(entry, Mapping):
+            warnings.add(f"{where}: an input field that is not an object was ignored")
+            return
+        ns, name, field = entry.get("namespace"), entry.get("name"), entry.get("field")
+        if not (isinstance(ns, str) and isinstance(name, str) and isinstance(field, str)):
+            warnings.add(f"{where}: an input field without namespace, name and field was ignored")
+            return
+        if not field:
+            warnings.add(
+                f"{where}: an input field of {_label(DatasetId(ns, name))} "
+                "with an empty field name was ignored"
+            )
+            return
+        source = match.match(DatasetId(ns, name))
+        if source is None:
+            unmatched.setdefault((target, DatasetId(ns, name)), set()).add(out_field)
+            return
+        dep = _classify(entry, legacy)
+        if dataset_level and dep.kind == MAPPING:
+            # The facet calls these "lineage that affects the whole dataset"; DESIGN §3
+            # makes them indirect dependencies of every field, whatever their type says.
+            dep = _Dep(INDIRECT, None, dep.masked, dep.subtypes)
+        key = (source, field, target, out_field)
+        deps[key] = _merge_dep(deps.get(key), dep)
+
+    for output in outputs:
+        facet = output.facets.get("columnLineage")
+        if not isinstance(facet, Mapping) or facet.get("_deleted") is True:
+            continue
+        where = f"columnLineage of {_label(output.id)}"
+        fields = facet.get("fields")
+        fields = fields if isinstance(fields, Mapping) else {}
+        out_fields: set[str] = set()
+        for out_field, spec in fields.items():
+            if not out_field:
+                warnings.add(f"{where}: an output field with an empty name was ignored")
+                continue
+            out_fields.add(out_field)
+            if not isinstance(spec, Mapping):
+                continue
+            entries = spec.get("inputFields")
+            for entry in entries if isinstance(entries, list) else ():
+                add(output.id, out_field, entry, spec.get("transformationType"), False)
+        dataset_level = facet.get("dataset")
+        if isinstance(dataset_level, list) and dataset_level:
+            out_fields.update(f for f in _schema_fields(output) if f)
+            if not out_fields:
+                warnings.add(
+                    f"{where}: dataset-level dependencies were ignored: the output names no fields"
+                )
+            for out_field in sorted(out_fields):
+                for entry in dataset_level:
+                    add(output.id, out_field, entry, None, True)
+
+    for (target, named), out_fields in unmatched.items():
+        warnings.add(
+            f"columnLineage of {_label(target)}: input dataset {_label(named)} is not among "
+            f"the event's inputs; ignored for {len(out_fields)} field(s)"
+        )
+    facts = tuple(
+        ColumnFact(
+            target=target,
+            target_field=target_field,
+            source=source,
+            source_field=source_field,
+            kind=dep.kind,
+            klass=dep.klass,
+            masked=dep.masked,
+            subtypes=tuple(sorted(dep.subtypes)),
+        )
+        for (source, source_field, target, target_field), dep in sorted(deps.items())
+    )
+    return facts, tuple(sorted(warnings))
+
+
+# -- merge across events ---------------------------------------------------------------------
+
+
+def edge_of(job: JobId | None, fact: ColumnFact) -> ColumnEdge:
+    """The edge one fact declares, before merging with the others."""
+    mapping = fact.kind == MAPPING
+    return ColumnEdge(
+        source=fact.source,
+        source_field=fact.source_field,
+        target=fact.target,
+        target_field=fact.target_field,
+        job=job,
+        kind=MAPPING if mapping else INDIRECT,
+        # A mapping always has a class: none or an unknown one (a SQL parser's, say)
+        # counts as expression, as unknown transformation metadata does.
+        klass=(fact.klass if fact.klass in CLASSES else "expression") if mapping else None,
+        masked=fact.masked,
+        subtypes=tuple(sorted(set(fact.subtypes))),
+        derived=fact.derived,
+    )
+
+
+def merge_edges(a: ColumnEdge, b: ColumnEdge) -> ColumnEdge:
+    """Join two edges with the same key (commutative, associative, idempotent)."""
+    if a.key != b.key:
+        raise ValueError(f"cannot merge different column edges: {a.key} and {b.key}")
+    # Declared (derived None) beats derived: a lexicographic join, so still a semilattice.
+    if (a.derived is None) != (b.derived is None):
+        return a if a.derived is None else b
+    kind = MAPPING if MAPPING in (a.kind, b.kind) else INDIRECT
+    return dataclasses.replace(
+        a,
+        kind=kind,
+        klass=_stronger(a.klass, b.klass) if kind == MAPPING else None,
+        masked=a.masked or b.masked,
+        subtypes=tuple(sorted(set(a.subtypes) | set(b.subtypes))),
+        derived=a.derived if a.derived == b.derived else min(a.derived or "", b.derived or ""),
+    )
+
+
+def merge_column_facts(
+    facts: Iterable[tuple[JobId | None, ColumnFact]],
+    resolve: Callable[[DatasetId], DatasetId] | None = None,
+) -> dict[ColumnEdgeKey, ColumnEdge]:
+    """One edge per (source field, target field, job) from (job, fact) pairs.
+
+    ``resolve`` maps a dataset identity to its canonical one (symlinks.canonical_of), so
+    facts naming aliases land on the node's edge; without it identities are taken as named.
+    """
+    edges: dict[ColumnEdgeKey, ColumnEdge] = {}
+    for job, fact in facts:
+        if resolve is not None:
+            fact = dataclasses.replace(
+                fact, source=resolve(fact.source), target=resolve(fact.target)
+            )
+        edge = edge_of(job, fact)
+        old = edges.get(edge.key)
+        edges[edge.key] = edge if old is None else merge_edges(old, edge)
+    return dict(sorted(edges.items(), key=lambda kv: _sort_key(kv[0])))
+
+
+def _sort_key(key: ColumnEdgeKey) -> tuple[DatasetId, str, DatasetId, str, bool, JobId | None]:
+    # None jobs (no job: a DatasetEvent) sort first; JobId and None do not compare.
+    return (
+        key.source,
+        key.source_field,
+        key.target,
+        key.target_field,
+        key.job is not None,
+        key.job,
+    )

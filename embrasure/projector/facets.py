@@ -1,0 +1,150 @@
+"""The facet merge rule: which value of a facet name is current (DESIGN §3 "Facets").
+
+Rule, per entity and facet name, over the SET of records ever seen for it:
+
+- the value from the latest eventTime wins; an unknown eventTime orders before every known
+  one (DESIGN §3 "Validation"); equal eventTimes break by the larger canonical JSON of the
+  value (sorted keys, no insignificant whitespace), then — when even the values are equal —
+  by the larger event id, so that the event credited with the value is deterministic too;
+- a job or dataset facet carrying ``"_deleted": true`` is a deletion marker (OpenLineage
+  proposal 1837, "static lineage and deleted facets"): it removes the facet when its
+  eventTime is not older than the winning value's (deletion time >= value time). A later
+  value brings the facet back. ``"_deleted": null`` or ``false`` is an ordinary value.
+  Run, input and output facets cannot be deleted (proposal 1837), so callers merging those
+  pass ``honour_deleted=False`` and the marker is then an ordinary value.
+
+Every step is a maximum under a total order, so the result depends on the set of records
+only: any order, duplication or split of the history gives the same answer (DESIGN §1).
+``FacetSlot`` is that maximum kept per name (the best value and the latest deletion); it is
+a join-semilattice (``merge_slots`` is commutative, associative, idempotent), so a store can
+fold new records into what it already holds without re-reading the history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import orjson
+
+from embrasure.model import EventTime
+
+
+class FacetRecord(NamedTuple):
+    """One facet value as one event set it. A plain 4-tuple works too."""
+
+    name: str
+    time: EventTime | None
+    event_id: str
+    value: Any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FacetValue:
+    """A facet's current value and which event set it, when (the facet history's head)."""
+
+    value: Any
+    event_id: str
+    time: EventTime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FacetSlot:
+    """What decides one facet name: the best value and the latest deletion marker seen."""
+
+    value: FacetValue | None = None
+    deletion: FacetValue | None = None
+
+    @property
+    def current(self) -> FacetValue | None:
+        """The surviving value, or None when there is none or a deletion covers it."""
+        if self.value is None:
+            return None
+        if self.deletion is not None and time_key(self.deletion.time) >= time_key(self.value.time):
+            return None
+        return self.value
+
+
+def canonical_json(value: Any) -> bytes:
+    """The value's canonical JSON: sorted keys, no insignificant whitespace, UTF-8."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        # orjson refuses integers beyond 64 bits (a JSON parser other than orjson may hand
+        # them over). The stdlib gives the same compact shape; the result is still a
+        # function of the value, which is all the tie-break needs.
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return text.encode("utf-8")
+
+
+def time_key(time: EventTime | None) -> tuple[bool, str]:
+    """Sort key of an eventTime: unknown (None) before every known time.
+
+    Only ``EventTime.key`` counts: two spellings of one instant are the same time.
+    """
+    return (False, "") if time is None else (True, time.key)
+
+
+def is_deletion(value: Any) -> bool:
+    """``{"_deleted": true, …}``: JSON true only — null, false or "true" are values."""
+    return isinstance(value, Mapping) and value.get("_deleted") is True
+
+
+def _rank(item: FacetValue) -> tuple[tuple[bool, str], bytes, str]:
+    return (time_key(item.time), canonical_json(item.value), item.event_id)
+
+
+def _later(a: FacetValue | None, b: FacetValue | None) -> FacetValue | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if _rank(a) >= _rank(b) else b
+
+
+def merge_slots(a: FacetSlot, b: FacetSlot) -> FacetSlot:
+    """Join two partial results for one facet name (order- and grouping-free)."""
+    return FacetSlot(_later(a.value, b.value), _later(a.deletion, b.deletion))
+
+
+def fold_facets(
+    history: Iterable[FacetRecord | tuple[str, EventTime | None, str, Any]],
+    *,
+    honour_deleted: bool = True,
+    into: Mapping[str, FacetSlot] | None = None,
+) -> dict[str, FacetSlot]:
+    """Fold facet records into one slot per name, starting from ``into`` when given."""
+    slots: dict[str, FacetSlot] = dict(into) if into is not None else {}
+    for name, time, event_id, value in history:
+        item = FacetValue(value, event_id, time)
+        old = slots.get(name, FacetSlot())
+        if honour_deleted and is_deletion(value):
+            slots[name] = FacetSlot(old.value, _later(old.deletion, item))
+        else:
+            slots[name] = FacetSlot(_later(old.value, item), old.deletion)
+    return slots
+
+
+def current_of(slots: Mapping[str, FacetSlot]) -> dict[str, FacetValue]:
+    """The surviving value per facet name, names sorted (a stable export order)."""
+    out: dict[str, FacetValue] = {}
+    for name in sorted(slots):
+        value = slots[name].current
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def current_facets(
+    history: Iterable[FacetRecord | tuple[str, EventTime | None, str, Any]],
+    *,
+    honour_deleted: bool = True,
+) -> dict[str, FacetValue]:
+    """The current value of every facet name in ``history`` (DESIGN §3 "Facets").
+
+    ``honour_deleted=False`` for run facets and input/output facets, which proposal 1837
+    says cannot be deleted: ``{"_deleted": true}`` there is just a value.
+    """
+    return current_of(fold_facets(history, honour_deleted=honour_deleted))

@@ -1,0 +1,136 @@
+"""One event → its facts, or the reason it is quarantined: the projector's table of contents.
+
+``project_event`` runs the per-event stages in this order (each pure: no I/O, no store):
+
+1. identity     — event_id = SHA-256 of the canonical JSON of the event as received
+                  (canonical.py, DESIGN §1)
+2. shape        — the item is a JSON object
+3. kind         — run → RunEvent, else job → JobEvent, else DatasetEvent (validate.py)
+4. job, run     — job.namespace/name required strings; a RunEvent's run.runId a UUID
+5. eventTime    — RFC 3339 / ISO 8601, to UTC; none → unknown time (times.py)
+6. eventType    — START…OTHER; unknown strings kept and read as OTHER
+7. facets       — run and job facets checked against their schemas: a standard facet
+                  that breaks its schema is dropped with a warning (facet_schemas.py)
+8. datasets     — inputs/outputs (or a DatasetEvent's dataset): identity rules, facets
+                  and input/output facets checked, symlinks, version, lifecycle
+9. parent       — the parent run and job (ParentRunFacet 1-2-0, legacy parentRun)
+10. columns     — column lineage of the outputs' columnLineage facets (column_lineage.py)
+
+A broken rule at stages 1-6 or 8 quarantines the event with its reason; everything else
+only adds warnings. The event's facts are a function of its bytes alone, so the store's
+merge rules can make the graph independent of arrival order (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embrasure.model import ColumnFact, DatasetFacts, EventFacts, Quarantined
+
+from . import column_lineage, validate
+from .canonical import event_id
+from .times import parse_event_time
+from .validate import Invalid
+
+
+def project_event(event: Any) -> EventFacts | Quarantined:
+    """The facts of one event (any JSON value the receiver accepted), or why not.
+
+    Never raises: a rule the event breaks gives ``Quarantined(retriable=False)``; a fault
+    of the projector itself (a bug) gives ``Quarantined(retriable=True)`` naming it, so
+    that a replay under fixed code can project the event.
+    """
+    kind = None
+    try:
+        kind = validate.event_kind(event) if isinstance(event, dict) else None
+        return _project(event)
+    except Invalid as broken:
+        return Quarantined(kind=kind, reason=broken.reason)
+    except Exception as exc:
+        return Quarantined(
+            kind=kind,
+            reason=f"projector error: {type(exc).__name__}: {exc}",
+            retriable=True,
+        )
+
+
+def _project(event: Any) -> EventFacts:
+    # 1. identity: of the event as received, before anything is dropped from it.
+    try:
+        identity = event_id(event)
+    except ValueError as exc:
+        raise Invalid(f"the event cannot be identified: {exc}") from None
+
+    # 2. shape
+    if not isinstance(event, dict):
+        raise Invalid(f"the event is {validate.describe(event)}, not a JSON object")
+
+    # 3-4. kind, job, run
+    kind = validate.event_kind(event)
+    job = validate.job_of(event, kind)
+    run_id = validate.run_id_of(event, kind)
+    warnings: list[str] = []
+
+    # 5. eventTime
+    try:
+        time, time_warning = parse_event_time(event.get("eventTime"))
+    except ValueError as exc:
+        raise Invalid(f"{kind}: {exc}") from None
+    if time_warning is not None:
+        warnings.append(time_warning)
+
+    # 6. eventType
+    event_type, event_type_raw, type_warnings = validate.event_type_of(event, kind)
+    warnings += type_warnings
+
+    # 7. run and job facets
+    run = event.get("run") if kind == validate.RUN_EVENT else None
+    run_facets, run_warnings = (
+        validate.facets_of(run, "facets", "run", "run.facets") if run is not None else ({}, [])
+    )
+    job_facets, job_warnings = (
+        validate.facets_of(event["job"], "facets", "job", "job.facets")
+        if job is not None
+        else ({}, [])
+    )
+    warnings += run_warnings + job_warnings
+
+    # 8. datasets
+    datasets, dataset_warnings = validate.datasets_of(event, kind)
+    warnings += dataset_warnings
+
+    # 9. parent: read from the run facets as sent (see validate.py for why).
+    parent = validate.parent_of(run.get("facets") if run is not None else None, run_id, warnings)
+
+    # 10. column lineage
+    columns, column_warnings = _column_facts(datasets)
+    warnings += column_warnings
+
+    return EventFacts(
+        event_id=identity,
+        kind=kind,
+        event_type=event_type,
+        event_type_raw=event_type_raw,
+        time=time,
+        job=job,
+        run_id=run_id,
+        run_facets=run_facets,
+        job_facets=job_facets,
+        parent=parent,
+        datasets=datasets,
+        columns=columns,
+        warnings=tuple(warnings),
+    )
+
+
+def _column_facts(
+    datasets: tuple[DatasetFacts, ...],
+) -> tuple[tuple[ColumnFact, ...], list[str]]:
+    """Column lineage declared by the event's outputs, matched against its own inputs
+    only (DESIGN §3): the pure reading, without the store's aliases."""
+    outputs = [d for d in datasets if d.role == "output"]
+    if not outputs:
+        return (), []
+    inputs = [d for d in datasets if d.role == "input"]
+    facts, warnings = column_lineage.extract(outputs, inputs)
+    return facts, list(warnings)

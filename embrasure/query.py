@@ -1,0 +1,327 @@
+"""Lineage and column-lineage traversals, and the canonical export (DESIGN §4, §5).
+
+Edges are stored under the dataset identities producers sent; here they are resolved to
+canonical nodes and merged: an edge's first/last seen are the min/max over its aliases'
+edges, its run_count the number of distinct runs, its last_state the state of its latest
+run (by start time, then runId). Walks are breadth-first, one store query per frontier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .model import DatasetId, JobId
+from .projector.column_lineage import indirect_subtypes
+from .projector.graph_rows import CLASS_RANK
+from .store.base import GraphReader, Row
+from .views import Identities, dataset_node, job_kind, job_node, node_id
+
+CLASS_NAMES = {rank: name for name, rank in CLASS_RANK.items() if name}
+
+
+@dataclasses.dataclass
+class MergedEdge:
+    job: JobId
+    dataset: DatasetId  # canonical
+    direction: str  # "in": dataset → job; "out": job → dataset
+    static: bool
+    first: tuple[str, str] | None = None
+    last: tuple[str, str] | None = None
+    runs: set[str] = dataclasses.field(default_factory=set)
+
+    def add(self, row: Row) -> None:
+        first = (row[6], row[7]) if row[6] else None
+        last = (row[8], row[9]) if row[8] else None
+        if first and (self.first is None or first < self.first):
+            self.first = first
+        if last and (self.last is None or last > self.last):
+            self.last = last
+
+
+class Graph:
+    """The dataset-level graph around some nodes, resolved and merged, in one snapshot."""
+
+    def __init__(self, reader: GraphReader) -> None:
+        self.reader = reader
+        self.ids = Identities(reader)
+        self._kinds: dict[JobId, str] = {}
+
+    def job_type(self, job: JobId) -> str:
+        if job not in self._kinds:
+            self._kinds[job] = job_kind(self.reader, job)
+        return self._kinds[job]
+
+    def edges_of_datasets(self, nodes: Iterable[DatasetId]) -> list[MergedEdge]:
+        members = self.ids.members(nodes)
+        raw_ids = [m for ms in members.values() for m in ms]
+        rows = self.reader.rows(
+            "edges", ("ds_ns", "ds_name"), [(m.namespace, m.name) for m in raw_ids]
+        )
+        return self._merge(rows)
+
+    def edges_of_jobs(self, jobs: Iterable[JobId]) -> list[MergedEdge]:
+        rows = self.reader.rows(
+            "edges", ("job_ns", "job_name"), [(j.namespace, j.name) for j in jobs]
+        )
+        return self._merge(rows)
+
+    def _merge(self, rows: list[Row]) -> list[MergedEdge]:
+        canonical = self.ids.canonical(DatasetId(r[2], r[3]) for r in rows)
+        merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
+        for row in rows:
+            job, ds = JobId(row[0], row[1]), canonical[DatasetId(row[2], row[3])]
+            key = (job, ds, row[4], bool(row[5]))
+            merged.setdefault(key, MergedEdge(job, ds, row[4], bool(row[5]))).add(row)
+        self._attach_runs([e for e in merged.values() if not e.static])
+        return sorted(merged.values(), key=lambda e: (e.job, e.dataset, e.direction, e.static))
+
+    def _attach_runs(self, edges: list[MergedEdge]) -> None:
+        if not edges:
+            return
+        members = self.ids.members({e.dataset for e in edges})
+        raw = {m: e_ds for e_ds, ms in members.items() for m in ms}
+        rows = self.reader.rows(
+            "run_io", ("ds_ns", "ds_name"), [(m.namespace, m.name) for m in raw]
+        )
+        run_ids = sorted({r[0] for r in rows})
+        run_jobs = {
+            r[0]: JobId(r[1], r[2])
+            for r in self.reader.rows("runs", ("run_id",), [(x,) for x in run_ids])
+        }
+        by_key = {(e.job, e.dataset, e.direction): e for e in edges}
+        for run_id, ds_ns, ds_name, direction, _v, _vk in rows:
+            job = run_jobs.get(run_id)
+            edge = by_key.get((job, raw[DatasetId(ds_ns, ds_name)], direction)) if job else None
+            if edge is not None:
+                edge.runs.add(run_id)
+
+    def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
+        run_ids = sorted({r for e in edges for r in e.runs})
+        runs = {r[0]: r for r in self.reader.rows("runs", ("run_id",), [(x,) for x in run_ids])}
+        out: dict[int, str | None] = {}
+        for i, e in enumerate(edges):
+            latest = max(
+                (runs[r] for r in e.runs if r in runs),
+                key=lambda r: (r[4] or "", r[0]),
+                default=None,
+            )
+            out[i] = latest[3] if latest else None
+        return out
+
+    def edge_json(self, edges: list[MergedEdge]) -> list[dict[str, Any]]:
+        states = self.last_states(edges)
+        out = []
+        for i, e in enumerate(edges):
+            job_id = node_id(self.job_type(e.job), e.job.namespace, e.job.name)
+            ds_id = node_id("dataset", e.dataset.namespace, e.dataset.name)
+            source, target = (ds_id, job_id) if e.direction == "in" else (job_id, ds_id)
+            out.append(
+                {
+                    "source": source,
+                    "target": target,
+                    "static": e.static,
+                    "first_seen": e.first[1] if e.first else None,
+                    "last_seen": e.last[1] if e.last else None,
+                    "run_count": len(e.runs),
+                    "last_state": states[i],
+                }
+            )
+        return out
+
+
+def lineage(
+    reader: GraphReader,
+    root: DatasetId | JobId,
+    direction: str,
+    depth: int,
+    states: set[str] | None,
+    limit: int,
+) -> dict[str, Any]:
+    """DESIGN §5 ``GET /api/v1/lineage``: the union of the upstream and downstream walks
+    (``both``), each following edges in one direction, up to ``depth`` edges."""
+    graph = Graph(reader)
+    if isinstance(root, DatasetId):
+        root = graph.ids.canonical([root])[root]
+    nodes: dict[DatasetId | JobId, int] = {root: 0}
+    edges: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
+    truncated = False
+    for walk in ("upstream", "downstream") if direction == "both" else (direction,):
+        frontier: set[DatasetId | JobId] = {root}
+        for step in range(1, depth + 1):
+            found = _step(graph, frontier, walk, states)
+            frontier = set()
+            for edge, neighbour in found:
+                edges[(edge.job, edge.dataset, edge.direction, edge.static)] = edge
+                if neighbour not in nodes:
+                    if len(nodes) >= limit:
+                        truncated = True
+                        continue
+                    nodes[neighbour] = step
+                    frontier.add(neighbour)
+            if not frontier:
+                break
+    kept = [e for e in edges.values() if e.job in nodes and e.dataset in nodes]
+    return {
+        "root": _node(graph, root)["id"],
+        "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
+        "edges": graph.edge_json(
+            sorted(kept, key=lambda e: (e.job, e.dataset, e.direction, e.static))
+        ),
+        "truncated": truncated,
+    }
+
+
+def _step(
+    graph: Graph, frontier: set[DatasetId | JobId], walk: str, states: set[str] | None
+) -> list[tuple[MergedEdge, DatasetId | JobId]]:
+    datasets = [n for n in frontier if isinstance(n, DatasetId)]
+    jobs = [n for n in frontier if isinstance(n, JobId)]
+    # Upstream of a dataset: the jobs writing it; upstream of a job: the datasets it reads.
+    wanted_ds = "out" if walk == "upstream" else "in"
+    wanted_job = "in" if walk == "upstream" else "out"
+    found: list[tuple[MergedEdge, DatasetId | JobId]] = []
+    candidates: list[tuple[MergedEdge, DatasetId | JobId]] = []
+    if datasets:
+        candidates += [
+            (e, e.job) for e in graph.edges_of_datasets(datasets) if e.direction == wanted_ds
+        ]
+    if jobs:
+        candidates += [
+            (e, e.dataset) for e in graph.edges_of_jobs(jobs) if e.direction == wanted_job
+        ]
+    if states is not None:
+        edge_list = [e for e, _ in candidates]
+        last = graph.last_states(edge_list)
+        candidates = [c for i, c in enumerate(candidates) if last[i] in states]
+    found.extend(candidates)
+    return found
+
+
+def _node(graph: Graph, node: DatasetId | JobId) -> dict[str, Any]:
+    if isinstance(node, DatasetId):
+        return dataset_node(node)
+    return job_node(node, graph.job_type(node))
+
+
+def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
+    return (0 if isinstance(node, DatasetId) else 1, node.namespace, node.name)
+
+
+# -- column lineage ---------------------------------------------------------------------------
+
+
+def _column_edges(
+    reader: GraphReader, ids: Identities, fields: list[tuple[DatasetId, str]], side: str
+) -> list[dict[str, Any]]:
+    """Merged column edges whose ``side`` ("src" or "tgt") is one of ``fields``."""
+    members = ids.members({d for d, _ in fields})
+    keys = [(m.namespace, m.name, f) for d, f in fields for m in members[d]]
+    rows = reader.rows("column_edges", (f"{side}_ns", f"{side}_name", f"{side}_field"), keys)
+    canonical = ids.canonical(
+        [DatasetId(r[0], r[1]) for r in rows] + [DatasetId(r[3], r[4]) for r in rows]
+    )
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for (
+        t_ns,
+        t_name,
+        t_f,
+        s_ns,
+        s_name,
+        s_f,
+        j_ns,
+        j_name,
+        derived,
+        kind,
+        klass,
+        masked,
+        subtypes,
+        _fk,
+        f_text,
+        _lk,
+        l_text,
+    ) in rows:
+        tgt, src = canonical[DatasetId(t_ns, t_name)], canonical[DatasetId(s_ns, s_name)]
+        key = (src, s_f, tgt, t_f, j_ns, j_name)
+        old = merged.get(key)
+        if old is not None and old["derived"] is None and derived:
+            continue  # a declared edge always wins over a SQL-derived one
+        if old is None or (old["derived"] and not derived):
+            old = merged[key] = {
+                "src": src,
+                "src_field": s_f,
+                "tgt": tgt,
+                "tgt_field": t_f,
+                "job": JobId(j_ns, j_name),
+                "kind": 0,
+                "class": 0,
+                "masked": False,
+                "subtypes": set(),
+                "derived": derived or None,
+                "first": None,
+                "last": None,
+            }
+        old["kind"] = max(old["kind"], kind)
+        old["class"] = max(old["class"], klass)
+        old["masked"] = old["masked"] or bool(masked)
+        old["subtypes"] |= set(orjson.loads(subtypes))
+        old["first"] = min(filter(None, (old["first"], f_text)), default=None)
+        old["last"] = max(filter(None, (old["last"], l_text)), default=None)
+    return list(merged.values())
+
+
+def column_lineage(
+    reader: GraphReader, root: DatasetId, field: str, direction: str, depth: int, kinds: set[str]
+) -> dict[str, Any]:
+    ids = Identities(reader)
+    root = ids.canonical([root])[root]
+    start = (root, field)
+    nodes: dict[tuple[DatasetId, str], int] = {start: 0}
+    edges: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for walk in ("upstream", "downstream") if direction == "both" else (direction,):
+        frontier = [start]
+        for step in range(1, depth + 1):
+            side = "tgt" if walk == "upstream" else "src"
+            nxt = []
+            for e in _column_edges(reader, ids, frontier, side):
+                if ("mapping" if e["kind"] else "indirect") not in kinds:
+                    continue
+                edges[(e["src"], e["src_field"], e["tgt"], e["tgt_field"], e["job"])] = e
+                other = (
+                    (e["src"], e["src_field"]) if walk == "upstream" else (e["tgt"], e["tgt_field"])
+                )
+                if other not in nodes:
+                    nodes[other] = step
+                    nxt.append(other)
+            frontier = nxt
+            if not frontier:
+                break
+    graph = Graph(reader)
+    return {
+        "root": dataset_node(root, field)["id"],
+        "nodes": [dataset_node(d, f) for d, f in sorted(nodes)],
+        "edges": [column_edge_json(graph, e) for _, e in sorted(edges.items())],
+        "truncated": False,
+    }
+
+
+def column_edge_json(graph: Graph, e: dict[str, Any]) -> dict[str, Any]:
+    job: JobId = e["job"]
+    kind = "mapping" if e["kind"] else "indirect"
+    out = {
+        "source": dataset_node(e["src"], e["src_field"])["id"],
+        "target": dataset_node(e["tgt"], e["tgt_field"])["id"],
+        "kind": kind,
+        "class": CLASS_NAMES.get(e["class"]) if kind == "mapping" else None,
+        "masked": e["masked"],
+        "indirect": list(indirect_subtypes(e["subtypes"])),
+        "job": node_id(graph.job_type(job), job.namespace, job.name) if job.name else None,
+        "first_seen": e["first"],
+        "last_seen": e["last"],
+    }
+    if e["derived"]:
+        out["derived"] = e["derived"]
+    return out

@@ -1,0 +1,296 @@
+"""The projected graph's tables, written once for every dialect and every generation.
+
+The graph is derived data: a function of the delivery log. It lives in a *generation* of
+tables named with a prefix (``g1_runs``, ``g2_runs``…); ``graph_meta`` names the served
+one. ``embrasure reproject`` builds the next generation beside the served one and swaps
+the pointer at the end (DESIGN §6), so readers never see a half-built graph. A change to
+these tables is made by bumping GRAPH_VERSION: the next start reprojects.
+
+Times are stored twice: ``*_key`` sorts (fixed-width UTC text, '' for an unknown time,
+which sorts before every known time — DESIGN §3) and ``*_text`` is shown.
+Dataset identities are stored as sent; aliases resolve through ``canonical`` when read,
+so an alias learned later re-points everything learned earlier with no rewrite.
+"""
+
+from __future__ import annotations
+
+GRAPH_VERSION = 1
+
+GRAPH_TABLES = """
+CREATE TABLE {g}position (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq {bigint} NOT NULL                  -- the last delivery projected
+);
+CREATE TABLE {g}deliveries (
+    seq {bigint} PRIMARY KEY,              -- deliveries.seq
+    projected INTEGER NOT NULL,
+    quarantined INTEGER NOT NULL,
+    edges_created INTEGER NOT NULL
+);
+CREATE TABLE {g}items (
+    seq {bigint} NOT NULL,
+    idx INTEGER NOT NULL,
+    kind TEXT,
+    outcome TEXT NOT NULL,                 -- projected / quarantined
+    reason TEXT,
+    retriable INTEGER NOT NULL,
+    warnings TEXT NOT NULL,                -- JSON array of strings
+    event_id TEXT,
+    PRIMARY KEY (seq, idx)
+);
+CREATE INDEX {g}items_quarantined ON {g}items (outcome, seq);
+CREATE TABLE {g}failures (
+    seq {bigint} PRIMARY KEY,              -- a delivery the projector failed on
+    attempts INTEGER NOT NULL,
+    error TEXT NOT NULL
+);
+CREATE TABLE {g}events (
+    event_id TEXT PRIMARY KEY,             -- SHA-256 of the canonical JSON
+    kind TEXT NOT NULL,
+    event_type TEXT,
+    time_key TEXT NOT NULL,
+    time_text TEXT,
+    job_ns TEXT,
+    job_name TEXT,
+    run_id TEXT,
+    seq {bigint} NOT NULL,                 -- where it was first seen (raw event reads)
+    idx INTEGER NOT NULL
+);
+CREATE INDEX {g}events_time ON {g}events (time_key);
+CREATE TABLE {g}datasets (
+    ns TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (ns, name)
+);
+CREATE TABLE {g}links (
+    a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
+    b_ns TEXT NOT NULL, b_name TEXT NOT NULL,
+    kind TEXT NOT NULL,                    -- TABLE / RENAME (a renamed to b) / LOCATION
+    PRIMARY KEY (a_ns, a_name, b_ns, b_name, kind)
+);
+CREATE INDEX {g}links_b ON {g}links (b_ns, b_name);
+CREATE TABLE {g}canonical (
+    ns TEXT NOT NULL, name TEXT NOT NULL,  -- an identity in a group of more than one
+    c_ns TEXT NOT NULL, c_name TEXT NOT NULL,
+    renamed INTEGER NOT NULL,
+    PRIMARY KEY (ns, name)
+);
+CREATE INDEX {g}canonical_c ON {g}canonical (c_ns, c_name);
+CREATE TABLE {g}jobs (
+    ns TEXT NOT NULL, name TEXT NOT NULL,
+    run_events INTEGER NOT NULL,           -- 1 once a RunEvent named it
+    job_events_out INTEGER NOT NULL,       -- 1 once a JobEvent with outputs named it
+    job_events_in INTEGER NOT NULL,        -- 1 once a JobEvent without outputs named it
+    PRIMARY KEY (ns, name)
+);
+CREATE TABLE {g}runs (
+    run_id TEXT PRIMARY KEY,
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
+    state TEXT,
+    started_key TEXT, started_text TEXT,
+    ended_key TEXT, ended_text TEXT,
+    latest_key TEXT NOT NULL,
+    parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
+    root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT
+);
+CREATE INDEX {g}runs_job ON {g}runs (job_ns, job_name, latest_key);
+CREATE INDEX {g}runs_parent ON {g}runs (parent_run_id);
+CREATE TABLE {g}run_events (
+    run_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    event_type TEXT,
+    time_key TEXT NOT NULL,
+    time_text TEXT,
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
+    parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
+    root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT,
+    PRIMARY KEY (run_id, event_id)
+);
+CREATE TABLE {g}edges (
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
+    ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
+    direction TEXT NOT NULL,               -- 'in': dataset → job, 'out': job → dataset
+    static INTEGER NOT NULL,               -- declared by a JobEvent
+    first_key TEXT, first_text TEXT,
+    last_key TEXT, last_text TEXT,
+    run_count INTEGER NOT NULL,
+    PRIMARY KEY (job_ns, job_name, ds_ns, ds_name, direction, static)
+);
+CREATE INDEX {g}edges_ds ON {g}edges (ds_ns, ds_name);
+CREATE TABLE {g}run_io (
+    run_id TEXT NOT NULL,
+    ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
+    direction TEXT NOT NULL,
+    version TEXT, version_key TEXT,        -- the version from the latest event naming it
+    PRIMARY KEY (run_id, ds_ns, ds_name, direction)
+);
+CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction);
+CREATE TABLE {g}facets (
+    entity TEXT NOT NULL,                  -- 'dataset:ns\\x1fname', 'job:…', 'run:id', …
+    name TEXT NOT NULL,
+    value_key TEXT, value_text TEXT,       -- eventTime of the winning value
+    value_json TEXT,
+    value_event TEXT,
+    deleted_key TEXT, deleted_text TEXT,   -- the winning `_deleted: true` marker
+    deleted_json TEXT, deleted_event TEXT,
+    PRIMARY KEY (entity, name)
+);
+CREATE TABLE {g}facet_history (
+    entity TEXT NOT NULL,
+    name TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    time_key TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    PRIMARY KEY (entity, name, event_id)
+);
+CREATE TABLE {g}column_edges (
+    src_ns TEXT NOT NULL, src_name TEXT NOT NULL, src_field TEXT NOT NULL,
+    tgt_ns TEXT NOT NULL, tgt_name TEXT NOT NULL, tgt_field TEXT NOT NULL,
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
+    derived TEXT NOT NULL,                 -- '' declared, 'sql' parsed from the job's SQL
+    kind_rank INTEGER NOT NULL,            -- 0 indirect, 1 mapping
+    class_rank INTEGER NOT NULL,           -- 0 none, 1 direct, 2 expression, 3 aggregate
+    masked INTEGER NOT NULL,
+    subtypes TEXT NOT NULL,                -- JSON array, sorted
+    first_key TEXT, first_text TEXT, last_key TEXT, last_text TEXT,
+    PRIMARY KEY (tgt_ns, tgt_name, tgt_field, src_ns, src_name, src_field,
+                 job_ns, job_name, derived)
+);
+CREATE INDEX {g}column_edges_src ON {g}column_edges (src_ns, src_name, src_field)
+"""
+
+
+TABLES = (
+    "position",
+    "deliveries",
+    "items",
+    "failures",
+    "events",
+    "datasets",
+    "links",
+    "canonical",
+    "jobs",
+    "runs",
+    "run_events",
+    "edges",
+    "run_io",
+    "facets",
+    "facet_history",
+    "column_edges",
+)
+
+
+def graph_statements(prefix: str, tokens: dict[str, str]) -> list[str]:
+    text = GRAPH_TABLES.format(g=prefix, **tokens)
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+def prefix(generation: int) -> str:
+    return f"g{generation}_"
+
+
+# Every graph table as (key columns, value columns): the store reads and writes rows of
+# them generically, so the projector's merge rules stay in the projector and the SQL here.
+COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "deliveries": (("seq",), ("projected", "quarantined", "edges_created")),
+    "items": (
+        ("seq", "idx"),
+        ("kind", "outcome", "reason", "retriable", "warnings", "event_id"),
+    ),
+    "failures": (("seq",), ("attempts", "error")),
+    "events": (
+        ("event_id",),
+        (
+            "kind",
+            "event_type",
+            "time_key",
+            "time_text",
+            "job_ns",
+            "job_name",
+            "run_id",
+            "seq",
+            "idx",
+        ),
+    ),
+    "datasets": (("ns", "name"), ()),
+    "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ()),
+    "canonical": (("ns", "name"), ("c_ns", "c_name", "renamed")),
+    "jobs": (("ns", "name"), ("run_events", "job_events_out", "job_events_in")),
+    "runs": (
+        ("run_id",),
+        (
+            "job_ns",
+            "job_name",
+            "state",
+            "started_key",
+            "started_text",
+            "ended_key",
+            "ended_text",
+            "latest_key",
+            "parent_run_id",
+            "parent_job_ns",
+            "parent_job_name",
+            "root_run_id",
+            "root_job_ns",
+            "root_job_name",
+        ),
+    ),
+    "run_events": (
+        ("run_id", "event_id"),
+        (
+            "event_type",
+            "time_key",
+            "time_text",
+            "job_ns",
+            "job_name",
+            "parent_run_id",
+            "parent_job_ns",
+            "parent_job_name",
+            "root_run_id",
+            "root_job_ns",
+            "root_job_name",
+        ),
+    ),
+    "edges": (
+        ("job_ns", "job_name", "ds_ns", "ds_name", "direction", "static"),
+        ("first_key", "first_text", "last_key", "last_text", "run_count"),
+    ),
+    "run_io": (("run_id", "ds_ns", "ds_name", "direction"), ("version", "version_key")),
+    "facets": (
+        ("entity", "name"),
+        (
+            "value_key",
+            "value_text",
+            "value_json",
+            "value_event",
+            "deleted_key",
+            "deleted_text",
+            "deleted_json",
+            "deleted_event",
+        ),
+    ),
+    "facet_history": (("entity", "name", "event_id"), ("time_key", "value_json")),
+    "column_edges": (
+        (
+            "tgt_ns",
+            "tgt_name",
+            "tgt_field",
+            "src_ns",
+            "src_name",
+            "src_field",
+            "job_ns",
+            "job_name",
+            "derived",
+        ),
+        (
+            "kind_rank",
+            "class_rank",
+            "masked",
+            "subtypes",
+            "first_key",
+            "first_text",
+            "last_key",
+            "last_text",
+        ),
+    ),
+}

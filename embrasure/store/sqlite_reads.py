@@ -1,0 +1,181 @@
+"""SQLite: reads of the delivery log and the served graph generation.
+
+A ``SQLiteReader`` lives for one request inside one read transaction, so every query of
+the request sees the same snapshot (WAL readers never block the writer). Methods return
+plain rows; shaping them is the read API's job (embrasure/query.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from .base import GraphReader, Row
+from .graph_schema import COLUMNS
+
+MAX_PARAMS = 900
+
+DELIVERY_COLUMNS = (
+    "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
+    " d.route, d.item_count, d.rejections, d.state"
+)
+
+# The delivery state (DESIGN §5) from the log's receipt state and the projection's counts.
+STATE_SQL = """CASE
+    WHEN d.state = 'quarantined' THEN 'quarantined'
+    WHEN p.seq IS NULL THEN 'accepted'
+    WHEN p.projected = 0 THEN 'quarantined'
+    WHEN p.quarantined = 0 THEN 'projected'
+    ELSE 'partially_projected' END"""
+
+
+def _chunks(values: Sequence[Any], width: int) -> Iterator[Sequence[Any]]:
+    per_query = max(1, MAX_PARAMS // width)
+    for start in range(0, len(values), per_query):
+        yield values[start : start + per_query]
+
+
+class SQLiteReader(GraphReader):
+    def __init__(self, conn: sqlite3.Connection, prefix: str) -> None:
+        self.conn = conn
+        self.g = prefix
+
+    # -- generic -------------------------------------------------------------------------
+
+    def rows(
+        self, table: str, columns: Sequence[str] = (), values: Iterable[Row] = ()
+    ) -> list[Row]:
+        keys, rest = COLUMNS[table]
+        head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
+        if not columns:
+            return [tuple(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
+        wanted = list(dict.fromkeys(values))
+        marks = "(" + ", ".join("?" for _ in columns) + ")"
+        out: list[Row] = []
+        for chunk in _chunks(wanted, len(columns)):
+            sql = (
+                f"{head} WHERE ({', '.join(columns)}) IN (VALUES "
+                + ", ".join(marks for _ in chunk)
+                + ")"
+            )
+            out.extend(tuple(r) for r in self.conn.execute(sql, [v for k in chunk for v in k]))
+        return out
+
+    # -- deliveries ----------------------------------------------------------------------
+
+    def delivery(self, delivery_id: str) -> Row | None:
+        row = self.conn.execute(
+            f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
+            f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
+            " ON p.seq = d.seq WHERE d.delivery_id = ?",
+            (delivery_id,),
+        ).fetchone()
+        return None if row is None else tuple(row)
+
+    def deliveries(
+        self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
+    ) -> list[Row]:
+        where: list[str] = []
+        params: list[Any] = []
+        if provider_key is not None:
+            where.append("d.provider_key = ?")
+            params.append(provider_key)
+        if state is not None:
+            where.append(f"({STATE_SQL}) = ?")
+            params.append(state)
+        if before_seq is not None:
+            where.append("d.seq < ?")
+            params.append(before_seq)
+        sql = (
+            f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
+            f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
+            " ON p.seq = d.seq"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY d.seq DESC LIMIT ?"
+        )
+        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def items(self, seq: int) -> list[Row]:
+        return [
+            tuple(r)
+            for r in self.conn.execute(
+                f"SELECT idx, kind, outcome, reason, retriable, warnings, event_id"
+                f" FROM {self.g}items WHERE seq = ? ORDER BY idx",
+                (seq,),
+            )
+        ]
+
+    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[Row]:
+        sql = (
+            f"SELECT d.delivery_id, i.idx, i.kind, i.reason, d.received_at, i.seq"
+            f" FROM {self.g}items i JOIN deliveries d ON d.seq = i.seq"
+            " WHERE i.outcome = 'quarantined'"
+        )
+        params: list[Any] = []
+        if before is not None:
+            sql += " AND (i.seq < ? OR (i.seq = ? AND i.idx > ?))"
+            params += [before[0], before[0], before[1]]
+        sql += " ORDER BY i.seq DESC, i.idx ASC LIMIT ?"
+        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def body(self, seq: int) -> bytes | None:
+        row = self.conn.execute("SELECT body FROM deliveries WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    # -- graph -----------------------------------------------------------------------------
+
+    def aliases_of(self, canonical: Iterable[tuple[str, str]]) -> list[Row]:
+        """canonical rows (ns, name, c_ns, c_name, renamed) of the given canonical ids."""
+        return self.rows("canonical", ("c_ns", "c_name"), [tuple(c) for c in canonical])
+
+    def canonical_rows(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        return self.rows("canonical", ("ns", "name"), [tuple(i) for i in identities])
+
+    def edges_of_datasets(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        return self.rows("edges", ("ds_ns", "ds_name"), [tuple(i) for i in identities])
+
+    def edges_of_jobs(self, jobs: Iterable[tuple[str, str]]) -> list[Row]:
+        return self.rows("edges", ("job_ns", "job_name"), [tuple(j) for j in jobs])
+
+    def run_io_of_datasets(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        return self.rows("run_io", ("ds_ns", "ds_name"), [tuple(i) for i in identities])
+
+    def runs_of_job(
+        self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
+    ) -> list[Row]:
+        keys, rest = COLUMNS["runs"]
+        sql = f"SELECT {', '.join(keys + rest)} FROM {self.g}runs WHERE job_ns = ? AND job_name = ?"
+        params: list[Any] = list(job)
+        if before is not None:
+            sql += " AND (latest_key < ? OR (latest_key = ? AND run_id < ?))"
+            params += [before[0], before[0], before[1]]
+        sql += " ORDER BY latest_key DESC, run_id DESC LIMIT ?"
+        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def page(
+        self,
+        table: str,
+        after: Row | None,
+        limit: int,
+        namespace: str | None = None,
+        contains: str | None = None,
+    ) -> list[Row]:
+        keys, rest = COLUMNS[table]
+        clauses: list[str] = []
+        args: list[Any] = []
+        if namespace is not None:
+            clauses.append("ns = ?")
+            args.append(namespace)
+        if contains:
+            clauses.append("instr(lower(name), lower(?)) > 0")
+            args.append(contains)
+        if after is not None:
+            clauses.append(f"({', '.join(keys)}) > ({', '.join('?' for _ in keys)})")
+            args += list(after)
+        sql = (
+            f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
+            + (" WHERE " + " AND ".join(clauses) if clauses else "")
+            + f" ORDER BY {', '.join(keys)} LIMIT ?"
+        )
+        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]

@@ -1,0 +1,253 @@
+"""The served graph's entities as JSON: node ids, identity resolution, datasets, jobs,
+runs, deliveries. Pure shaping over a store snapshot (``GraphReader``); traversals are in
+query.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .model import DatasetId, JobId
+from .projector import facets as facet_rules
+from .projector.graph_rows import SEP, entity
+from .projector.runs import normalise_state
+from .store.base import GraphReader, Row
+from .store.graph_schema import COLUMNS
+
+
+def _encode(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
+
+
+def node_id(kind: str, namespace: str, name: str, field: str | None = None) -> str:
+    """DESIGN §5: ``dataset:{namespace}:{name}`` (… ``:{field}``); '%' and ':' in the
+    name and field parts are percent-encoded so an id always splits from the right."""
+    text = f"{kind}:{namespace}:{_encode(name)}"
+    return text if field is None else f"{text}:{_encode(field)}"
+
+
+def dataset_node(d: DatasetId, field: str | None = None) -> dict[str, Any]:
+    node = {
+        "id": node_id("field" if field is not None else "dataset", d.namespace, d.name, field),
+        "type": "field" if field is not None else "dataset",
+        "namespace": d.namespace,
+        "name": d.name,
+    }
+    if field is not None:
+        node["field"] = field
+    return node
+
+
+def job_node(job: JobId, kind: str) -> dict[str, Any]:
+    return {
+        "id": node_id(kind, job.namespace, job.name),
+        "type": kind,
+        "namespace": job.namespace,
+        "name": job.name,
+    }
+
+
+def _time(key: str | None, text: str | None) -> Any:
+    return text if key else None
+
+
+@dataclasses.dataclass
+class Identities:
+    """Dataset identity resolution within one snapshot, cached per request."""
+
+    reader: GraphReader
+    _canonical: dict[DatasetId, DatasetId] = dataclasses.field(default_factory=dict)
+    _members: dict[DatasetId, list[DatasetId]] = dataclasses.field(default_factory=dict)
+    _renamed: set[DatasetId] = dataclasses.field(default_factory=set)
+
+    def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
+        ids = list(ids)
+        todo = [i for i in dict.fromkeys(ids) if i not in self._canonical]
+        if todo:
+            found = {
+                DatasetId(r[0], r[1]): (DatasetId(r[2], r[3]), r[4])
+                for r in self.reader.rows(
+                    "canonical", ("ns", "name"), [(i.namespace, i.name) for i in todo]
+                )
+            }
+            for i in todo:
+                c, renamed = found.get(i, (i, 0))
+                self._canonical[i] = c
+                if renamed:
+                    self._renamed.add(i)
+        return {i: self._canonical[i] for i in ids}
+
+    def members(self, canonical: Iterable[DatasetId]) -> dict[DatasetId, list[DatasetId]]:
+        """Every identity of each node (the canonical one first)."""
+        canonical = list(canonical)
+        todo = [c for c in dict.fromkeys(canonical) if c not in self._members]
+        if todo:
+            rows = self.reader.rows(
+                "canonical", ("c_ns", "c_name"), [(c.namespace, c.name) for c in todo]
+            )
+            for c in todo:
+                self._members[c] = [c]
+            for ns, name, c_ns, c_name, renamed in rows:
+                member = DatasetId(ns, name)
+                self._canonical[member] = DatasetId(c_ns, c_name)
+                if renamed:
+                    self._renamed.add(member)
+                if member != DatasetId(c_ns, c_name):
+                    self._members[DatasetId(c_ns, c_name)].append(member)
+        return {c: self._members[c] for c in canonical}
+
+    def is_renamed(self, identity: DatasetId) -> bool:
+        return identity in self._renamed
+
+
+def current_facets(
+    reader: GraphReader, owners: list[str], honour_deleted: bool = True
+) -> dict[str, Any]:
+    """The current facets of a node whose facets were recorded under several owners
+    (a dataset's aliases): the same merge rule as one owner (projector/facets.py)."""
+    slots: dict[str, facet_rules.FacetSlot] = {}
+    for row in reader.rows("facets", ("entity",), [(o,) for o in owners]):
+        _, name, vk, vt, vj, ve, dk, dt, dj, de = row
+        slot = facet_rules.FacetSlot(
+            None
+            if vj is None
+            else facet_rules.FacetValue(orjson.loads(vj), ve, _event_time(vk, vt)),
+            None
+            if (dj is None or not honour_deleted)
+            else facet_rules.FacetValue(orjson.loads(dj), de, _event_time(dk, dt)),
+        )
+        slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
+    return {name: v.value for name, v in facet_rules.current_of(slots).items()}
+
+
+def _event_time(key: str | None, text: str | None) -> Any:
+    from .model import EventTime
+
+    return EventTime(key, text) if key and text is not None else None
+
+
+def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[str, Any]:
+    members = ids.members([node])[node]
+    owners = [entity("dataset", m.namespace, m.name) for m in members]
+    facets = current_facets(reader, owners)
+    member_keys = [(m.namespace, m.name) for m in members]
+    locations = sorted(
+        {
+            (r[2], r[3], r[4])
+            for r in reader.rows("links", ("a_ns", "a_name"), member_keys)
+            if r[4] not in ("TABLE", "RENAME")
+        }
+    )
+    schema = facets.get("schema")
+    fields = (
+        [f.get("name") for f in schema.get("fields", []) if isinstance(f, dict)]
+        if (isinstance(schema, dict) and isinstance(schema.get("fields"), list))
+        else []
+    )
+    lifecycle = facets.get("lifecycleStateChange")
+    return {
+        **dataset_node(node),
+        "aliases": [
+            {"namespace": m.namespace, "name": m.name, "renamed": ids.is_renamed(m)}
+            for m in sorted(members[1:])
+        ],
+        "locations": [{"namespace": n, "name": m, "type": t} for n, m, t in locations],
+        "facets": facets,
+        "fields": [f for f in fields if isinstance(f, str)],
+        "dropped": isinstance(lifecycle, dict) and lifecycle.get("lifecycleStateChange") == "DROP",
+    }
+
+
+def job_kind(reader: GraphReader, job: JobId, facets: dict[str, Any] | None = None) -> str:
+    """DESIGN §3: a service when its jobType facet says processingType SERVICE, or when
+    every event naming it is a JobEvent without outputs."""
+    if facets is None:
+        facets = current_facets(reader, [entity("job", job.namespace, job.name)])
+    job_type = facets.get("jobType")
+    if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
+        return "service"
+    rows = reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)])
+    if rows and rows[0][2:] == (0, 0, 1):
+        return "service"
+    return "job"
+
+
+def job_view(reader: GraphReader, job: JobId) -> dict[str, Any]:
+    facets = current_facets(reader, [entity("job", job.namespace, job.name)])
+    kind = job_kind(reader, job, facets)
+    latest = reader.runs_of_job((job.namespace, job.name), None, 1)
+    return {
+        **job_node(job, kind),
+        "facets": facets,
+        "latest_run": run_summary(latest[0]) if latest else None,
+    }
+
+
+RUN_KEYS = COLUMNS["runs"][0] + COLUMNS["runs"][1]
+
+
+def run_summary(row: Row) -> dict[str, Any]:
+    r = dict(zip(RUN_KEYS, row, strict=True))
+    return {
+        "runId": r["run_id"],
+        "job": {"namespace": r["job_ns"], "name": r["job_name"]},
+        "state": normalise_state(r["state"]) if r["state"] else None,
+        "started_at": _time(r["started_key"], r["started_text"]),
+        "ended_at": _time(r["ended_key"], r["ended_text"]),
+    }
+
+
+def _parent(r: dict[str, Any]) -> dict[str, Any] | None:
+    if r["parent_run_id"] is None and r["parent_job_ns"] is None:
+        return None
+    out: dict[str, Any] = {
+        "runId": r["parent_run_id"],
+        "job": None
+        if r["parent_job_ns"] is None
+        else {"namespace": r["parent_job_ns"], "name": r["parent_job_name"]},
+    }
+    if r["root_run_id"] is not None or r["root_job_ns"] is not None:
+        out["root"] = {
+            "runId": r["root_run_id"],
+            "job": None
+            if r["root_job_ns"] is None
+            else {"namespace": r["root_job_ns"], "name": r["root_job_name"]},
+        }
+    return out
+
+
+def run_view(reader: GraphReader, row: Row) -> dict[str, Any]:
+    r = dict(zip(RUN_KEYS, row, strict=True))
+    run_id = r["run_id"]
+    io = reader.rows("run_io", ("run_id",), [(run_id,)])
+    facets = current_facets(reader, [entity("run", run_id)], honour_deleted=False)
+    error = facets.get("errorMessage")
+    children = reader.rows("runs", ("parent_run_id",), [(run_id,)])
+
+    def datasets(direction: str) -> list[dict[str, Any]]:
+        out = []
+        for _, ns, name, d, version, _vk in sorted(io):
+            if d == direction:
+                item = {"namespace": ns, "name": name}
+                if version is not None:
+                    item["version"] = version
+                out.append(item)
+        return out
+
+    return {
+        **run_summary(row),
+        "inputs": datasets("in"),
+        "outputs": datasets("out"),
+        "facets": facets,
+        "error_message": error.get("message") if isinstance(error, dict) else None,
+        "parent": _parent(r),
+        "children": sorted(run_summary(c)["runId"] for c in children),
+    }
+
+
+def split_owner(owner: str) -> list[str]:
+    return owner.split(SEP)
