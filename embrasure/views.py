@@ -137,9 +137,9 @@ def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[
     member_keys = [(m.namespace, m.name) for m in members]
     locations = sorted(
         {
-            (r[2], r[3], r[4])
+            (r[2], r[3], r[5] or r[4])
             for r in reader.rows("links", ("a_ns", "a_name"), member_keys)
-            if r[4] not in ("TABLE", "RENAME")
+            if r[4] == "LOCATION"
         }
     )
     schema = facets.get("schema")

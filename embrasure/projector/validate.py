@@ -338,8 +338,8 @@ def _ref_run_id(run: Any, where: str, warnings: list[str]) -> str | None:
         return None  # "run": {} in partial events: the parent run is unknown
     run_id = normalise_uuid(raw)
     if run_id is None:
-        shown = quote(raw) if isinstance(raw, str) else describe(raw)
-        warnings.append(f"{where} {shown} is not a UUID: the link to that run is ignored")
+        what = f"{quote(raw)} is not a UUID" if isinstance(raw, str) else f"is {describe(raw)}"
+        warnings.append(f"{where} {what}: the link to that run is ignored")
     return run_id
 
 

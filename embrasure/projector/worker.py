@@ -145,7 +145,7 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     """Apply a batch's contributions; return the edges created per delivery."""
     tx.insert_new("datasets", sorted(changes.datasets))
     links = sorted(changes.links)
-    link_rows = [(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind) for k in links]
+    link_rows = [(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type) for k in links]
     inserted = tx.insert_new("links", link_rows)
     new_links = [link for link, is_new in zip(links, inserted, strict=True) if is_new]
     _merge_jobs(tx, changes)
@@ -335,8 +335,8 @@ def _resolve_identities(tx: ProjectionTx, new_links: Sequence[Link]) -> None:
 
     def neighbours(x: DatasetId) -> list[Link]:
         return [
-            Link(DatasetId(a, b), DatasetId(c, d), k)
-            for a, b, c, d, k in tx.links_touching([(x.namespace, x.name)])
+            Link(DatasetId(a, b), DatasetId(c, d), k, t)
+            for a, b, c, d, k, t in tx.links_touching([(x.namespace, x.name)])
         ]
 
     for start in sorted(touched):

@@ -61,7 +61,7 @@ class ProjectionTx(abc.ABC):
 
     @abc.abstractmethod
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        """Every links row (a_ns, a_name, b_ns, b_name, kind) with either end in
+        """Every links row (a_ns, a_name, b_ns, b_name, kind, type) with either end in
         ``identities``."""
 
     @abc.abstractmethod

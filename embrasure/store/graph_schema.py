@@ -66,6 +66,7 @@ CREATE TABLE {g}links (
     a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
     b_ns TEXT NOT NULL, b_name TEXT NOT NULL,
     kind TEXT NOT NULL,                    -- TABLE / RENAME (a renamed to b) / LOCATION
+    type TEXT,                             -- a LOCATION's symlink type as sent
     PRIMARY KEY (a_ns, a_name, b_ns, b_name, kind)
 );
 CREATE INDEX {g}links_b ON {g}links (b_ns, b_name);
@@ -213,7 +214,7 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     "datasets": (("ns", "name"), ()),
-    "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ()),
+    "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ("type",)),
     "canonical": (("ns", "name"), ("c_ns", "c_name", "renamed")),
     "jobs": (("ns", "name"), ("run_events", "job_events_out", "job_events_in")),
     "runs": (

@@ -125,7 +125,7 @@ class SQLiteProjectionTx(ProjectionTx):
             params = [v for pair in chunk for v in pair]
             for end in ("a", "b"):
                 sql = (
-                    f"SELECT a_ns, a_name, b_ns, b_name, kind FROM {table}"
+                    f"SELECT a_ns, a_name, b_ns, b_name, kind, type FROM {table}"
                     f" WHERE ({end}_ns, {end}_name) IN {values}"
                 )
                 rows.update(tuple(r) for r in self.conn.execute(sql, params))
