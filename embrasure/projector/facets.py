@@ -23,13 +23,11 @@ fold new records into what it already holds without re-reading the history.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-import orjson
-
 from embrasure.model import EventTime
+from embrasure.projector.canonical import canonical_json
 
 
 class FacetRecord(NamedTuple):
@@ -65,18 +63,6 @@ class FacetSlot:
         if self.deletion is not None and time_key(self.deletion.time) >= time_key(self.value.time):
             return None
         return self.value
-
-
-def canonical_json(value: Any) -> bytes:
-    """The value's canonical JSON: sorted keys, no insignificant whitespace, UTF-8."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        # orjson refuses integers beyond 64 bits (a JSON parser other than orjson may hand
-        # them over). The stdlib gives the same compact shape; the result is still a
-        # function of the value, which is all the tie-break needs.
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return text.encode("utf-8")
 
 
 def time_key(time: EventTime | None) -> tuple[bool, str]:

@@ -17,6 +17,7 @@ import orjson
 
 from ..model import ColumnFact, DatasetId, EventFacts, EventTime, JobId
 from . import facets as facet_rules
+from .canonical import canonical_json
 from .symlinks import Link, links_of
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
@@ -39,7 +40,7 @@ def entity(kind: str, *parts: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    return facet_rules.canonical_json(value).decode()
+    return canonical_json(value).decode()
 
 
 @dataclasses.dataclass

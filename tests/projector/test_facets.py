@@ -14,7 +14,6 @@ from embrasure.projector.facets import (
     FacetRecord,
     FacetSlot,
     FacetValue,
-    canonical_json,
     current_facets,
     current_of,
     fold_facets,
@@ -129,14 +128,6 @@ def test_run_facets_ignore_deletion_markers() -> None:
 def test_names_are_independent_and_sorted() -> None:
     history = [FacetRecord("z", t(1), "e1", 1), ("a", t(1), "e1", 2), ("m", t(2), "e2", DELETED)]
     assert list(current_facets(history)) == ["a", "z"]
-
-
-def test_canonical_json_sorts_keys_and_survives_big_integers() -> None:
-    assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == b'{"a":[1,{"c":3,"d":2}],"b":1}'
-    assert (
-        canonical_json({"n": 10**30, "a": "é"})
-        == '{"a":"é","n":1000000000000000000000000000000}'.encode()
-    )
 
 
 def test_fold_into_existing_slots_is_incremental() -> None:
