@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from .model import DatasetId, JobId
-from .query import Graph, _column_edges, column_edge_json
+from .query import Graph, _column_edges, _column_order, column_edge_json
 from .store.base import GraphReader
 from .views import dataset_view, job_view, run_view
 
@@ -32,17 +32,11 @@ def export(reader: GraphReader) -> dict[str, Any]:
     runs = [run_view(reader, row) for row in reader.rows("runs")]
     edges = graph.edge_json(graph.edges_of_datasets(nodes)) if nodes else []
     fields = sorted({(canonical[DatasetId(r[3], r[4])], r[5]) for r in reader.rows("column_edges")})
-    column_edges = (
-        [
-            column_edge_json(graph, e)
-            for e in sorted(
-                _column_edges(reader, graph.ids, fields, "src"),
-                key=lambda e: (e["src"], e["src_field"], e["tgt"], e["tgt_field"], e["job"]),
-            )
-        ]
-        if fields
-        else []
-    )
+    found = _column_edges(reader, graph.ids, fields, "src") if fields else []
+    column_edges = [
+        column_edge_json(graph, edge, span)
+        for edge, span in sorted(found, key=lambda e: _column_order(e[0].key))
+    ]
     return {
         "datasets": datasets,
         "jobs": job_views,

@@ -12,15 +12,12 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
 from .model import DatasetId, JobId
-from .projector.column_lineage import indirect_subtypes
-from .projector.graph_rows import CLASS_RANK
+from .projector import graph_rows
+from .projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
+from .projector.graph_rows import EdgeSpan
 from .store.base import GraphReader, Row
 from .views import Identities, dataset_node, job_kind, job_node, node_id
-
-CLASS_NAMES = {rank: name for name, rank in CLASS_RANK.items() if name}
 
 
 @dataclasses.dataclass
@@ -216,60 +213,27 @@ def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
 
 def _column_edges(
     reader: GraphReader, ids: Identities, fields: list[tuple[DatasetId, str]], side: str
-) -> list[dict[str, Any]]:
-    """Merged column edges whose ``side`` ("src" or "tgt") is one of ``fields``."""
+) -> list[tuple[ColumnEdge, EdgeSpan]]:
+    """Column edges whose ``side`` ("src" or "tgt") is one of ``fields``, resolved to
+    canonical nodes and merged (a declared edge wins over a SQL-derived one)."""
     members = ids.members({d for d, _ in fields})
     keys = [(m.namespace, m.name, f) for d, f in fields for m in members[d]]
     rows = reader.rows("column_edges", (f"{side}_ns", f"{side}_name", f"{side}_field"), keys)
     canonical = ids.canonical(
         [DatasetId(r[0], r[1]) for r in rows] + [DatasetId(r[3], r[4]) for r in rows]
     )
-    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for (
-        t_ns,
-        t_name,
-        t_f,
-        s_ns,
-        s_name,
-        s_f,
-        j_ns,
-        j_name,
-        derived,
-        kind,
-        klass,
-        masked,
-        subtypes,
-        _fk,
-        f_text,
-        _lk,
-        l_text,
-    ) in rows:
-        tgt, src = canonical[DatasetId(t_ns, t_name)], canonical[DatasetId(s_ns, s_name)]
-        key = (src, s_f, tgt, t_f, j_ns, j_name)
-        old = merged.get(key)
-        if old is not None and old["derived"] is None and derived:
-            continue  # a declared edge always wins over a SQL-derived one
-        if old is None or (old["derived"] and not derived):
-            old = merged[key] = {
-                "src": src,
-                "src_field": s_f,
-                "tgt": tgt,
-                "tgt_field": t_f,
-                "job": JobId(j_ns, j_name),
-                "kind": 0,
-                "class": 0,
-                "masked": False,
-                "subtypes": set(),
-                "derived": derived or None,
-                "first": None,
-                "last": None,
-            }
-        old["kind"] = max(old["kind"], kind)
-        old["class"] = max(old["class"], klass)
-        old["masked"] = old["masked"] or bool(masked)
-        old["subtypes"] |= set(orjson.loads(subtypes))
-        old["first"] = min(filter(None, (old["first"], f_text)), default=None)
-        old["last"] = max(filter(None, (old["last"], l_text)), default=None)
+    merged: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
+    for row in rows:
+        key, value = row[:9], row[9:]
+        edge, span = graph_rows.column_edge_of(
+            key, value, canonical[DatasetId(row[3], row[4])], canonical[DatasetId(row[0], row[1])]
+        )
+        old = merged.get(edge.key)
+        if old is not None:
+            edge = merge_edges(old[0], edge)
+            span.add(old[1].first)
+            span.add(old[1].last)
+        merged[edge.key] = (edge, span)
     return list(merged.values())
 
 
@@ -280,18 +244,20 @@ def column_lineage(
     root = ids.canonical([root])[root]
     start = (root, field)
     nodes: dict[tuple[DatasetId, str], int] = {start: 0}
-    edges: dict[tuple[Any, ...], dict[str, Any]] = {}
+    edges: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
         frontier = [start]
         for step in range(1, depth + 1):
             side = "tgt" if walk == "upstream" else "src"
-            nxt = []
-            for e in _column_edges(reader, ids, frontier, side):
-                if ("mapping" if e["kind"] else "indirect") not in kinds:
+            nxt: list[tuple[DatasetId, str]] = []
+            for edge, span in _column_edges(reader, ids, frontier, side):
+                if edge.kind not in kinds:
                     continue
-                edges[(e["src"], e["src_field"], e["tgt"], e["tgt_field"], e["job"])] = e
+                edges[edge.key] = (edge, span)
                 other = (
-                    (e["src"], e["src_field"]) if walk == "upstream" else (e["tgt"], e["tgt_field"])
+                    (edge.source, edge.source_field)
+                    if walk == "upstream"
+                    else (edge.target, edge.target_field)
                 )
                 if other not in nodes:
                     nodes[other] = step
@@ -303,25 +269,28 @@ def column_lineage(
     return {
         "root": dataset_node(root, field)["id"],
         "nodes": [dataset_node(d, f) for d, f in sorted(nodes)],
-        "edges": [column_edge_json(graph, e) for _, e in sorted(edges.items())],
+        "edges": [column_edge_json(graph, *edges[k]) for k in sorted(edges, key=_column_order)],
         "truncated": False,
     }
 
 
-def column_edge_json(graph: Graph, e: dict[str, Any]) -> dict[str, Any]:
-    job: JobId = e["job"]
-    kind = "mapping" if e["kind"] else "indirect"
+def _column_order(key: ColumnEdgeKey) -> tuple[Any, ...]:
+    return (key.source, key.source_field, key.target, key.target_field, key.job or JobId("", ""))
+
+
+def column_edge_json(graph: Graph, edge: ColumnEdge, span: EdgeSpan) -> dict[str, Any]:
+    job = edge.job
     out = {
-        "source": dataset_node(e["src"], e["src_field"])["id"],
-        "target": dataset_node(e["tgt"], e["tgt_field"])["id"],
-        "kind": kind,
-        "class": CLASS_NAMES.get(e["class"]) if kind == "mapping" else None,
-        "masked": e["masked"],
-        "indirect": list(indirect_subtypes(e["subtypes"])),
-        "job": node_id(graph.job_type(job), job.namespace, job.name) if job.name else None,
-        "first_seen": e["first"],
-        "last_seen": e["last"],
+        "source": dataset_node(edge.source, edge.source_field)["id"],
+        "target": dataset_node(edge.target, edge.target_field)["id"],
+        "kind": edge.kind,
+        "class": edge.klass,
+        "masked": edge.masked,
+        "indirect": list(edge.indirect),
+        "job": node_id(graph.job_type(job), job.namespace, job.name) if job else None,
+        "first_seen": span.first.text if span.first else None,
+        "last_seen": span.last.text if span.last else None,
     }
-    if e["derived"]:
-        out["derived"] = e["derived"]
+    if edge.derived:
+        out["derived"] = edge.derived
     return out

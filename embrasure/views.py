@@ -13,7 +13,7 @@ import orjson
 
 from .model import DatasetId, JobId
 from .projector import facets as facet_rules
-from .projector.graph_rows import SEP, entity
+from .projector.graph_rows import SEP, entity, stored_time
 from .projector.runs import normalise_state
 from .store.base import GraphReader, Row
 from .store.graph_schema import COLUMNS
@@ -115,19 +115,13 @@ def current_facets(
         slot = facet_rules.FacetSlot(
             None
             if vj is None
-            else facet_rules.FacetValue(orjson.loads(vj), ve, _event_time(vk, vt)),
+            else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt)),
             None
             if (dj is None or not honour_deleted)
-            else facet_rules.FacetValue(orjson.loads(dj), de, _event_time(dk, dt)),
+            else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt)),
         )
         slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
     return {name: v.value for name, v in facet_rules.current_of(slots).items()}
-
-
-def _event_time(key: str | None, text: str | None) -> Any:
-    from .model import EventTime
-
-    return EventTime(key, text) if key and text is not None else None
 
 
 def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[str, Any]:

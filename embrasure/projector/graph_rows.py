@@ -16,14 +16,13 @@ from typing import Any
 import orjson
 
 from ..model import ColumnFact, DatasetId, EventFacts, EventTime, JobId
+from . import column_lineage
 from . import facets as facet_rules
 from .canonical import canonical_json
+from .column_lineage import ColumnEdge
 from .symlinks import Link, links_of
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
-
-CLASS_RANK = {None: 0, "direct": 1, "expression": 2, "aggregate": 3}
-KIND_RANK = {"indirect": 0, "mapping": 1}
 
 
 def time_key(time: EventTime | None) -> str:
@@ -59,31 +58,6 @@ class EdgeSpan:
         self.last = time if self.last is None else max(self.last, time)
 
 
-@dataclasses.dataclass
-class ColumnEdge:
-    """One column edge's merged value: monotonic in every field (DESIGN §3)."""
-
-    kind_rank: int
-    class_rank: int
-    masked: bool
-    subtypes: frozenset[str]
-    first: EventTime | None
-    last: EventTime | None
-
-    def merge(self, other: ColumnEdge) -> ColumnEdge:
-        span = EdgeSpan(self.first, self.last)
-        span.add(other.first)
-        span.add(other.last)
-        return ColumnEdge(
-            max(self.kind_rank, other.kind_rank),
-            max(self.class_rank, other.class_rank),
-            self.masked or other.masked,
-            self.subtypes | other.subtypes,
-            span.first,
-            span.last,
-        )
-
-
 EdgeKey = tuple[str, str, str, str, str, int]  # job ns, name, ds ns, name, direction, static
 ColumnKey = tuple[str, str, str, str, str, str, str, str, str]
 
@@ -103,7 +77,7 @@ class Contributions:
         default_factory=dict
     )
     facet_history: list[tuple[str, str, str, str, str]] = dataclasses.field(default_factory=list)
-    columns: dict[ColumnKey, ColumnEdge] = dataclasses.field(default_factory=dict)
+    columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
         time = facts.time
@@ -231,6 +205,8 @@ class Contributions:
                 )
 
     def _column(self, fact: ColumnFact, job: JobId | None, time: EventTime | None) -> None:
+        # Rows are keyed by the identities as sent and by derived-or-declared; aliases
+        # resolve, and declared edges win over SQL-derived ones, when read.
         job_ns, job_name = (job.namespace, job.name) if job else ("", "")
         key: ColumnKey = (
             fact.target.namespace,
@@ -243,16 +219,14 @@ class Contributions:
             job_name,
             fact.derived or "",
         )
-        edge = ColumnEdge(
-            KIND_RANK[fact.kind],
-            CLASS_RANK.get(fact.klass, 2),
-            fact.masked,
-            frozenset(fact.subtypes),
-            time,
-            time,
-        )
+        edge = column_lineage.edge_of(job, fact)
         old = self.columns.get(key)
-        self.columns[key] = edge if old is None else old.merge(edge)
+        span = EdgeSpan() if old is None else old[1]
+        span.add(time)
+        self.columns[key] = (
+            edge if old is None else column_lineage.merge_edges(old[0], edge),
+            span,
+        )
 
 
 def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contributions:
@@ -266,5 +240,41 @@ def dataset_id(ns: str, name: str) -> DatasetId:
     return DatasetId(ns, name)
 
 
-def subtypes_json(subtypes: frozenset[str]) -> str:
-    return orjson.dumps(sorted(subtypes)).decode()
+def column_row(edge: ColumnEdge, span: EdgeSpan) -> tuple[Any, ...]:
+    """A column edge's stored value columns (graph_schema.COLUMNS["column_edges"])."""
+    return (
+        edge.kind,
+        edge.klass,
+        int(edge.masked),
+        orjson.dumps(list(edge.subtypes)).decode(),
+        span.first.key if span.first else None,
+        time_text(span.first),
+        span.last.key if span.last else None,
+        time_text(span.last),
+    )
+
+
+def column_edge_of(
+    key: ColumnKey, value: tuple[Any, ...], source: DatasetId, target: DatasetId
+) -> tuple[ColumnEdge, EdgeSpan]:
+    """A stored column edge back as a ColumnEdge (with ``source``/``target`` possibly
+    resolved to their canonical nodes) and its span of eventTimes."""
+    _, _, target_field, _, _, source_field, job_ns, job_name, derived = key
+    kind, klass, masked, subtypes, f_key, f_text, l_key, l_text = value
+    edge = ColumnEdge(
+        source,
+        source_field,
+        target,
+        target_field,
+        JobId(job_ns, job_name) if job_name else None,
+        kind,
+        klass,
+        bool(masked),
+        tuple(orjson.loads(subtypes)),
+        derived or None,
+    )
+    return edge, EdgeSpan(stored_time(f_key, f_text), stored_time(l_key, l_text))
+
+
+def stored_time(key: str | None, text: str | None) -> EventTime | None:
+    return EventTime(key, text) if key and text is not None else None

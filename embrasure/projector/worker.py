@@ -23,11 +23,11 @@ from typing import Any
 import orjson
 
 from ..errors import Problem, StoreUnavailable
-from ..model import DatasetId, EventFacts, EventTime, Quarantined
+from ..model import DatasetId, EventFacts, Quarantined
 from ..store.base import LogEntry, ProjectionTx, Store
+from . import column_lineage, graph_rows
 from . import facets as facet_rules
-from . import graph_rows
-from .graph_rows import ColumnEdge, Contributions, time_key, time_text
+from .graph_rows import Contributions, stored_time, time_key, time_text
 from .pipeline import project_event
 from .runs import RunEventFact, resolve_run
 from .symlinks import Link, resolve_group
@@ -42,10 +42,6 @@ class ProjectorLimits:
     batch_deliveries: int = 64  # deliveries per transaction
     batch_bytes: int = 16 * 1024 * 1024  # bodies per transaction
     idle_seconds: float = 0.05  # how long to sleep when the log has nothing new
-
-
-def _time(key: str | None, text: str | None) -> EventTime | None:
-    return EventTime(key, text) if key and text is not None else None
 
 
 def split_items(entry: LogEntry) -> list[Any]:
@@ -191,8 +187,8 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
             assert span.seq is not None
             created[span.seq] = created.get(span.seq, 0) + 1
         else:
-            span.add(_time(old[0], old[1]))
-            span.add(_time(old[2], old[3]))
+            span.add(stored_time(old[0], old[1]))
+            span.add(stored_time(old[2], old[3]))
             count += old[4]
         rows.append(
             (
@@ -229,10 +225,10 @@ def _slot_from_row(row: tuple[Any, ...]) -> facet_rules.FacetSlot:
     value = deletion = None
     if value_json is not None:
         value = facet_rules.FacetValue(
-            orjson.loads(value_json), value_event, _time(value_key, value_text)
+            orjson.loads(value_json), value_event, stored_time(value_key, value_text)
         )
     if d_json is not None:
-        deletion = facet_rules.FacetValue(orjson.loads(d_json), d_event, _time(d_key, d_text))
+        deletion = facet_rules.FacetValue(orjson.loads(d_json), d_event, stored_time(d_key, d_text))
     return facet_rules.FacetSlot(value, deletion)
 
 
@@ -265,33 +261,14 @@ def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
 def _merge_columns(tx: ProjectionTx, changes: Contributions) -> None:
     stored = tx.load("column_edges", changes.columns)
     rows = []
-    for key, edge in changes.columns.items():
+    for key, (edge, span) in changes.columns.items():
         old = stored.get(key)
         if old is not None:
-            kind_rank, class_rank, masked, subtypes, f_key, f_text, l_key, l_text = old
-            edge = edge.merge(
-                ColumnEdge(
-                    kind_rank,
-                    class_rank,
-                    bool(masked),
-                    frozenset(orjson.loads(subtypes)),
-                    _time(f_key, f_text),
-                    _time(l_key, l_text),
-                )
-            )
-        rows.append(
-            (
-                *key,
-                edge.kind_rank,
-                edge.class_rank,
-                int(edge.masked),
-                graph_rows.subtypes_json(edge.subtypes),
-                edge.first.key if edge.first else None,
-                time_text(edge.first),
-                edge.last.key if edge.last else None,
-                time_text(edge.last),
-            )
-        )
+            old_edge, old_span = graph_rows.column_edge_of(key, old, edge.source, edge.target)
+            edge = column_lineage.merge_edges(old_edge, edge)
+            span.add(old_span.first)
+            span.add(old_span.last)
+        rows.append((*key, *graph_rows.column_row(edge, span)))
     tx.save("column_edges", rows)
 
 
@@ -304,7 +281,7 @@ def _resolve_runs(tx: ProjectionTx, run_ids: set[str]) -> None:
         by_run.setdefault(row[0], []).append(row)
     saved = []
     for run_id, events in by_run.items():
-        state = resolve_run(RunEventFact(e[1], e[2], _time(e[3], e[4])) for e in events)
+        state = resolve_run(RunEventFact(e[1], e[2], stored_time(e[3], e[4])) for e in events)
         # The run's job and parent come from its latest event that names them (by
         # eventTime, then event id), the same order as every other "latest" rule.
         latest = max(events, key=lambda e: (e[3], e[1]))

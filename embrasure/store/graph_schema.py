@@ -149,8 +149,8 @@ CREATE TABLE {g}column_edges (
     tgt_ns TEXT NOT NULL, tgt_name TEXT NOT NULL, tgt_field TEXT NOT NULL,
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
     derived TEXT NOT NULL,                 -- '' declared, 'sql' parsed from the job's SQL
-    kind_rank INTEGER NOT NULL,            -- 0 indirect, 1 mapping
-    class_rank INTEGER NOT NULL,           -- 0 none, 1 direct, 2 expression, 3 aggregate
+    kind TEXT NOT NULL,                    -- mapping / indirect
+    class TEXT,                            -- direct / expression / aggregate (mappings)
     masked INTEGER NOT NULL,
     subtypes TEXT NOT NULL,                -- JSON array, sorted
     first_key TEXT, first_text TEXT, last_key TEXT, last_text TEXT,
@@ -284,8 +284,8 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "derived",
         ),
         (
-            "kind_rank",
-            "class_rank",
+            "kind",
+            "class",
             "masked",
             "subtypes",
             "first_key",
