@@ -367,6 +367,8 @@ class ReadApi:
             depth = _int(request, "depth", 5, 0, MAX_DEPTH)
             limit = _int(request, "limit", 500, 1, 10_000)
             states = _states(request)
+            if "asOf" in request.query_params:
+                raise _bad("asOf is not supported by this version yet: it would be ignored")
             root: DatasetId | JobId
             if kind == "dataset":
                 root = DatasetId(namespace, name)

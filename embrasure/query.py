@@ -147,17 +147,23 @@ def lineage(
     edges: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
     truncated = False
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
+        # Each walk has its own visited set: ``both`` is the union of two complete walks,
+        # so a node the upstream walk found is still expanded by the downstream one.
+        seen: set[DatasetId | JobId] = {root}
         frontier: set[DatasetId | JobId] = {root}
         for step in range(1, depth + 1):
             found = _step(graph, frontier, walk, states)
             frontier = set()
             for edge, neighbour in found:
-                edges[(edge.job, edge.dataset, edge.direction, edge.static)] = edge
                 if neighbour not in nodes:
                     if len(nodes) >= limit:
                         truncated = True
                         continue
                     nodes[neighbour] = step
+                nodes[neighbour] = min(nodes[neighbour], step)
+                edges[(edge.job, edge.dataset, edge.direction, edge.static)] = edge
+                if neighbour not in seen:
+                    seen.add(neighbour)
                     frontier.add(neighbour)
             if not frontier:
                 break
@@ -246,6 +252,7 @@ def column_lineage(
     nodes: dict[tuple[DatasetId, str], int] = {start: 0}
     edges: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
+        seen = {start}  # per walk, as in ``lineage``
         frontier = [start]
         for step in range(1, depth + 1):
             side = "tgt" if walk == "upstream" else "src"
@@ -259,8 +266,9 @@ def column_lineage(
                     if walk == "upstream"
                     else (edge.target, edge.target_field)
                 )
-                if other not in nodes:
-                    nodes[other] = step
+                nodes[other] = min(nodes.get(other, step), step)
+                if other not in seen:
+                    seen.add(other)
                     nxt.append(other)
             frontier = nxt
             if not frontier:
