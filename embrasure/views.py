@@ -174,9 +174,15 @@ def job_view(reader: GraphReader, job: JobId) -> dict[str, Any]:
     facets = current_facets(reader, [entity("job", job.namespace, job.name)])
     kind = job_kind(reader, job, facets)
     latest = reader.runs_of_job((job.namespace, job.name), None, 1)
+    # ParentRunFacet links the job to its parent job too (an Airflow task to its DAG, a
+    # Spark query to its application): the parent named by the job's latest run.
+    parent = dict(zip(RUN_KEYS, latest[0], strict=True)) if latest else {}
     return {
         **job_node(job, kind),
         "facets": facets,
+        "parent_job": {"namespace": parent["parent_job_ns"], "name": parent["parent_job_name"]}
+        if parent.get("parent_job_ns") is not None
+        else None,
         "latest_run": run_summary(latest[0]) if latest else None,
     }
 

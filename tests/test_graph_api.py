@@ -645,6 +645,10 @@ def test_parent_facet_links_dag_and_task_runs(api: Api) -> None:
         "root": {"runId": dag_run, "job": {"namespace": "airflow", "name": "orders_etl"}},
     }
     assert child["children"] == []
+    # The job is linked to its parent job too (DESIGN §3 "Runs": the task to its DAG).
+    parent_job = {"namespace": "airflow", "name": "orders_etl"}
+    assert api.job("airflow", "orders_etl.load")["parent_job"] == parent_job
+    assert api.job("airflow", "orders_etl")["parent_job"] is None
 
 
 def test_runs_of_a_job_newest_first(api: Api) -> None:
