@@ -182,6 +182,20 @@ def _explain_decode_error(body: bytes, exc: orjson.JSONDecodeError, max_depth: i
     return JsonRejected("not-json", "Body is not JSON", f"Invalid JSON: {message}.")
 
 
+def json_type(value: Any) -> str:
+    """The JSON type of a parsed value, with its article ("a string", "null"), for
+    messages that say what was sent instead of what was expected."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 def count_values(doc: Any, stop_after: int) -> int:
     """Every object, array, string, number, true, false and null in ``doc`` (itself
     included; object keys are not values). Stops counting once past ``stop_after``."""

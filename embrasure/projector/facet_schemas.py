@@ -56,6 +56,8 @@ from typing import Any
 
 import jsonschema_rs
 
+from embrasure.jsonguard import json_type
+
 CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 # Where a facet goes, by the core base its definition extends (OpenLineage 2-0-2 $defs).
 BASE_LOCATION = {
@@ -182,16 +184,6 @@ def describe_standard_facets() -> dict[str, dict[str, str]]:
     }
 
 
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "a string" if isinstance(value, str) else "an array"
-
-
 def check_facets(
     location: str, facets: Mapping[str, Any], where: str
 ) -> tuple[dict[str, Any], list[str]]:
@@ -206,7 +198,7 @@ def check_facets(
     for key, value in facets.items():
         if not isinstance(value, dict):
             warnings.append(
-                f"{where}.{key} dropped: a facet must be an object, not {_kind_of(value)}"
+                f"{where}.{key} dropped: a facet must be an object, not {json_type(value)}"
             )
             continue
         schema = schemas.get(key)

@@ -27,6 +27,7 @@ from typing import Any
 
 from embrasure.model import ColumnFact, DatasetFacts, EventFacts, Quarantined
 
+from ..jsonguard import json_type
 from . import column_lineage, validate
 from .canonical import event_id
 from .times import parse_event_time
@@ -63,7 +64,7 @@ def _project(event: Any) -> EventFacts:
 
     # 2. shape
     if not isinstance(event, dict):
-        raise Invalid(f"the event is {validate.describe(event)}, not a JSON object")
+        raise Invalid(f"the event is {json_type(event)}, not a JSON object")
 
     # 3-4. kind, job, run
     kind = validate.event_kind(event)

@@ -30,6 +30,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from embrasure.jsonguard import json_type
 from embrasure.model import EventTime
 
 MAX_FRACTION_DIGITS = 9  # nanoseconds: the finest any OpenLineage client emits
@@ -42,15 +43,6 @@ _TIMESTAMP = re.compile(
     r"(?P<zone>[Zz]|[+-]\d{2}(?::?\d{2})?)?",
     re.ASCII,
 )
-
-
-def _describe(value: Any) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", list: "an array"}
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    return names.get(type(value), type(value).__name__)
 
 
 def _offset(zone: str) -> timedelta | None:
@@ -77,7 +69,7 @@ def parse_event_time(value: Any) -> tuple[EventTime | None, str | None]:
     if value is None:
         return None, None
     if not isinstance(value, str):
-        raise ValueError(f"eventTime is {_describe(value)}, not a string")
+        raise ValueError(f"eventTime is {json_type(value)}, not a string")
     shown = value if len(value) <= 64 else value[:61] + "..."
     match = _TIMESTAMP.fullmatch(value)
     if match is None:

@@ -45,6 +45,7 @@ from embrasure.model import (
     Symlink,
 )
 
+from ..jsonguard import json_type
 from .facet_schemas import check_facets
 
 RUN_EVENT, JOB_EVENT, DATASET_EVENT = "RunEvent", "JobEvent", "DatasetEvent"
@@ -62,19 +63,6 @@ class Invalid(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def describe(value: Any) -> str:
-    """The JSON type of ``value``, as an article and a noun ("a string", "null")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def quote(text: str) -> str:
@@ -97,7 +85,7 @@ def _present(obj: dict[str, Any], key: str) -> bool:
 
 def _object(value: Any, where: str, kind: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise Invalid(f"{kind}: {where} is {describe(value)}, not an object")
+        raise Invalid(f"{kind}: {where} is {json_type(value)}, not an object")
     return value
 
 
@@ -106,7 +94,7 @@ def _string(obj: dict[str, Any], key: str, where: str, kind: str) -> str:
     if value is None:
         raise Invalid(f"{kind}: {where}.{key} is missing")
     if not isinstance(value, str):
-        raise Invalid(f"{kind}: {where}.{key} is {describe(value)}, not a string")
+        raise Invalid(f"{kind}: {where}.{key} is {json_type(value)}, not a string")
     return value
 
 
@@ -152,7 +140,7 @@ def event_type_of(event: dict[str, Any], kind: str) -> tuple[str | None, str | N
     if raw is None:
         return None, None, []
     if not isinstance(raw, str):
-        raise Invalid(f"{kind}: eventType is {describe(raw)}, not a string")
+        raise Invalid(f"{kind}: eventType is {json_type(raw)}, not a string")
     if raw in RUN_STATES:
         return raw, raw, []
     known = ", ".join(RUN_STATES)
@@ -167,7 +155,7 @@ def facets_of(
     if facets is None:
         return {}, []
     if not isinstance(facets, dict):
-        return {}, [f"{where} ignored: facets must be an object, not {describe(facets)}"]
+        return {}, [f"{where} ignored: facets must be an object, not {json_type(facets)}"]
     return check_facets(location, facets, where)
 
 
@@ -196,7 +184,7 @@ def datasets_of(event: dict[str, Any], kind: str) -> tuple[tuple[DatasetFacts, .
         if items is None:
             continue
         if not isinstance(items, list):
-            raise Invalid(f"{kind}: {key} is {describe(items)}, not an array")
+            raise Invalid(f"{kind}: {key} is {json_type(items)}, not an array")
         for index, item in enumerate(items):
             facts.append(_dataset(item, f"{key}[{index}]", role, own, kind, warnings))
     return tuple(facts), warnings
@@ -277,7 +265,7 @@ def _version(obj: dict[str, Any], facet: Any, where: str, warnings: list[str]) -
     if isinstance(field, str):
         return field
     if field is not None:
-        warnings.append(f"{where}.version ignored: it is {describe(field)}, not a string")
+        warnings.append(f"{where}.version ignored: it is {json_type(field)}, not a string")
     live = _live(facet)
     version = live.get("datasetVersion") if live is not None else None
     return version if isinstance(version, str) else None
@@ -338,7 +326,7 @@ def _ref_run_id(run: Any, where: str, warnings: list[str]) -> str | None:
         return None  # "run": {} in partial events: the parent run is unknown
     run_id = normalise_uuid(raw)
     if run_id is None:
-        what = f"{quote(raw)} is not a UUID" if isinstance(raw, str) else f"is {describe(raw)}"
+        what = f"{quote(raw)} is not a UUID" if isinstance(raw, str) else f"is {json_type(raw)}"
         warnings.append(f"{where} {what}: the link to that run is ignored")
     return run_id
 

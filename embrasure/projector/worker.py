@@ -76,34 +76,35 @@ def _project_entries(
                 )
                 continue
             result = project_event(item)
-            if isinstance(result, Quarantined):
-                outcomes.items.append(
-                    (
-                        entry.seq,
-                        idx,
-                        result.kind,
-                        "quarantined",
-                        result.reason,
-                        int(result.retriable),
-                        "[]",
-                        None,
-                    )
-                )
-            else:
+            if not isinstance(result, Quarantined):
                 facts.append((result, entry.seq, idx))
-                outcomes.items.append(
-                    (
-                        entry.seq,
-                        idx,
-                        result.kind,
-                        "projected",
-                        None,
-                        0,
-                        orjson.dumps(list(result.warnings)).decode(),
-                        result.event_id,
-                    )
-                )
+            outcomes.items.append(item_row(entry.seq, idx, result))
     return facts, outcomes
+
+
+def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> tuple[Any, ...]:
+    """An item's outcome row (graph_schema.COLUMNS["items"])."""
+    if isinstance(result, Quarantined):
+        return (
+            seq,
+            idx,
+            result.kind,
+            "quarantined",
+            result.reason,
+            int(result.retriable),
+            "[]",
+            None,
+        )
+    return (
+        seq,
+        idx,
+        result.kind,
+        "projected",
+        None,
+        0,
+        orjson.dumps(list(result.warnings)).decode(),
+        result.event_id,
+    )
 
 
 def apply(tx: ProjectionTx, entries: Sequence[LogEntry]) -> None:
@@ -368,31 +369,10 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
     assert body is not None
     entry = LogEntry(seq, delivery_id, route, body, item_count, ())
     result = project_event(split_items(entry)[index])
-    outcome: tuple[Any, ...]
     with store.projection() as tx:
-        if isinstance(result, Quarantined):
-            outcome = (
-                seq,
-                index,
-                result.kind,
-                "quarantined",
-                result.reason,
-                int(result.retriable),
-                "[]",
-                None,
-            )
-        else:
+        if not isinstance(result, Quarantined):
             _apply_facts(tx, [(result, seq, index)])
-            outcome = (
-                seq,
-                index,
-                result.kind,
-                "projected",
-                None,
-                0,
-                orjson.dumps(list(result.warnings)).decode(),
-                result.event_id,
-            )
+        outcome = item_row(seq, index, result)
         tx.save("items", [outcome])
         items = tx.select_by("items", ("seq",), [(seq,)])
         stored = tx.load("deliveries", [(seq,)]).get((seq,), (0, 0, 0))
