@@ -149,8 +149,47 @@ def parse_strict(body: bytes, max_depth: int) -> Any:
     if serialised is None:
         raise _depth_problem(max_depth, depth_of(doc))
 
+    _check_duplicate_keys(body, serialised.count(b":"))
+    return doc
+
+
+def parse_array(body: bytes, max_depth: int) -> tuple[list[Any], list[bytes]]:
+    """Parse a JSON array strictly, item by item: the items and each item's bytes.
+
+    The same checks as ``parse_strict``, but msgspec first splits the array into its
+    items' raw spans without decoding them (checking the array's own syntax), then each
+    item is parsed and checked alone. Smaller parses are faster than one large one, and
+    the spans are what the per-event bounds need anyway.
+    """
+    try:
+        spans = [bytes(raw) for raw in _RAW_ITEMS.decode(body)]
+    except msgspec.DecodeError as exc:
+        raise _explain_decode_error(body, exc, max_depth) from None
+    except RecursionError:
+        # msgspec skips nested values recursively, bounded by Python's recursion limit
+        # (about a thousand levels): far past our limit, and all we know.
+        raise _depth_problem(max_depth, max_depth + 1, at_least=True) from None
+    items = []
+    colons = 0
+    for span in spans:
+        try:
+            item = orjson.loads(span)
+        except orjson.JSONDecodeError as exc:
+            raise _explain_decode_error(span, exc, max_depth) from None
+        serialised = _serialise_within_depth(item, max_depth - 1)  # items are at depth 2
+        if serialised is None:
+            raise _depth_problem(max_depth, depth_of(item) + 1)
+        colons += serialised.count(b":")
+        items.append(item)
+    # The array's own bytes hold no colon, so the items' counts add up to the body's.
+    _check_duplicate_keys(body, colons)
+    return items, spans
+
+
+def _check_duplicate_keys(body: bytes, serialised_colons: int) -> None:
+    """Raise unless the parse kept every key (see the module docstring)."""
     escaped_colon = b"\\u003a" in body or b"\\u003A" in body
-    if escaped_colon or serialised.count(b":") != body.count(b":"):
+    if escaped_colon or serialised_colons != body.count(b":"):
         try:
             jiter.from_json(body, catch_duplicate_keys=True)
         except ValueError as exc:
@@ -160,10 +199,11 @@ def parse_strict(body: bytes, max_depth: int) -> Any:
                 f"{exc}. Duplicate keys are ambiguous (RFC 8259 §4): producers and "
                 "Embrasure could read different events from the same bytes.",
             ) from None
-    return doc
 
 
-def _explain_decode_error(body: bytes, exc: orjson.JSONDecodeError, max_depth: int) -> Problem:
+def _explain_decode_error(
+    body: bytes, exc: orjson.JSONDecodeError | msgspec.DecodeError, max_depth: int
+) -> Problem:
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as bad:

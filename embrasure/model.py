@@ -89,7 +89,13 @@ class Receipt:
     invalid_item_count: int
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "delivery_id": self.delivery_id,
+            "state": self.state,
+            "duplicate": self.duplicate,
+            "item_count": self.item_count,
+            "invalid_item_count": self.invalid_item_count,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -200,13 +200,20 @@ def _event_bound_reason(event: Any, raw: bytes | None, limits: Limits) -> str | 
 
 
 def check_items(
-    events: list[Any], body: bytes, single: bool, limits: Limits
+    events: list[Any],
+    body: bytes,
+    single: bool,
+    limits: Limits,
+    spans: list[bytes] | None = None,
 ) -> tuple[Rejection, ...]:
-    """Per-event bounds: the items to reject at the transport boundary."""
+    """Per-event bounds: the items to reject at the transport boundary. ``spans`` are
+    the items' bytes when the parse already has them."""
     small = len(body) <= min(limits.values_per_event, limits.facet_bytes_per_event)
     raws: list[bytes] | list[None]
     if small:
         raws = [None] * len(events)
+    elif spans is not None:
+        raws = spans
     else:
         raws = [body] if single else jsonguard.split_items(body)
     rejections = []
@@ -265,9 +272,13 @@ class Receiver:
             provider, key = _check_headers(request, limits)
             body = await read_body(request, limits.body_bytes)
             received_at = utc_now()
-            doc = jsonguard.parse_strict(body, limits.json_depth)
+            spans = None
+            if not single and body[:1] == b"[":  # a bare array: parse it item by item
+                doc, spans = jsonguard.parse_array(body, limits.json_depth)
+            else:
+                doc = jsonguard.parse_strict(body, limits.json_depth)
             events = _events_of(doc, single, limits)
-            rejections = check_items(events, body, single, limits)
+            rejections = check_items(events, body, single, limits, spans)
             draft = DeliveryDraft(
                 provider_key=provider,
                 idempotency_key=key,

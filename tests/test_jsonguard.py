@@ -164,3 +164,21 @@ def test_depth_check_with_and_without_the_orjson_limit(
     with pytest.raises(JsonRejected) as info:
         jsonguard.parse_strict(b'{"a":' * 65 + b"1" + b"}" * 65, 64)
     assert (info.value.limit, info.value.actual) == (64, 65)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(documents, min_size=1, max_size=4), st.integers(2, 8))
+def test_parse_array_agrees_with_parse_strict(items: list[str], max_depth: int) -> None:
+    # Item by item or whole, the same documents are accepted and refused alike.
+    body = ("[" + ", ".join(items) + "]").encode()
+    try:
+        expected: Any = jsonguard.parse_strict(body, max_depth)
+    except JsonRejected as exc:
+        expected = exc.slug
+    try:
+        parsed, spans = jsonguard.parse_array(body, max_depth)
+        got: Any = parsed
+        assert [s.decode() for s in spans] == items
+    except JsonRejected as exc:
+        got = exc.slug
+    assert got == expected

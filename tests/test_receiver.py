@@ -283,24 +283,27 @@ def test_escaped_colons_without_duplicates_are_fine(client: TestClient) -> None:
     assert post(client, body).status_code == 202
 
 
-@pytest.mark.parametrize("single", [True, False])
-def test_depth_at_limit_and_past_it(client: TestClient, single: bool) -> None:
-    # The event sits at depth 1 (single route) or 3 ({"events": [event]}); its "x"
-    # member adds one more level, then ``nested`` fills the rest up to the limit.
-    base = 2 if single else 4
-    path = "/api/v1/lineage" if single else "/api/v1/lineage/batch"
+@pytest.mark.parametrize("shape", ["single", "envelope", "array"])
+def test_depth_at_limit_and_past_it(client: TestClient, shape: str) -> None:
+    # The event sits at depth 1 (single route), 3 ({"events": [event]}) or 2 ([event]);
+    # its "x" member adds one more level, then ``nested`` fills the rest up to the limit.
+    base = {"single": 2, "envelope": 4, "array": 3}[shape]
+    path = "/api/v1/lineage" if shape == "single" else "/api/v1/lineage/batch"
 
     def body(depth: int) -> Any:
         event = job_event(x=nested(depth - base + 1))
-        return event if single else {"events": [event]}
+        return {"single": event, "envelope": {"events": [event]}, "array": [event]}[shape]
 
     assert post(client, body(64), path).status_code == 202
     doc = assert_problem(post(client, body(65), path), 400, "json-too-deep")
     assert (doc["limit"], doc["actual"]) == (64, 65)
 
 
-def test_extremely_deep_body_is_400(client: TestClient) -> None:
-    doc = assert_problem(post(client, b"[" * 100_000 + b"]" * 100_000), 400, "json-too-deep")
+@pytest.mark.parametrize("path", ["/api/v1/lineage", "/api/v1/lineage/batch"])
+@pytest.mark.parametrize("levels", [100, 2_000, 100_000])
+def test_extremely_deep_body_is_400(client: TestClient, path: str, levels: int) -> None:
+    body = b"[" * levels + b"]" * levels
+    doc = assert_problem(post(client, body, path), 400, "json-too-deep")
     assert doc["limit"] == 64 and doc["actual"] > 64
 
 

@@ -88,12 +88,56 @@ class SQLiteStore(Store):
     # -- the log ----------------------------------------------------------------------
 
     def append(self, drafts: Sequence[DeliveryDraft]) -> list[AppendResult]:
+        # A handful of statements per group, whatever its size: the group-commit thread
+        # takes the GIL back after each one, and the event loop holds it most of the time.
         conn = self._writer
-        results: list[AppendResult] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
+            known = self._known(conn, drafts)
+            results: list[AppendResult] = []
+            rows = []
             for draft in drafts:
-                results.append(self._append_one(conn, draft))
+                identity = (draft.provider_key, draft.dedupe_key)
+                if identity in known:
+                    delivery_id, sha, state, item_count, invalid = known[identity]
+                    results.append(
+                        IdempotencyConflict(delivery_id)
+                        if sha != draft.body_sha256
+                        else Receipt(delivery_id, state, True, item_count, invalid)
+                    )
+                    continue
+                delivery_id = self._ids.new()
+                invalid = len(draft.rejections)
+                rows.append(
+                    (
+                        delivery_id,
+                        draft.provider_key,
+                        draft.idempotency_key,
+                        draft.dedupe_key,
+                        draft.body_sha256,
+                        draft.received_at,
+                        draft.route,
+                        draft.body,
+                        draft.item_count,
+                        invalid,
+                        json.dumps([[r.index, r.kind, r.reason] for r in draft.rejections]),
+                        draft.state,
+                    )
+                )
+                known[identity] = (
+                    delivery_id,
+                    draft.body_sha256,
+                    draft.state,
+                    draft.item_count,
+                    invalid,
+                )
+                results.append(Receipt(delivery_id, draft.state, False, draft.item_count, invalid))
+            conn.executemany(
+                "INSERT INTO deliveries (delivery_id, provider_key, idempotency_key, dedupe_key,"
+                " body_sha256, received_at, route, body, item_count, invalid_item_count,"
+                " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -102,38 +146,24 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"the delivery log could not commit: {exc}") from exc
         return results
 
-    def _append_one(self, conn: sqlite3.Connection, draft: DeliveryDraft) -> AppendResult:
-        row = conn.execute(
-            "SELECT delivery_id, body_sha256, state, item_count, invalid_item_count"
-            " FROM deliveries WHERE provider_key = ? AND dedupe_key = ?",
-            (draft.provider_key, draft.dedupe_key),
-        ).fetchone()
-        if row is not None:
-            delivery_id, sha, state, item_count, invalid = row
-            if sha != draft.body_sha256:
-                return IdempotencyConflict(delivery_id)
-            return Receipt(delivery_id, state, True, item_count, invalid)
-        delivery_id = self._ids.new()
-        conn.execute(
-            "INSERT INTO deliveries (delivery_id, provider_key, idempotency_key, dedupe_key,"
-            " body_sha256, received_at, route, body, item_count, invalid_item_count,"
-            " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                delivery_id,
-                draft.provider_key,
-                draft.idempotency_key,
-                draft.dedupe_key,
-                draft.body_sha256,
-                draft.received_at,
-                draft.route,
-                draft.body,
-                draft.item_count,
-                len(draft.rejections),
-                json.dumps([[r.index, r.kind, r.reason] for r in draft.rejections]),
-                draft.state,
-            ),
-        )
-        return Receipt(delivery_id, draft.state, False, draft.item_count, len(draft.rejections))
+    @staticmethod
+    def _known(
+        conn: sqlite3.Connection, drafts: Sequence[DeliveryDraft]
+    ) -> dict[tuple[str, str], tuple[str, str, str, int, int]]:
+        """Deliveries already stored under the drafts' identities."""
+        identities = list(dict.fromkeys((d.provider_key, d.dedupe_key) for d in drafts))
+        known = {}
+        for start in range(0, len(identities), 400):
+            chunk = identities[start : start + 400]
+            rows = conn.execute(
+                "SELECT provider_key, dedupe_key, delivery_id, body_sha256, state, item_count,"
+                " invalid_item_count FROM deliveries WHERE (provider_key, dedupe_key) IN"
+                " (VALUES " + ", ".join("(?, ?)" for _ in chunk) + ")",
+                [v for identity in chunk for v in identity],
+            )
+            for provider, dedupe, *rest in rows:
+                known[(provider, dedupe)] = tuple(rest)
+        return known
 
     # -- reads ------------------------------------------------------------------------
 
