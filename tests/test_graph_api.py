@@ -1689,7 +1689,7 @@ POISON = "poison-pill"
 @pytest.fixture
 def faulty_projector(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Fault injection: nothing real makes project_event raise (it catches its own
-    errors), so the worker's copy is wrapped to raise for events of the job POISON.
+    errors), so the copy apply.prepare calls is wrapped to raise for events of the job POISON.
     Returns the job names of every call, to count attempts."""
     calls: list[str] = []
 
@@ -1700,7 +1700,7 @@ def faulty_projector(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             raise RuntimeError("injected fault")
         return real_project_event(event)
 
-    monkeypatch.setattr("embrasure.projector.worker.project_event", project_event)
+    monkeypatch.setattr("embrasure.projector.apply.project_event", project_event)
     return calls
 
 

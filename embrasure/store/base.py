@@ -159,8 +159,14 @@ class Store(abc.ABC):
         """The stored request body, byte for byte."""
 
     @abc.abstractmethod
-    def position(self) -> int:
-        """The served graph's projector position (0 before any projection)."""
+    def position(self, generation: int | None = None) -> int:
+        """The projector position of the served graph (or of ``generation``): every
+        delivery up to it is projected (0 before any projection)."""
+
+    @abc.abstractmethod
+    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
+        """Deliveries with seq > after_seq in log order: at most ``limit`` of them, and
+        stopping after the one that brings the bodies past ``max_bytes``."""
 
     @abc.abstractmethod
     def log_head(self) -> int:

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from ..errors import IdempotencyConflict, SchemaError, StoreError, StoreUnavailable
 from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, utc_now
 from . import graph_schema, migrations
-from .base import AppendResult, GraphReader, ProjectionTx, Store
-from .sqlite_graph import SQLiteProjectionTx, decode_rejections
+from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log
 from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
@@ -229,10 +229,13 @@ class SQLiteStore(Store):
     def graph_prefix(self) -> str:
         return graph_schema.prefix(self.generation())
 
-    def position(self) -> int:
+    def position(self, generation: int | None = None) -> int:
         conn = self._read()
-        prefix = graph_schema.prefix(self.generation(conn))
+        prefix = graph_schema.prefix(self.generation(conn) if generation is None else generation)
         return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
+
+    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
+        return read_log(self._read(), after_seq, limit, max_bytes)
 
     @contextlib.contextmanager
     def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:
