@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 # Crockford's base32, the ULID alphabet: ids sort as strings in creation order.
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -126,14 +126,17 @@ RUN_STATES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER")
 TERMINAL_STATES = frozenset({"COMPLETE", "FAIL", "ABORT"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True, order=True)
-class EventTime:
+# EventTime and DatasetId are named tuples, not dataclasses: the projector hashes and
+# compares millions of them, and tuples do both in C. JobId stays a distinct class so a
+# job never equals a dataset of the same namespace and name in a mixed set of nodes.
+
+
+class EventTime(NamedTuple):
     key: str  # e.g. "2026-11-30T09:00:00.123456789Z": 30 characters, sorts as text
     text: str  # e.g. "2026-11-30T09:00:00.123Z"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, order=True)
-class DatasetId:
+class DatasetId(NamedTuple):
     namespace: str
     name: str
 

@@ -84,6 +84,10 @@ class FacetSchema:
 
     def first_error(self, value: Any) -> str | None:
         """The first way ``value`` breaks the schema, as "at /pointer: message"; or None."""
+        # Most facets pass as sent: only a failing one pays for the copy without nulls
+        # (a null member can only break a schema, never satisfy it) and for the error.
+        if self.validator.is_valid(value):
+            return None
         error = next(self.validator.iter_errors(without_nulls(value)), None)
         if error is None:
             return None
