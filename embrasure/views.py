@@ -115,10 +115,10 @@ def current_facets(
         slot = facet_rules.FacetSlot(
             None
             if vj is None
-            else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt)),
+            else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt), vj.encode()),
             None
             if (dj is None or not honour_deleted)
-            else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt)),
+            else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt), dj.encode()),
         )
         slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
     return {name: v.value for name, v in facet_rules.current_of(slots).items()}

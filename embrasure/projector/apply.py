@@ -204,10 +204,15 @@ def _slot_from_row(row: tuple[Any, ...]) -> facet_rules.FacetSlot:
     value = deletion = None
     if value_json is not None:
         value = facet_rules.FacetValue(
-            orjson.loads(value_json), value_event, stored_time(value_key, value_text)
+            orjson.loads(value_json),
+            value_event,
+            stored_time(value_key, value_text),
+            value_json.encode(),  # stored canonical: no need to serialise it again
         )
     if d_json is not None:
-        deletion = facet_rules.FacetValue(orjson.loads(d_json), d_event, stored_time(d_key, d_text))
+        deletion = facet_rules.FacetValue(
+            orjson.loads(d_json), d_event, stored_time(d_key, d_text), d_json.encode()
+        )
     return facet_rules.FacetSlot(value, deletion)
 
 
@@ -220,7 +225,7 @@ def _row_from_slot(slot: facet_rules.FacetSlot) -> tuple[Any, ...]:
             out += [
                 time_key(item.time),
                 time_text(item.time),
-                graph_rows.dumps(item.value),
+                item.canonical_json().decode(),
                 item.event_id,
             ]
     return tuple(out)

@@ -46,6 +46,12 @@ class FacetValue:
     value: Any
     event_id: str
     time: EventTime | None
+    # The value's canonical JSON when the caller has it already (a stored row holds it);
+    # computed on demand otherwise. Comparing values compares these bytes.
+    canonical: bytes = dataclasses.field(default=b"", compare=False, repr=False)
+
+    def canonical_json(self) -> bytes:
+        return self.canonical or canonical_json(self.value)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,7 +85,7 @@ def is_deletion(value: Any) -> bool:
 
 
 def _rank(item: FacetValue) -> tuple[tuple[bool, str], bytes, str]:
-    return (time_key(item.time), canonical_json(item.value), item.event_id)
+    return (time_key(item.time), item.canonical_json(), item.event_id)
 
 
 def _later(a: FacetValue | None, b: FacetValue | None) -> FacetValue | None:
@@ -104,7 +110,7 @@ def fold_facets(
     """Fold facet records into one slot per name, starting from ``into`` when given."""
     slots: dict[str, FacetSlot] = dict(into) if into is not None else {}
     for name, time, event_id, value in history:
-        item = FacetValue(value, event_id, time)
+        item = FacetValue(value, event_id, time, canonical_json(value))
         old = slots.get(name, FacetSlot())
         if honour_deleted and is_deletion(value):
             slots[name] = FacetSlot(old.value, _later(old.deletion, item))

@@ -18,7 +18,6 @@ import orjson
 from ..model import ColumnFact, DatasetId, EventFacts, EventTime, JobId
 from . import column_lineage
 from . import facets as facet_rules
-from .canonical import canonical_json
 from .column_lineage import ColumnEdge
 from .symlinks import Link, links_of
 
@@ -36,10 +35,6 @@ def time_text(time: EventTime | None) -> str | None:
 
 def entity(kind: str, *parts: str) -> str:
     return SEP.join((kind, *parts))
-
-
-def dumps(value: Any) -> str:
-    return canonical_json(value).decode()
 
 
 @dataclasses.dataclass
@@ -193,12 +188,19 @@ class Contributions:
             if not values:
                 continue
             records = [(name, facts.time, facts.event_id, value) for name, value in values.items()]
-            for name, _, _, value in records:
-                self.facet_history.append(
-                    (owner, name, facts.event_id, time_key(facts.time), dumps(value))
-                )
             folded = facet_rules.fold_facets(records, honour_deleted=honour_deleted)
             for name, slot in folded.items():
+                item = slot.value or slot.deletion  # one record per name in one event
+                assert item is not None
+                self.facet_history.append(
+                    (
+                        owner,
+                        name,
+                        facts.event_id,
+                        time_key(facts.time),
+                        item.canonical_json().decode(),
+                    )
+                )
                 old = self.facet_slots.get((owner, name))
                 self.facet_slots[(owner, name)] = (
                     slot if old is None else facet_rules.merge_slots(old, slot)
