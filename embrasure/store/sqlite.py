@@ -19,7 +19,7 @@ from ..errors import IdempotencyConflict, SchemaError, StoreError, StoreUnavaila
 from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, utc_now
 from . import graph_schema, migrations
 from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
-from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log
+from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log, select_where_in
 from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
@@ -151,18 +151,22 @@ class SQLiteStore(Store):
         conn: sqlite3.Connection, drafts: Sequence[DeliveryDraft]
     ) -> dict[tuple[str, str], tuple[str, str, str, int, int]]:
         """Deliveries already stored under the drafts' identities."""
-        identities = list(dict.fromkeys((d.provider_key, d.dedupe_key) for d in drafts))
-        known = {}
-        for start in range(0, len(identities), 400):
-            chunk = identities[start : start + 400]
-            rows = conn.execute(
-                "SELECT provider_key, dedupe_key, delivery_id, body_sha256, state, item_count,"
-                " invalid_item_count FROM deliveries WHERE (provider_key, dedupe_key) IN"
-                " (VALUES " + ", ".join("(?, ?)" for _ in chunk) + ")",
-                [v for identity in chunk for v in identity],
-            )
-            for provider, dedupe, *rest in rows:
-                known[(provider, dedupe)] = tuple(rest)
+        rows = select_where_in(
+            conn,
+            "deliveries",
+            (
+                "provider_key",
+                "dedupe_key",
+                "delivery_id",
+                "body_sha256",
+                "state",
+                "item_count",
+                "invalid_item_count",
+            ),
+            ("provider_key", "dedupe_key"),
+            [(d.provider_key, d.dedupe_key) for d in drafts],
+        )
+        known = {(r[0], r[1]): (r[2], r[3], r[4], r[5], r[6]) for r in rows}
         return known
 
     # -- reads ------------------------------------------------------------------------

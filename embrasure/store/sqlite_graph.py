@@ -2,8 +2,7 @@
 
 Rows are read and written generically from graph_schema.COLUMNS, so this module knows
 tables and keys but no projection rule. SQLite ≥ 3.24 understands ``ON CONFLICT``
-(upserts) and ≥ 3.15 row values (``(a, b) IN (VALUES …)``); Python's bundled SQLite has
-both.
+(upserts); Python's bundled SQLite has it.
 """
 
 from __future__ import annotations
@@ -32,9 +31,40 @@ def _sql(prefix: str, table: str) -> dict[str, str]:
         "insert_new": f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({marks})"
         f" ON CONFLICT ({key_list}) DO NOTHING",
         "save": f"INSERT OR REPLACE INTO {name} ({', '.join(columns)}) VALUES ({marks})",
-        "select": f"SELECT {', '.join(columns)} FROM {name} WHERE ({key_list}) IN ",
         "delete": f"DELETE FROM {name} WHERE " + " AND ".join(f"{k} = ?" for k in keys),
     }
+
+
+def select_where_in(
+    conn: sqlite3.Connection,
+    table: str,
+    columns: Sequence[str],
+    match: Sequence[str],
+    values: Iterable[Sequence[object]],
+    where: str = "",
+) -> list[Row]:
+    """``columns`` of the rows of ``table`` whose ``match`` columns equal one of
+    ``values`` (each value at most once in the result per matching row).
+
+    Written as a join from a VALUES list, not as ``(a, b) IN (VALUES …)``: SQLite 3.40
+    plans a multi-column row-value IN as a full table scan, while ``CROSS JOIN`` (which
+    keeps the VALUES list as the outer loop) searches the index for every value.
+    """
+    wanted = list(dict.fromkeys(tuple(v) for v in values))
+    width = len(match)
+    row_marks = "(" + ", ".join("?" for _ in match) + ")"
+    on = " AND ".join(f"t.{c} = v.column{i + 1}" for i, c in enumerate(match))
+    picked = ", ".join(f"t.{c}" for c in columns)
+    out: list[Row] = []
+    per_query = max(1, MAX_PARAMS // width)
+    for start in range(0, len(wanted), per_query):
+        chunk = wanted[start : start + per_query]
+        sql = (
+            f"SELECT {picked} FROM (VALUES {', '.join(row_marks for _ in chunk)}) AS v"
+            f" CROSS JOIN {table} AS t ON {on}" + (f" WHERE {where}" if where else "")
+        )
+        out.extend(tuple(r) for r in conn.execute(sql, [x for key in chunk for x in key]))
+    return out
 
 
 def decode_rejections(text: str) -> tuple[Rejection, ...]:
@@ -78,36 +108,16 @@ class SQLiteProjectionTx(ProjectionTx):
         return inserted
 
     def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
-        key_width = len(COLUMNS[table][0])
-        wanted = list(dict.fromkeys(keys))
-        found: dict[Row, Row] = {}
-        per_query = max(1, MAX_PARAMS // key_width)
-        select = _sql(self.prefix, table)["select"]
-        row_marks = "(" + ", ".join("?" for _ in range(key_width)) + ")"
-        for start in range(0, len(wanted), per_query):
-            chunk = wanted[start : start + per_query]
-            sql = select + "(VALUES " + ", ".join(row_marks for _ in chunk) + ")"
-            params = [value for key in chunk for value in key]
-            for row in self.conn.execute(sql, params):
-                found[tuple(row[:key_width])] = tuple(row[key_width:])
-        return found
+        key_columns, value_columns = COLUMNS[table]
+        width = len(key_columns)
+        rows = select_where_in(
+            self.conn, self.prefix + table, key_columns + value_columns, key_columns, keys
+        )
+        return {row[:width]: row[width:] for row in rows}
 
     def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
         keys, rest = COLUMNS[table]
-        wanted = list(dict.fromkeys(values))
-        width = len(columns)
-        marks = "(" + ", ".join("?" for _ in columns) + ")"
-        head = (
-            f"SELECT {', '.join(keys + rest)} FROM {self.prefix}{table}"
-            f" WHERE ({', '.join(columns)}) IN "
-        )
-        rows: list[Row] = []
-        per_query = max(1, MAX_PARAMS // width)
-        for start in range(0, len(wanted), per_query):
-            chunk = wanted[start : start + per_query]
-            sql = head + "(VALUES " + ", ".join(marks for _ in chunk) + ")"
-            rows.extend(tuple(r) for r in self.conn.execute(sql, [v for k in chunk for v in k]))
-        return rows
+        return select_where_in(self.conn, self.prefix + table, keys + rest, columns, values)
 
     def save(self, table: str, rows: Sequence[Row]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["save"], rows)
@@ -116,19 +126,11 @@ class SQLiteProjectionTx(ProjectionTx):
         self.conn.executemany(_sql(self.prefix, table)["delete"], list(keys))
 
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        ids = list(dict.fromkeys(identities))
-        rows: set[Row] = set()
+        ids = list(identities)
+        columns = ("a_ns", "a_name", "b_ns", "b_name", "kind", "type")
         table = self.prefix + "links"
-        for start in range(0, len(ids), MAX_PARAMS // 2):
-            chunk = ids[start : start + MAX_PARAMS // 2]
-            values = "(VALUES " + ", ".join("(?, ?)" for _ in chunk) + ")"
-            params = [v for pair in chunk for v in pair]
-            for end in ("a", "b"):
-                sql = (
-                    f"SELECT a_ns, a_name, b_ns, b_name, kind, type FROM {table}"
-                    f" WHERE ({end}_ns, {end}_name) IN {values}"
-                )
-                rows.update(tuple(r) for r in self.conn.execute(sql, params))
+        rows = set(select_where_in(self.conn, table, columns, ("a_ns", "a_name"), ids))
+        rows.update(select_where_in(self.conn, table, columns, ("b_ns", "b_name"), ids))
         return sorted(rows)
 
     def position(self) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .base import GraphReader, Row
 from .graph_schema import COLUMNS
+from .sqlite_graph import select_where_in
 
 MAX_PARAMS = 900
 
@@ -47,20 +48,10 @@ class SQLiteReader(GraphReader):
         self, table: str, columns: Sequence[str] = (), values: Iterable[Row] = ()
     ) -> list[Row]:
         keys, rest = COLUMNS[table]
-        head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
         if not columns:
+            head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
             return [tuple(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
-        wanted = list(dict.fromkeys(values))
-        marks = "(" + ", ".join("?" for _ in columns) + ")"
-        out: list[Row] = []
-        for chunk in _chunks(wanted, len(columns)):
-            sql = (
-                f"{head} WHERE ({', '.join(columns)}) IN (VALUES "
-                + ", ".join(marks for _ in chunk)
-                + ")"
-            )
-            out.extend(tuple(r) for r in self.conn.execute(sql, [v for k in chunk for v in k]))
-        return out
+        return select_where_in(self.conn, self.g + table, keys + rest, columns, values)
 
     # -- deliveries ----------------------------------------------------------------------
 
