@@ -1,0 +1,189 @@
+"""Server processes for the benchmarks, and what /proc says about them.
+
+Each measured server is a fresh child process on a free loopback port: the null receiver
+(bench/null_receiver.py) or ``embrasure serve`` on its own new SQLite file. The harness
+reads CPU, memory and disk-write counters from /proc (Linux only) rather than from the
+server, so both servers are measured the same way and nothing is added to their hot path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+BENCH_DIR = Path(__file__).resolve().parent
+NULL_RECEIVER = BENCH_DIR / "null_receiver.py"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclasses.dataclass
+class Server:
+    """A server child process; ``db_path`` is set for Embrasure only."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+    db_path: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited early:\n{self.log_path.read_text()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not become healthy:\n{self.log_path.read_text()}")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait, as an operator stops it (Embrasure commits what is queued)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_null_receiver(work_dir: Path) -> Server:
+    port = free_port()
+    argv = [sys.executable, str(NULL_RECEIVER), "--port", str(port)]
+    return _start("null", argv, port, work_dir, None)
+
+
+def start_embrasure(work_dir: Path, db_path: Path, source: Path) -> Server:
+    """``embrasure serve`` importing the package from ``source`` (a copy of it taken at
+    the start of the run), so every repeat measures the same code while people edit."""
+    port = free_port()
+    # --no-projector: the receiver alone is measured (the issue's condition).
+    # --log-level warning: the default info level logs nothing per request either, but
+    # keep the server's log quiet so a real warning stands out in it.
+    argv = [
+        sys.executable,
+        "-m",
+        "embrasure",
+        "serve",
+        "--db",
+        f"sqlite:///{db_path}",
+        "--port",
+        str(port),
+        "--no-projector",
+        "--log-level",
+        "warning",
+    ]
+    # PYTHONPATH comes before the editable install's import hook; and the child runs in
+    # work_dir, because `python -m` puts its working directory first on sys.path.
+    path = [str(source), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    return _start("embrasure", argv, port, work_dir, db_path, env)
+
+
+def _start(
+    name: str,
+    argv: list[str],
+    port: int,
+    work_dir: Path,
+    db: Path | None,
+    env: dict[str, str] | None = None,
+) -> Server:
+    log_path = work_dir / f"{name}-{port}.log"
+    with open(log_path, "wb") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir, env=env)
+    server = Server(name, proc, f"http://127.0.0.1:{port}", log_path, db)
+    server.wait_healthy()
+    return server
+
+
+# -- /proc ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuSnapshot:
+    """CPU seconds used so far, to subtract two snapshots over a measured window."""
+
+    wall: float
+    process: float  # all threads of the server
+    main_thread: float  # the event loop: every request's Python work runs here
+    system_busy: float  # every process on the machine (from /proc/stat)
+
+
+def _task_cpu_seconds(stat_path: Path) -> float:
+    # Fields after the ")" that ends the command name; utime and stime are 14 and 15.
+    fields = stat_path.read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _system_busy_seconds() -> float:
+    with open("/proc/stat") as stat:
+        ticks = [int(v) for v in stat.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / CLOCK_TICKS  # guest time is already in user
+
+
+def cpu_snapshot(pid: int) -> CpuSnapshot:
+    return CpuSnapshot(
+        wall=time.monotonic(),
+        process=_task_cpu_seconds(Path(f"/proc/{pid}/stat")),
+        main_thread=_task_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat")),
+        system_busy=_system_busy_seconds(),
+    )
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (peak resident set) in KiB."""
+    wanted = {"VmRSS", "VmHWM"}
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in wanted:
+            found[key] = int(value.split()[0])
+    return found
+
+
+def write_bytes(pid: int) -> int:
+    """Bytes this process caused to be sent to the block layer (its WAL, DB, checkpoints)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/{pid}/io has no write_bytes")
+
+
+def busy_cores(seconds: float = 1.0) -> float:
+    """Cores the whole machine kept busy over the next ``seconds``."""
+    before = _system_busy_seconds()
+    time.sleep(seconds)
+    return (_system_busy_seconds() - before) / seconds
+
+
+def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.3) -> float:
+    """Wait (at most ``max_wait_s``) until other jobs use under ``threshold_cores``; return
+    the seconds waited. This machine is shared: a measurement taken while someone's test
+    suite runs measures their suite too."""
+    start = time.monotonic()
+    while time.monotonic() - start < max_wait_s and busy_cores() > threshold_cores:
+        pass
+    return time.monotonic() - start
