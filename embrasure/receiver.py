@@ -252,6 +252,32 @@ def _events_of(doc: Any, single: bool, limits: Limits) -> list[Any]:
     return events
 
 
+def check_body(
+    body: bytes, single: bool, provider: str, key: str | None, limits: Limits
+) -> DeliveryDraft:
+    """Every check of the body, and the draft to append. A function of its own so that
+    the parsed document is garbage before the handler waits for its commit: alive across
+    that wait, thousands of objects per request get promoted and walked by the cyclic
+    collector (bench/README.md measured +43-74% on batches from dropping them)."""
+    received_at = utc_now()
+    spans = None
+    if not single and body[:1] == b"[":  # a bare array: parse it item by item
+        doc, spans = jsonguard.parse_array(body, limits.json_depth)
+    else:
+        doc = jsonguard.parse_strict(body, limits.json_depth)
+    events = _events_of(doc, single, limits)
+    return DeliveryDraft(
+        provider_key=provider,
+        idempotency_key=key,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        body=body,
+        route="single" if single else "batch",
+        item_count=len(events),
+        rejections=check_items(events, body, single, limits, spans),
+        received_at=received_at,
+    )
+
+
 class Receiver:
     """The ingest endpoints, bound to the log's group committer."""
 
@@ -271,24 +297,7 @@ class Receiver:
         try:
             provider, key = _check_headers(request, limits)
             body = await read_body(request, limits.body_bytes)
-            received_at = utc_now()
-            spans = None
-            if not single and body[:1] == b"[":  # a bare array: parse it item by item
-                doc, spans = jsonguard.parse_array(body, limits.json_depth)
-            else:
-                doc = jsonguard.parse_strict(body, limits.json_depth)
-            events = _events_of(doc, single, limits)
-            rejections = check_items(events, body, single, limits, spans)
-            draft = DeliveryDraft(
-                provider_key=provider,
-                idempotency_key=key,
-                body_sha256=hashlib.sha256(body).hexdigest(),
-                body=body,
-                route="single" if single else "batch",
-                item_count=len(events),
-                rejections=rejections,
-                received_at=received_at,
-            )
+            draft = check_body(body, single, provider, key, limits)
             try:
                 receipt = await self.committer.append(draft)
             except IdempotencyConflict as exc:
