@@ -238,18 +238,24 @@ def extract(
     def add(
         target: DatasetId, out_field: str, entry: Any, legacy: Any, dataset_level: bool
     ) -> None:
-        where = f"columnLineage of {_label(target)}"
+        # The warning's prefix is built only for a warning: this runs for every field.
         if not isinstance(entry, Mapping):
-            warnings.add(f"{where}: an input field that is not an object was ignored")
+            warnings.add(
+                f"columnLineage of {_label(target)}: an input field that is not an object "
+                "was ignored"
+            )
             return
         ns, name, field = entry.get("namespace"), entry.get("name"), entry.get("field")
         if not (isinstance(ns, str) and isinstance(name, str) and isinstance(field, str)):
-            warnings.add(f"{where}: an input field without namespace, name and field was ignored")
+            warnings.add(
+                f"columnLineage of {_label(target)}: an input field without namespace, name "
+                "and field was ignored"
+            )
             return
         if not field:
             warnings.add(
-                f"{where}: an input field of {_label(DatasetId(ns, name))} "
-                "with an empty field name was ignored"
+                f"columnLineage of {_label(target)}: an input field of "
+                f"{_label(DatasetId(ns, name))} with an empty field name was ignored"
             )
             return
         source = match.match(DatasetId(ns, name))
