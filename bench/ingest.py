@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
 import json
 import os
 import platform
@@ -38,7 +37,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -120,30 +118,6 @@ class Setup:
 
 
 # -- set-up -----------------------------------------------------------------------------
-
-
-def copy_source(dest: Path, rev: str | None) -> str:
-    """Copy the embrasure package into ``dest``; return which code that is."""
-    head = _git("rev-parse", "--short", rev or "HEAD") or "unknown"
-    if rev is None:
-        shutil.copytree(
-            REPO_DIR / "embrasure",
-            dest / "embrasure",
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-        dirty = _git("status", "--porcelain", "--", "embrasure")
-        return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
-    archive = subprocess.run(
-        ["git", "archive", rev, "embrasure"], cwd=REPO_DIR, capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
-    return f"git {head}"
-
-
-def _git(*args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True)
-    return result.stdout.strip()
 
 
 def machine_facts(wrk: str, measured_code: str) -> dict[str, Any]:
@@ -493,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     source = Path(tempfile.mkdtemp(prefix="source-", dir=SCRATCH_DIR))
     started = time.monotonic()
     try:
-        facts = machine_facts(wrk, copy_source(source, cfg.rev))
+        facts = machine_facts(wrk, servers.copy_source(source, cfg.rev))
         setup = Setup(cfg, wrk, template, source)
         runs, parses = run_all(setup)
         summary = summarise(runs, parses)

@@ -46,7 +46,6 @@ import dataclasses
 import gc
 import hashlib
 import heapq
-import io
 import itertools
 import json
 import os
@@ -58,7 +57,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import uuid
@@ -70,6 +68,7 @@ from typing import Any
 
 import httpx
 import orjson
+import servers
 from events import run_event
 
 from embrasure.model import DeliveryDraft, utc_now
@@ -219,30 +218,6 @@ def checkpoint(path: Path) -> None:
 def copy_db(source: Path, target: Path) -> None:
     remove_db(target)
     shutil.copyfile(source, target)
-
-
-def snapshot_source(dest: Path, rev: str | None) -> str:
-    """Copy the embrasure package (the working tree, or git ``rev``) into ``dest``;
-    return which code that is."""
-    head = _git("rev-parse", "--short", rev or "HEAD") or "unknown"
-    if rev is None:
-        shutil.copytree(
-            REPO_DIR / "embrasure", dest / "embrasure", ignore=shutil.ignore_patterns("__pycache__")
-        )
-        dirty = _git("status", "--porcelain", "--", "embrasure")
-        return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
-    archive = subprocess.run(
-        ["git", "archive", rev, "embrasure"], cwd=REPO_DIR, capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
-    return f"git {head}"
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=REPO_DIR, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def child_env(source: Path) -> dict[str, str]:
@@ -1391,7 +1366,7 @@ def rerun_on_copy(args: argparse.Namespace, argv: list[str]) -> int:
     directory (the copy and every DB file) is removed afterwards, however it ended."""
     work = Path(tempfile.mkdtemp(prefix="embrasure-projection-", dir=args.workdir))
     try:
-        code = snapshot_source(work / "src", args.rev)
+        code = servers.copy_source(work / "src", args.rev)
         env = child_env(work / "src") | {WORK_ENV: str(work), CODE_ENV: code}
         print(f"measuring {code}; work directory {work}", flush=True)
         return subprocess.run(

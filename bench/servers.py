@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -187,3 +190,32 @@ def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.3) -> float:
     while time.monotonic() - start < max_wait_s and busy_cores() > threshold_cores:
         pass
     return time.monotonic() - start
+
+
+# -- the code under test ------------------------------------------------------------------
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+def copy_source(dest: Path, rev: str | None) -> str:
+    """Copy the embrasure package into ``dest``; return which code that is."""
+    head = _git("rev-parse", "--short", rev or "HEAD") or "unknown"
+    if rev is None:
+        shutil.copytree(
+            REPO_DIR / "embrasure",
+            dest / "embrasure",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        dirty = _git("status", "--porcelain", "--", "embrasure")
+        return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
+    archive = subprocess.run(
+        ["git", "archive", rev, "embrasure"], cwd=REPO_DIR, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return f"git {head}"
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True)
+    return result.stdout.strip()
