@@ -171,6 +171,7 @@ def reproject(**flags: Any) -> None:
     from .projector.worker import reproject as rebuild
 
     store = open_db(flags)
+    tune_gc()
     started = time.monotonic()
     try:
         generation = rebuild(store)
