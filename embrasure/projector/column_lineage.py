@@ -346,6 +346,8 @@ def merge_edges(a: ColumnEdge, b: ColumnEdge) -> ColumnEdge:
     """Join two edges with the same key (commutative, associative, idempotent)."""
     if a.key != b.key:
         raise ValueError(f"cannot merge different column edges: {a.key} and {b.key}")
+    if a == b:
+        return a  # idempotent, and the common case: every run of a job says the same
     # Declared (derived None) beats derived: a lexicographic join, so still a semilattice.
     if (a.derived is None) != (b.derived is None):
         return a if a.derived is None else b
