@@ -622,13 +622,14 @@ def _lag_summary(
     }
 
 
-def _backlog_by_second(watcher: Watcher, start: float) -> list[int]:
-    """Acknowledged-but-unprojected deliveries, the maximum in each second of the run."""
+def _backlog_by_second(watcher: Watcher, start: float) -> list[int | None]:
+    """Acknowledged-but-unprojected deliveries, the maximum in each second of the run;
+    None for a second without a sample (the watcher's GET was waiting on the server)."""
     peaks: dict[int, int] = {}
     for at, pending in watcher.backlog:
         second = int(at - start)
         peaks[second] = max(peaks.get(second, 0), pending)
-    return [peaks.get(s, 0) for s in range(max(peaks, default=-1) + 1)]
+    return [peaks.get(s) for s in range(max(peaks, default=-1) + 1)]
 
 
 @dataclasses.dataclass
@@ -1144,7 +1145,8 @@ def _lag_md(lag: dict[str, Any]) -> list[str]:
         *table(["measure", "value"], rows),
         "",
         "Acknowledged-but-unprojected deliveries (peak per second, every "
-        f"{step} s): " + ", ".join(str(b) for b in backlog[::step]),
+        f"{step} s; ? where the watcher got no answer that second): "
+        + ", ".join("?" if b is None else str(b) for b in backlog[::step]),
         "",
         f"Target p99 < {LAG_TARGET_S:.0f} s while ingest keeps up: **{verdict}**.",
         "",
