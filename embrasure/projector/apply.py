@@ -117,14 +117,14 @@ def apply_events(tx: ProjectionTx, facts: Sequence[tuple[EventFacts, int, int]])
 
 def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     """Apply a batch's contributions; return the edges created per delivery."""
-    tx.insert_new("events", changes.events)  # where each event was first seen
-    tx.insert_new("datasets", sorted(changes.datasets))
+    tx.insert_missing("events", changes.events)  # where each event was first seen
+    tx.insert_missing("datasets", sorted(changes.datasets))
     links = sorted(changes.links)
     link_rows = [(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type) for k in links]
     inserted = tx.insert_new("links", link_rows)
     new_links = [link for link, is_new in zip(links, inserted, strict=True) if is_new]
     _merge_jobs(tx, changes)
-    tx.insert_new("run_events", changes.run_events)
+    tx.insert_missing("run_events", changes.run_events)
     edges_created = _merge_edges(tx, changes)
     _merge_run_io(tx, changes)
     _merge_facets(tx, changes)
@@ -232,7 +232,7 @@ def _row_from_slot(slot: facet_rules.FacetSlot) -> tuple[Any, ...]:
 
 
 def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
-    tx.insert_new("facet_history", changes.facet_history)
+    tx.insert_missing("facet_history", changes.facet_history)
     stored = tx.load("facets", changes.facet_slots)
     rows = []
     for key, slot in changes.facet_slots.items():

@@ -44,6 +44,10 @@ class ProjectionTx(abc.ABC):
         """Insert rows whose key is not there yet; True for each row inserted."""
 
     @abc.abstractmethod
+    def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
+        """Insert rows whose key is not there yet, when nobody needs to know which."""
+
+    @abc.abstractmethod
     def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
         """The stored rows for ``keys``: key tuple → value tuple."""
 

@@ -107,6 +107,10 @@ class SQLiteProjectionTx(ProjectionTx):
             inserted.append(cursor.rowcount == 1)
         return inserted
 
+    def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
+        # One executemany: SQLite's per-row counts are only needed by insert_new.
+        self.conn.executemany(_sql(self.prefix, table)["insert_new"], rows)
+
     def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
         key_columns, value_columns = COLUMNS[table]
         width = len(key_columns)
