@@ -13,7 +13,7 @@ import orjson
 
 from .model import DatasetId, JobId
 from .projector import facets as facet_rules
-from .projector.graph_rows import SEP, entity, stored_time
+from .projector.graph_rows import entity, stored_time
 from .projector.runs import normalise_state
 from .store.base import GraphReader, Row
 from .store.graph_schema import COLUMNS
@@ -247,7 +247,3 @@ def run_view(reader: GraphReader, row: Row) -> dict[str, Any]:
         "parent": _parent(r),
         "children": sorted(run_summary(c)["runId"] for c in children),
     }
-
-
-def split_owner(owner: str) -> list[str]:
-    return owner.split(SEP)

@@ -244,15 +244,20 @@ def integrity_check(db_path: Path) -> int:
 # -- 1. SIGKILL under load ------------------------------------------------------------------
 
 
+def wait_for_acks(load: Load, seconds: float, at_least: int) -> None:
+    """Let the load run for ``seconds`` and until ``at_least`` receipts (10 s grace)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline or load.acked() < at_least:
+        assert time.monotonic() < deadline + 10, f"only {load.acked()} acks in {seconds + 10:.0f} s"
+        time.sleep(0.05)
+
+
 def test_sigkill_under_load_loses_no_acknowledged_delivery(db_path: Path) -> None:
     server = ServerProcess(db_path).start()
     restarted: ServerProcess | None = None
     try:
         with Load(server.url, "crash") as load:
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline or load.acked() < 300:
-                assert time.monotonic() < deadline + 10, f"only {load.acked()} acks in 12 s"
-                time.sleep(0.05)
+            wait_for_acks(load, seconds=2.0, at_least=300)
             acked_before_kill = load.acked()
             server.kill()  # SIGKILL while all 16 clients are posting
             time.sleep(0.2)  # let every client see the dead server
@@ -475,10 +480,7 @@ def test_sigterm_under_load_exits_cleanly_and_keeps_every_202(db_path: Path) -> 
     restarted: ServerProcess | None = None
     try:
         with Load(server.url, "sigterm") as load:
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline or load.acked() < 100:
-                assert time.monotonic() < deadline + 10, f"only {load.acked()} acks in 11 s"
-                time.sleep(0.05)
+            wait_for_acks(load, seconds=1.0, at_least=100)
             sent_at = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             try:

@@ -238,10 +238,6 @@ def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contribu
     return result
 
 
-def dataset_id(ns: str, name: str) -> DatasetId:
-    return DatasetId(ns, name)
-
-
 def column_row(edge: ColumnEdge, span: EdgeSpan) -> tuple[Any, ...]:
     """A column edge's stored value columns (graph_schema.COLUMNS["column_edges"])."""
     return (

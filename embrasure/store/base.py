@@ -173,10 +173,6 @@ class Store(abc.ABC):
         stopping after the one that brings the bodies past ``max_bytes``."""
 
     @abc.abstractmethod
-    def log_head(self) -> int:
-        """The newest delivery's seq (0 for an empty log)."""
-
-    @abc.abstractmethod
     def projection(
         self, generation: int | None = None
     ) -> contextlib.AbstractContextManager[ProjectionTx]:

@@ -218,10 +218,6 @@ class SQLiteStore(Store):
 
     # -- the projector's side -----------------------------------------------------------
 
-    def log_head(self) -> int:
-        row = self._read().execute("SELECT COALESCE(MAX(seq), 0) FROM deliveries").fetchone()
-        return int(row[0])
-
     def generation(self, conn: sqlite3.Connection | None = None) -> int:
         row = (
             (conn or self._read())
