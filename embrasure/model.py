@@ -217,6 +217,9 @@ class EventFacts:
     datasets: tuple[DatasetFacts, ...]
     columns: tuple[ColumnFact, ...]
     warnings: tuple[str, ...]
+    # Digest of the job and dataset content the facts above were read from: equal shapes
+    # give equal job facets, datasets and columns (a memo key for derived rows).
+    shape: bytes = b""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,8 +12,10 @@ poison deliveries.
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+import time
 import urllib.parse
 import uuid
 from collections.abc import Sequence
@@ -26,6 +28,7 @@ from starlette.testclient import TestClient
 
 from embrasure.projector.pipeline import project_event as real_project_event
 from embrasure.projector.worker import MAX_ATTEMPTS, Projector, reproject
+from embrasure.store.graph_schema import GRAPH_VERSION
 
 from conftest import make_client
 
@@ -1679,6 +1682,26 @@ def test_reproject_leaves_the_graph_identical(api: Api, db_path: Path) -> None:
     # The projector carries on from the new generation's position.
     api.ingest(run_event("COMPLETE", "late", run_id(20), at(20), inputs=[ds(*REPORT)]))
     assert job_id("spark", "late") in node_ids(api.lineage(*REPORT, direction="downstream"))
+
+
+def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_path: Path) -> None:
+    view = api.ingest(*export_events())
+    before = api.export()
+    generation = api.store.generation()
+    with sqlite3.connect(db_path) as conn:  # as an older Embrasure would have left it
+        conn.execute("UPDATE graph_meta SET graph_version = ?", (GRAPH_VERSION - 1,))
+    projector = Projector(api.store)
+    projector.start()
+    try:
+        deadline = time.monotonic() + 30
+        while api.store.graph_version() != GRAPH_VERSION and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        projector.stop()
+    assert api.store.graph_version() == GRAPH_VERSION
+    assert api.store.generation() == generation + 1
+    assert api.export() == before
+    assert api.delivery(view["delivery_id"]) == view
 
 
 # == poison deliveries (DESIGN §3: three failures quarantine the delivery whole) ================

@@ -19,8 +19,7 @@ import orjson
 
 from ..model import DatasetId, EventFacts, Quarantined
 from ..store.base import LogEntry, ProjectionTx
-from . import column_lineage, graph_rows
-from . import facets as facet_rules
+from . import graph_rows
 from .graph_rows import Contributions, stored_time, time_key, time_text
 from .pipeline import project_event
 from .runs import RunEventFact, resolve_run
@@ -135,12 +134,7 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
 
 
 def _merge_jobs(tx: ProjectionTx, changes: Contributions) -> None:
-    stored = tx.load("jobs", changes.jobs)
-    rows = []
-    for key, flags in changes.jobs.items():
-        old = stored.get(key, (0, 0, 0))
-        rows.append((*key, *(max(a, b) for a, b in zip(old, flags, strict=True))))
-    tx.save("jobs", rows)
+    tx.merge("jobs", [(*key, *flags) for key, flags in changes.jobs.items()])
 
 
 def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
@@ -156,104 +150,48 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
             job_ns, job_name = run_jobs[run_id]
             edge_key = (job_ns, job_name, ds_ns, ds_name, direction, 0)
             runs_added[edge_key] = runs_added.get(edge_key, 0) + 1
+    # An edge is created by the first delivery naming it (the delivery view says so).
     stored = tx.load("edges", changes.edges)
+    created: dict[int, int] = {}
     rows = []
-    created: dict[int, int] = {}  # an edge is created by the first delivery naming it
     for key, span in changes.edges.items():
-        old = stored.get(key)
-        count = runs_added.get(key, 0)
-        if old is None:
+        if key not in stored:
             assert span.seq is not None
             created[span.seq] = created.get(span.seq, 0) + 1
-        else:
-            span.add(stored_time(old[0], old[1]))
-            span.add(stored_time(old[2], old[3]))
-            count += old[4]
-        rows.append(
-            (
-                *key,
-                span.first.key if span.first else None,
-                time_text(span.first),
-                span.last.key if span.last else None,
-                time_text(span.last),
-                count,
-            )
-        )
-    tx.save("edges", rows)
+        rows.append((*key, *graph_rows.span_row(span), runs_added.get(key, 0)))
+    tx.merge("edges", rows)
     return created
 
 
 def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
-    versioned = {k: v for k, v in changes.run_io.items() if v[0] is not None}
-    stored = tx.load("run_io", versioned)
-    rows = []
-    for key, (version, time) in versioned.items():
-        old = stored.get(key)
-        if (
-            old is not None
-            and old[0] is not None
-            and (old[1] or "", old[0]) >= (time_key(time), version)
-        ):
-            continue
-        rows.append((*key, version, time_key(time)))
-    tx.save("run_io", rows)
-
-
-def _slot_from_row(row: tuple[Any, ...]) -> facet_rules.FacetSlot:
-    value_key, value_text, value_json, value_event, d_key, d_text, d_json, d_event = row
-    value = deletion = None
-    if value_json is not None:
-        value = facet_rules.FacetValue(
-            orjson.loads(value_json),
-            value_event,
-            stored_time(value_key, value_text),
-            value_json.encode(),  # stored canonical: no need to serialise it again
-        )
-    if d_json is not None:
-        deletion = facet_rules.FacetValue(
-            orjson.loads(d_json), d_event, stored_time(d_key, d_text), d_json.encode()
-        )
-    return facet_rules.FacetSlot(value, deletion)
-
-
-def _row_from_slot(slot: facet_rules.FacetSlot) -> tuple[Any, ...]:
-    out: list[Any] = []
-    for item in (slot.value, slot.deletion):
-        if item is None:
-            out += [None, None, None, None]
-        else:
-            out += [
-                time_key(item.time),
-                time_text(item.time),
-                item.canonical_json().decode(),
-                item.event_id,
-            ]
-    return tuple(out)
+    tx.merge(
+        "run_io",
+        [
+            (*key, version, time_key(time))
+            for key, (version, time) in changes.run_io.items()
+            if version is not None
+        ],
+    )
 
 
 def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
+    tx.insert_missing(
+        "facet_values", [(h, v.decode()) for h, v in sorted(changes.facet_values.items())]
+    )
     tx.insert_missing("facet_history", changes.facet_history)
-    stored = tx.load("facets", changes.facet_slots)
-    rows = []
-    for key, slot in changes.facet_slots.items():
-        old = stored.get(key)
-        merged = slot if old is None else facet_rules.merge_slots(_slot_from_row(old), slot)
-        rows.append((*key, *_row_from_slot(merged)))
-    tx.save("facets", rows)
+    tx.merge(
+        "facets", [(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()]
+    )
 
 
 def _merge_columns(tx: ProjectionTx, changes: Contributions) -> None:
-    stored = tx.load("column_edges", changes.columns)
-    rows = []
-    for key, (edge, span) in changes.columns.items():
-        old = stored.get(key)
-        if old is not None:
-            old_edge, old_span = graph_rows.column_edge_of(key, old, edge.source, edge.target)
-            edge = column_lineage.merge_edges(old_edge, edge)
-            span.add(old_span.first)
-            span.add(old_span.last)
-        rows.append((*key, *graph_rows.column_row(edge, span)))
-    tx.save("column_edges", rows)
+    tx.merge(
+        "column_edges",
+        [
+            (*key, *graph_rows.column_row(edge, span))
+            for key, (edge, span) in changes.columns.items()
+        ],
+    )
 
 
 def _resolve_runs(tx: ProjectionTx, run_ids: set[str]) -> None:

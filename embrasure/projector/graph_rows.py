@@ -10,14 +10,16 @@ what is stored. Dataset identities are kept as sent; aliases resolve when read.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
-from ..model import ColumnFact, DatasetId, EventFacts, EventTime, JobId
+from ..model import DatasetId, EventFacts, EventTime, JobId
 from . import column_lineage
 from . import facets as facet_rules
+from .canonical import canonical_json
 from .column_lineage import ColumnEdge
 from .symlinks import Link, links_of
 
@@ -71,7 +73,8 @@ class Contributions:
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
-    facet_history: list[tuple[str, str, str, str, str]] = dataclasses.field(default_factory=list)
+    facet_history: list[tuple[str, str, str, str, bytes]] = dataclasses.field(default_factory=list)
+    facet_values: dict[bytes, bytes] = dataclasses.field(default_factory=dict)  # hash → JSON
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
@@ -91,48 +94,37 @@ class Contributions:
                 idx,
             )
         )
-        self._identities(facts)
+        shape = shape_of(facts)
+        self.datasets.update(shape.datasets)
+        self.links.update(shape.links)
         if job is not None:
-            self._job(facts, job, seq)
+            key = (job.namespace, job.name)
+            old = self.jobs.get(key)
+            flags = shape.job_flags
+            self.jobs[key] = (
+                flags
+                if old is None
+                else (max(old[0], flags[0]), max(old[1], flags[1]), max(old[2], flags[2]))
+            )
+        for edge_key in shape.edges:
+            span = self.edges.get(edge_key)
+            if span is None:
+                span = self.edges[edge_key] = EdgeSpan(seq=seq)
+            span.add(time)
         if facts.run_id is not None and job is not None:
-            self._run(facts, job)
-        self._facets(facts)
-        for column in facts.columns:
-            self._column(column, job, time)
+            self._run(facts, job, shape)
+        self._facets(facts, shape)
+        for column_key, edge in shape.columns:
+            old_column = self.columns.get(column_key)
+            if old_column is None:
+                self.columns[column_key] = (edge, EdgeSpan(time, time))
+            else:
+                old_edge, span = old_column
+                span.add(time)
+                if old_edge is not edge:
+                    self.columns[column_key] = (column_lineage.merge_edges(old_edge, edge), span)
 
-    def _identities(self, facts: EventFacts) -> None:
-        for ds in facts.datasets:
-            self.datasets.add((ds.id.namespace, ds.id.name))
-            previous = ds.lifecycle.previous if ds.lifecycle else None
-            if ds.lifecycle is not None and ds.lifecycle.state != "RENAME":
-                previous = None
-            for link in links_of(ds.id, ds.symlinks, previous):
-                self.links.add(link)
-                if link.kind in ("TABLE", "RENAME"):
-                    for end in (link.a, link.b):
-                        self.datasets.add((end.namespace, end.name))
-
-    def _job(self, facts: EventFacts, job: JobId, seq: int) -> None:
-        has_outputs = any(ds.role == "output" for ds in facts.datasets)
-        flags = (
-            int(facts.kind == "RunEvent"),
-            int(facts.kind == "JobEvent" and has_outputs),
-            int(facts.kind == "JobEvent" and not has_outputs),
-        )
-        old = self.jobs.get((job.namespace, job.name), (0, 0, 0))
-        self.jobs[(job.namespace, job.name)] = tuple(  # type: ignore[assignment]
-            max(a, b) for a, b in zip(old, flags, strict=True)
-        )
-        static = int(facts.kind == "JobEvent")
-        for ds in facts.datasets:
-            if ds.role not in ("input", "output"):
-                continue
-            direction = "in" if ds.role == "input" else "out"
-            key = (job.namespace, job.name, ds.id.namespace, ds.id.name, direction, static)
-            span = self.edges.setdefault(key, EdgeSpan(seq=seq))
-            span.add(facts.time)
-
-    def _run(self, facts: EventFacts, job: JobId) -> None:
+    def _run(self, facts: EventFacts, job: JobId, shape: Shape) -> None:
         run_id = facts.run_id
         assert run_id is not None
         parent = facts.parent
@@ -153,63 +145,145 @@ class Contributions:
                 parent.root_job.name if parent and parent.root_job else None,
             )
         )
-        for ds in facts.datasets:
-            if ds.role not in ("input", "output"):
-                continue
-            key = (run_id, ds.id.namespace, ds.id.name, "in" if ds.role == "input" else "out")
-            old_version, old_time = self.run_io.get(key, (None, None))
-            if ds.version is not None and (
-                old_version is None
-                or (time_key(facts.time), ds.version) > (time_key(old_time), old_version)
-            ):
-                self.run_io[key] = (ds.version, facts.time)
-            else:
-                self.run_io.setdefault(key, (old_version, old_time))
-
-    def _facets(self, facts: EventFacts) -> None:
-        owners: list[tuple[str, dict[str, Any], bool]] = []
-        if facts.job is not None:
-            owners.append(
-                (entity("job", facts.job.namespace, facts.job.name), facts.job_facets, True)
+        for ds_ns, ds_name, direction, version in shape.run_io:
+            key = (run_id, ds_ns, ds_name, direction)
+            self.run_io[key] = later_version(
+                self.run_io.get(key, (None, None)), (version, facts.time)
             )
-        if facts.run_id is not None:
-            owners.append((entity("run", facts.run_id), facts.run_facets, False))
-        for ds in facts.datasets:
-            owners.append((entity("dataset", ds.id.namespace, ds.id.name), ds.facets, True))
-            if facts.run_id is not None and ds.role_facets:
-                owners.append(
-                    (
-                        entity(ds.role, facts.run_id, ds.id.namespace, ds.id.name),
-                        ds.role_facets,
-                        False,
-                    )
-                )
-        for owner, values, honour_deleted in owners:
-            if not values:
-                continue
-            records = [(name, facts.time, facts.event_id, value) for name, value in values.items()]
-            folded = facet_rules.fold_facets(records, honour_deleted=honour_deleted)
-            for name, slot in folded.items():
-                item = slot.value or slot.deletion  # one record per name in one event
-                assert item is not None
-                self.facet_history.append(
-                    (
-                        owner,
-                        name,
-                        facts.event_id,
-                        time_key(facts.time),
-                        item.canonical_json().decode(),
-                    )
-                )
-                old = self.facet_slots.get((owner, name))
-                self.facet_slots[(owner, name)] = (
-                    slot if old is None else facet_rules.merge_slots(old, slot)
-                )
 
-    def _column(self, fact: ColumnFact, job: JobId | None, time: EventTime | None) -> None:
-        # Rows are keyed by the identities as sent and by derived-or-declared; aliases
-        # resolve, and declared edges win over SQL-derived ones, when read.
-        job_ns, job_name = (job.namespace, job.name) if job else ("", "")
+    def _facets(self, facts: EventFacts, shape: Shape) -> None:
+        records = list(shape.facets)
+        history = list(shape.history)
+        if facts.run_id is not None:
+            run_records = _facet_records(entity("run", facts.run_id), facts.run_facets, False)
+            for role, ds_ns, ds_name, role_records in shape.role_facets:
+                owner = entity(role, facts.run_id, ds_ns, ds_name)
+                run_records += [(owner, *record[1:]) for record in role_records]
+            records += run_records
+            history += _one_per_name(run_records) if shape.role_facets else run_records
+        time, event_id, tkey = facts.time, facts.event_id, time_key(facts.time)
+        values = self.facet_values
+        for owner, name, canonical, digest, _value, _deletion in history:
+            values[digest] = canonical
+            self.facet_history.append((owner, name, event_id, tkey, digest))
+        for owner, name, canonical, _digest, value, deletion in records:
+            item = facet_rules.FacetValue(value, event_id, time, canonical)
+            slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
+            old = self.facet_slots.get((owner, name))
+            self.facet_slots[(owner, name)] = (
+                slot if old is None else facet_rules.merge_slots(old, slot)
+            )
+
+
+# owner, name, canonical JSON, its value_hash, the value, whether it is a deletion marker
+FacetRecordRow = tuple[str, str, bytes, bytes, Any, bool]
+
+
+class Shape(NamedTuple):
+    """What an event contributes apart from its run, time and identity: a function of
+    the job and dataset content alone (``EventFacts.shape``), so computed once per shape."""
+
+    datasets: tuple[tuple[str, str], ...]
+    links: tuple[Link, ...]
+    job_flags: tuple[int, int, int]
+    edges: tuple[EdgeKey, ...]
+    run_io: tuple[tuple[str, str, str, str | None], ...]  # ds ns, name, direction, version
+    facets: tuple[FacetRecordRow, ...]  # job and dataset facets
+    history: tuple[FacetRecordRow, ...]  # the same, one per (owner, name)
+    role_facets: tuple[tuple[str, str, str, tuple[FacetRecordRow, ...]], ...]
+    columns: tuple[tuple[ColumnKey, ColumnEdge], ...]
+
+
+SHAPES_REMEMBERED = 4096
+_shapes: dict[bytes, Shape] = {}
+
+
+def shape_of(facts: EventFacts) -> Shape:
+    if not facts.shape:
+        return _read_shape(facts)
+    shape = _shapes.get(facts.shape)
+    if shape is None:
+        if len(_shapes) >= SHAPES_REMEMBERED:
+            _shapes.clear()
+        shape = _shapes[facts.shape] = _read_shape(facts)
+    return shape
+
+
+def value_hash(canonical: bytes) -> bytes:
+    """A facet value's key in facet_values (BLAKE2b-128 of its canonical JSON)."""
+    return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
+def _facet_records(
+    owner: str, values: dict[str, Any], honour_deleted: bool
+) -> list[FacetRecordRow]:
+    records = []
+    for name, value in values.items():
+        canonical = canonical_json(value)
+        deletion = honour_deleted and facet_rules.is_deletion(value)
+        records.append((owner, name, canonical, value_hash(canonical), value, deletion))
+    return records
+
+
+def _one_per_name(records: list[FacetRecordRow]) -> tuple[FacetRecordRow, ...]:
+    """One record per (owner, name): an event naming one dataset twice (as an input and
+    an output, say) still writes one history row per facet — a value before a deletion
+    marker, the larger canonical JSON among equals (the facet rule's tie-break)."""
+    best: dict[tuple[str, str], FacetRecordRow] = {}
+    for record in records:
+        key = (record[0], record[1])
+        old = best.get(key)
+        if old is None or (not record[5], record[2]) > (not old[5], old[2]):
+            best[key] = record
+    return tuple(best.values())
+
+
+def _read_shape(facts: EventFacts) -> Shape:
+    job = facts.job
+    datasets: dict[tuple[str, str], None] = {}
+    links: dict[Link, None] = {}
+    for ds in facts.datasets:
+        datasets[(ds.id.namespace, ds.id.name)] = None
+        previous = ds.lifecycle.previous if ds.lifecycle else None
+        if ds.lifecycle is not None and ds.lifecycle.state != "RENAME":
+            previous = None
+        for link in links_of(ds.id, ds.symlinks, previous):
+            links[link] = None
+            if link.kind in ("TABLE", "RENAME"):
+                for end in (link.a, link.b):
+                    datasets[(end.namespace, end.name)] = None
+    has_outputs = any(ds.role == "output" for ds in facts.datasets)
+    job_flags = (
+        int(facts.kind == "RunEvent"),
+        int(facts.kind == "JobEvent" and has_outputs),
+        int(facts.kind == "JobEvent" and not has_outputs),
+    )
+    static = int(facts.kind == "JobEvent")
+    used = [ds for ds in facts.datasets if ds.role in ("input", "output")]
+    direction = {"input": "in", "output": "out"}
+    edges: tuple[EdgeKey, ...] = ()
+    if job is not None:
+        edges = tuple(
+            dict.fromkeys(
+                (job.namespace, job.name, ds.id.namespace, ds.id.name, direction[ds.role], static)
+                for ds in used
+            )
+        )
+    facets: list[FacetRecordRow] = []
+    if job is not None:
+        facets += _facet_records(entity("job", job.namespace, job.name), facts.job_facets, True)
+    for ds in facts.datasets:
+        facets += _facet_records(entity("dataset", ds.id.namespace, ds.id.name), ds.facets, True)
+    role_facets = tuple(
+        (ds.role, ds.id.namespace, ds.id.name, tuple(_facet_records("", ds.role_facets, False)))
+        for ds in facts.datasets
+        if ds.role_facets
+    )
+    # Rows are keyed by the identities as sent and by derived-or-declared; aliases
+    # resolve, and declared edges win over SQL-derived ones, when read.
+    job_ns, job_name = (job.namespace, job.name) if job else ("", "")
+    columns: dict[ColumnKey, ColumnEdge] = {}
+    for fact in facts.columns:
         key: ColumnKey = (
             fact.target.namespace,
             fact.target.name,
@@ -222,13 +296,19 @@ class Contributions:
             fact.derived or "",
         )
         edge = column_lineage.edge_of(job, fact)
-        old = self.columns.get(key)
-        span = EdgeSpan() if old is None else old[1]
-        span.add(time)
-        self.columns[key] = (
-            edge if old is None else column_lineage.merge_edges(old[0], edge),
-            span,
-        )
+        old = columns.get(key)
+        columns[key] = edge if old is None else column_lineage.merge_edges(old, edge)
+    return Shape(
+        tuple(datasets),
+        tuple(links),
+        job_flags,
+        edges,
+        tuple((ds.id.namespace, ds.id.name, direction[ds.role], ds.version) for ds in used),
+        tuple(facets),
+        _one_per_name(facets),
+        role_facets,
+        tuple(columns.items()),
+    )
 
 
 def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contributions:
@@ -238,6 +318,46 @@ def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contribu
     return result
 
 
+def span_row(span: EdgeSpan) -> tuple[str | None, str | None, str | None, str | None]:
+    """first_key, first_text, last_key, last_text (NULL: no known time)."""
+    first, last = span.first, span.last
+    return (
+        first.key if first else None,
+        first.text if first else None,
+        last.key if last else None,
+        last.text if last else None,
+    )
+
+
+def facet_row(slot: facet_rules.FacetSlot) -> tuple[Any, ...]:
+    """A facet slot's stored value columns (graph_schema.COLUMNS["facets"])."""
+    out: list[Any] = []
+    for item in (slot.value, slot.deletion):
+        if item is None:
+            out += [None, None, None, None]
+        else:
+            out += [
+                time_key(item.time),
+                time_text(item.time),
+                item.canonical_json().decode(),
+                item.event_id,
+            ]
+    return tuple(out)
+
+
+def later_version(
+    old: tuple[str | None, EventTime | None], new: tuple[str | None, EventTime | None]
+) -> tuple[str | None, EventTime | None]:
+    """The dataset version a run used: the one named by the latest event (eventTime, then
+    the version string); an event naming none changes nothing."""
+    (old_version, old_time), (version, time) = old, new
+    if version is not None and (
+        old_version is None or (time_key(time), version) > (time_key(old_time), old_version)
+    ):
+        return new
+    return old
+
+
 def column_row(edge: ColumnEdge, span: EdgeSpan) -> tuple[Any, ...]:
     """A column edge's stored value columns (graph_schema.COLUMNS["column_edges"])."""
     return (
@@ -245,10 +365,7 @@ def column_row(edge: ColumnEdge, span: EdgeSpan) -> tuple[Any, ...]:
         edge.klass,
         int(edge.masked),
         orjson.dumps(list(edge.subtypes)).decode(),
-        span.first.key if span.first else None,
-        time_text(span.first),
-        span.last.key if span.last else None,
-        time_text(span.last),
+        *span_row(span),
     )
 
 

@@ -23,13 +23,17 @@ merge rules can make the graph independent of arrival order (DESIGN §1).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from typing import Any
 
-from embrasure.model import ColumnFact, DatasetFacts, EventFacts, Quarantined
+import orjson
+
+from embrasure.model import ColumnFact, DatasetFacts, EventFacts, JobId, Quarantined
 
 from ..jsonguard import json_type
 from . import column_lineage, validate
-from .canonical import event_id
+from .canonical import canonical_json, event_id
 from .times import parse_event_time
 from .validate import Invalid
 
@@ -84,28 +88,22 @@ def _project(event: Any) -> EventFacts:
     event_type, event_type_raw, type_warnings = validate.event_type_of(event, kind)
     warnings += type_warnings
 
-    # 7. run and job facets
+    # 7. run facets (per run; the job's facets are part of what the job declares)
     run = event.get("run") if kind == validate.RUN_EVENT else None
     run_facets, run_warnings = (
         validate.facets_of(run, "facets", "run", "run.facets") if run is not None else ({}, [])
     )
-    job_facets, job_warnings = (
-        validate.facets_of(event["job"], "facets", "job", "job.facets")
-        if job is not None
-        else ({}, [])
-    )
-    warnings += run_warnings + job_warnings
+    warnings += run_warnings
 
-    # 8. datasets
-    datasets, dataset_warnings = validate.datasets_of(event, kind)
-    warnings += dataset_warnings
+    # 7-8, 10. job facets, datasets, column lineage: read once per distinct content.
+    declared = _declared(event, kind, job)
+    if isinstance(declared, str):
+        raise Invalid(declared)
+    warnings += declared.job_warnings + declared.dataset_warnings
 
     # 9. parent: read from the run facets as sent (see validate.py for why).
     parent = validate.parent_of(run.get("facets") if run is not None else None, run_id, warnings)
-
-    # 10. column lineage
-    columns, column_warnings = _column_facts(datasets)
-    warnings += column_warnings
+    warnings += declared.column_warnings
 
     return EventFacts(
         event_id=identity,
@@ -116,11 +114,69 @@ def _project(event: Any) -> EventFacts:
         job=job,
         run_id=run_id,
         run_facets=run_facets,
-        job_facets=job_facets,
+        job_facets=declared.job_facets,
         parent=parent,
-        datasets=datasets,
-        columns=columns,
+        datasets=declared.datasets,
+        columns=declared.columns,
         warnings=tuple(warnings),
+        shape=declared.key,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Declared:
+    """What an event says about its job and datasets, apart from its run: the same bytes
+    in every run of a job, so it is read once per distinct content (``_declared``)."""
+
+    key: bytes  # digest of the content it was read from
+    job_facets: dict[str, Any]
+    job_warnings: list[str]
+    datasets: tuple[DatasetFacts, ...]
+    dataset_warnings: list[str]
+    columns: tuple[ColumnFact, ...]
+    column_warnings: list[str]
+
+
+MEMO_SIZE = 4096  # distinct job/dataset contents remembered (a platform's job count)
+_memo: dict[bytes, Declared | str] = {}
+
+
+def _declared(event: dict[str, Any], kind: str, job: JobId | None) -> Declared | str:
+    """Stages 7 (job facets), 8 and 10 for the event's job and datasets, or the reason
+    they break a rule. A pure function of that part of the event, so it is memoised by
+    its canonical JSON: a job's schema, SQL and column lineage repeat in every run."""
+    part = [kind, event.get("job"), event.get("inputs"), event.get("outputs"), event.get("dataset")]
+    try:
+        # Key order as sent: a producer sends its keys in one order, and another order
+        # only costs a second entry. Faster than the canonical form.
+        content = orjson.dumps(part)
+    except orjson.JSONEncodeError:
+        content = canonical_json(part)  # integers beyond 64 bits
+    key = hashlib.blake2b(content, digest_size=16).digest()
+    found = _memo.get(key)
+    if found is None:
+        found = _read_declared(key, event, kind, job)
+        if len(_memo) >= MEMO_SIZE:
+            _memo.clear()  # cheaper than LRU bookkeeping; refilled within one batch
+        _memo[key] = found
+    return found
+
+
+def _read_declared(
+    key: bytes, event: dict[str, Any], kind: str, job: JobId | None
+) -> Declared | str:
+    try:
+        job_facets, job_warnings = (
+            validate.facets_of(event["job"], "facets", "job", "job.facets")
+            if job is not None
+            else ({}, [])
+        )
+        datasets, dataset_warnings = validate.datasets_of(event, kind)
+    except Invalid as broken:
+        return broken.reason
+    columns, column_warnings = _column_facts(datasets)
+    return Declared(
+        key, job_facets, job_warnings, datasets, dataset_warnings, columns, column_warnings
     )
 
 

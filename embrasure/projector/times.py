@@ -91,6 +91,15 @@ def parse_event_time(value: Any) -> tuple[EventTime | None, str | None]:
         zone = "Z"
     if match["second"] == "60":
         raise ValueError(f"eventTime {shown!r} is a leap second (:60), which is not supported")
+    if zone in ("Z", "z"):
+        # Already UTC, the common case: only check that the date and time exist.
+        try:
+            year, month, day, hour, minute, second = (int(match[part]) for part in _FIELDS)
+            datetime(year, month, day, hour, minute, second)
+        except ValueError as exc:
+            raise ValueError(f"eventTime {shown!r} is not a valid date and time ({exc})") from None
+        base = "{}-{}-{}T{}:{}:{}".format(*(match[part] for part in _FIELDS))
+        return _event_time(base, fraction), "; ".join(warnings) or None
     offset = _offset(zone)
     if offset is None:
         raise ValueError(f"eventTime {shown!r} has a UTC offset beyond ±23:59")
@@ -114,6 +123,14 @@ def parse_event_time(value: Any) -> tuple[EventTime | None, str | None]:
     except OverflowError:
         raise ValueError(f"eventTime {shown!r} falls outside years 1 to 9999 in UTC") from None
     base = f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}"
+    return _event_time(base, fraction), "; ".join(warnings) or None
+
+
+_FIELDS = ("year", "month", "day", "hour", "minute", "second")
+
+
+def _event_time(base: str, fraction: str) -> EventTime:
+    """From ``YYYY-MM-DDTHH:MM:SS`` in UTC and the fraction digits as sent."""
     key = f"{base}.{fraction.ljust(MAX_FRACTION_DIGITS, '0')}Z"
     text = f"{base}.{fraction}Z" if fraction else f"{base}Z"
-    return EventTime(key=key, text=text), "; ".join(warnings) or None
+    return EventTime(key=key, text=text)

@@ -25,6 +25,7 @@ import orjson
 from ..errors import Problem, StoreUnavailable
 from ..model import Quarantined
 from ..store.base import LogEntry, Store
+from ..store.graph_schema import GRAPH_VERSION
 from .apply import apply, apply_events, commit, item_row, prepare, split_items
 from .pipeline import project_event
 
@@ -207,6 +208,12 @@ class Projector:
         self._thread.start()
 
     def _run(self) -> None:
+        if self.generation is None and self.store.graph_version() != GRAPH_VERSION:
+            # Built by another version of the projection: rebuild it beside the served
+            # one (readers keep the old graph until the swap), then go on from there.
+            log.warning("the graph was built by an older Embrasure; reprojecting the log")
+            reproject(self.store, self.limits)
+            log.warning("reprojection done")
         while not self._stop.is_set():
             try:
                 if self.step() == 0:

@@ -56,6 +56,11 @@ class ProjectionTx(abc.ABC):
         """Insert or replace whole rows."""
 
     @abc.abstractmethod
+    def merge(self, table: str, rows: Sequence[Row]) -> None:
+        """Insert rows, or join each into the stored row with its key by the table's
+        merge rule (graph_schema.MERGES). Keys must be distinct within one call."""
+
+    @abc.abstractmethod
     def delete(self, table: str, keys: Iterable[Row]) -> None:
         """Delete rows by key."""
 
@@ -178,6 +183,10 @@ class Store(abc.ABC):
     ) -> contextlib.AbstractContextManager[ProjectionTx]:
         """A write transaction on the served graph generation (or on ``generation``, one
         being built by reproject); commits on a clean exit."""
+
+    @abc.abstractmethod
+    def graph_version(self) -> int:
+        """graph_schema.GRAPH_VERSION of the code that built the served graph."""
 
     @abc.abstractmethod
     def create_generation(self) -> int:

@@ -14,7 +14,7 @@ so an alias learned later re-points everything learned earlier with no rewrite.
 
 from __future__ import annotations
 
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2  # 2: facet history by content hash; merged rows merged in SQL
 
 GRAPH_TABLES = """
 CREATE TABLE {g}position (
@@ -37,7 +37,7 @@ CREATE TABLE {g}items (
     warnings TEXT NOT NULL,                -- JSON array of strings
     event_id TEXT,
     PRIMARY KEY (seq, idx)
-);
+){without_rowid};
 CREATE INDEX {g}items_quarantined ON {g}items (outcome, seq);
 CREATE TABLE {g}failures (
     seq {bigint} PRIMARY KEY,              -- a delivery the projector failed on
@@ -55,27 +55,27 @@ CREATE TABLE {g}events (
     run_id TEXT,
     seq {bigint} NOT NULL,                 -- where it was first seen (raw event reads)
     idx INTEGER NOT NULL
-);
+){without_rowid};
 CREATE INDEX {g}events_time ON {g}events (time_key);
 CREATE TABLE {g}datasets (
     ns TEXT NOT NULL,
     name TEXT NOT NULL,
     PRIMARY KEY (ns, name)
-);
+){without_rowid};
 CREATE TABLE {g}links (
     a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
     b_ns TEXT NOT NULL, b_name TEXT NOT NULL,
     kind TEXT NOT NULL,                    -- TABLE / RENAME (a renamed to b) / LOCATION
     type TEXT,                             -- a LOCATION's symlink type as sent
     PRIMARY KEY (a_ns, a_name, b_ns, b_name, kind)
-);
+){without_rowid};
 CREATE INDEX {g}links_b ON {g}links (b_ns, b_name);
 CREATE TABLE {g}canonical (
     ns TEXT NOT NULL, name TEXT NOT NULL,  -- an identity in a group of more than one
     c_ns TEXT NOT NULL, c_name TEXT NOT NULL,
     renamed INTEGER NOT NULL,
     PRIMARY KEY (ns, name)
-);
+){without_rowid};
 CREATE INDEX {g}canonical_c ON {g}canonical (c_ns, c_name);
 CREATE TABLE {g}jobs (
     ns TEXT NOT NULL, name TEXT NOT NULL,
@@ -83,7 +83,7 @@ CREATE TABLE {g}jobs (
     job_events_out INTEGER NOT NULL,       -- 1 once a JobEvent with outputs named it
     job_events_in INTEGER NOT NULL,        -- 1 once a JobEvent without outputs named it
     PRIMARY KEY (ns, name)
-);
+){without_rowid};
 CREATE TABLE {g}runs (
     run_id TEXT PRIMARY KEY,
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
@@ -93,7 +93,7 @@ CREATE TABLE {g}runs (
     latest_key TEXT NOT NULL,
     parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
     root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT
-);
+){without_rowid};
 CREATE INDEX {g}runs_job ON {g}runs (job_ns, job_name, latest_key);
 CREATE INDEX {g}runs_parent ON {g}runs (parent_run_id);
 CREATE TABLE {g}run_events (
@@ -106,7 +106,7 @@ CREATE TABLE {g}run_events (
     parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
     root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT,
     PRIMARY KEY (run_id, event_id)
-);
+){without_rowid};
 CREATE TABLE {g}edges (
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
     ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
@@ -116,7 +116,7 @@ CREATE TABLE {g}edges (
     last_key TEXT, last_text TEXT,
     run_count INTEGER NOT NULL,
     PRIMARY KEY (job_ns, job_name, ds_ns, ds_name, direction, static)
-);
+){without_rowid};
 CREATE INDEX {g}edges_ds ON {g}edges (ds_ns, ds_name);
 CREATE TABLE {g}run_io (
     run_id TEXT NOT NULL,
@@ -124,7 +124,7 @@ CREATE TABLE {g}run_io (
     direction TEXT NOT NULL,
     version TEXT, version_key TEXT,        -- the version from the latest event naming it
     PRIMARY KEY (run_id, ds_ns, ds_name, direction)
-);
+){without_rowid};
 CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction);
 CREATE TABLE {g}facets (
     entity TEXT NOT NULL,                  -- 'dataset:ns\\x1fname', 'job:…', 'run:id', …
@@ -141,8 +141,12 @@ CREATE TABLE {g}facet_history (
     name TEXT NOT NULL,
     event_id TEXT NOT NULL,
     time_key TEXT NOT NULL,
-    value_json TEXT NOT NULL,
-    PRIMARY KEY (entity, name, event_id)
+    value_hash {blob} NOT NULL,            -- facet_values.hash: a job's facets repeat
+    PRIMARY KEY (entity, name, event_id)   -- in every run, so they are stored once
+){without_rowid};
+CREATE TABLE {g}facet_values (
+    hash {blob} PRIMARY KEY,               -- BLAKE2b-128 of the canonical JSON
+    value_json TEXT NOT NULL
 );
 CREATE TABLE {g}column_edges (
     src_ns TEXT NOT NULL, src_name TEXT NOT NULL, src_field TEXT NOT NULL,
@@ -156,7 +160,7 @@ CREATE TABLE {g}column_edges (
     first_key TEXT, first_text TEXT, last_key TEXT, last_text TEXT,
     PRIMARY KEY (tgt_ns, tgt_name, tgt_field, src_ns, src_name, src_field,
                  job_ns, job_name, derived)
-);
+){without_rowid};
 CREATE INDEX {g}column_edges_src ON {g}column_edges (src_ns, src_name, src_field)
 """
 
@@ -177,6 +181,7 @@ TABLES = (
     "run_io",
     "facets",
     "facet_history",
+    "facet_values",
     "column_edges",
 )
 
@@ -270,7 +275,8 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "deleted_event",
         ),
     ),
-    "facet_history": (("entity", "name", "event_id"), ("time_key", "value_json")),
+    "facet_history": (("entity", "name", "event_id"), ("time_key", "value_hash")),
+    "facet_values": (("hash",), ("value_json",)),
     "column_edges": (
         (
             "tgt_ns",
@@ -294,4 +300,85 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "last_text",
         ),
     ),
+}
+
+
+# -- merged rows ----------------------------------------------------------------------------
+# How a merged table joins a new row into the stored one: the SET list of
+# ``INSERT … ON CONFLICT (key) DO UPDATE``, so a batch the projector has folded merges with
+# what is stored in one statement per row, without reading it first. Each rule is the
+# same join as the projector's Python merge (named beside it); tests check both agree on
+# random rows. Every rule is commutative, associative and idempotent, which makes the
+# graph independent of arrival order (DESIGN §1). Unqualified names are the stored row,
+# ``excluded.`` the new one; SET expressions all see the stored row as it was.
+
+
+def _later(
+    columns: tuple[str, ...], rank: tuple[str, ...], present: str = "", newer: str = ">"
+) -> dict[str, str]:
+    """``columns`` taken together from whichever row ranks higher by ``rank`` (a row
+    value); a row whose ``present`` column (default: the first of ``rank``) is NULL has
+    nothing to offer. ``newer='<'`` takes the lower rank instead (an earliest time)."""
+    present = present or rank[0]
+    stored = ", ".join(rank)
+    new = ", ".join(f"excluded.{c}" for c in rank)
+    takes_new = (
+        f"excluded.{present} IS NOT NULL AND ({present} IS NULL OR ({new}) {newer} ({stored}))"
+    )
+    return {c: f"CASE WHEN {takes_new} THEN excluded.{c} ELSE {c} END" for c in columns}
+
+
+def _span() -> dict[str, str]:
+    """graph_rows.EdgeSpan.add: the earliest and the latest eventTime (key, then text)."""
+    return {
+        **_later(("first_key", "first_text"), ("first_key", "first_text"), newer="<"),
+        **_later(("last_key", "last_text"), ("last_key", "last_text")),
+    }
+
+
+_MAPPING = "(kind = 'mapping' OR excluded.kind = 'mapping')"
+
+
+def _class_rank(column: str) -> str:
+    # column_lineage.CLASSES order: aggregate > expression > direct.
+    return (
+        f"CASE {column} WHEN 'aggregate' THEN 3 WHEN 'expression' THEN 2"
+        f" WHEN 'direct' THEN 1 ELSE 0 END"
+    )
+
+
+MERGES: dict[str, dict[str, str]] = {
+    # graph_rows.Contributions.add_event: a flag, once set, stays set.
+    "jobs": {
+        c: f"{{greatest}}({c}, excluded.{c})"
+        for c in ("run_events", "job_events_out", "job_events_in")
+    },
+    # EdgeSpan, and run_count: the caller sends only runs new to the edge.
+    "edges": {**_span(), "run_count": "run_count + excluded.run_count"},
+    # The version named by the latest event (eventTime key, then version).
+    "run_io": _later(("version", "version_key"), ("version_key", "version"), "version"),
+    # facets.merge_slots: the best value and the latest deletion marker, each ranked by
+    # (eventTime, canonical JSON, event id).
+    "facets": {
+        **_later(
+            ("value_key", "value_text", "value_json", "value_event"),
+            ("value_key", "value_json", "value_event"),
+            "value_json",
+        ),
+        **_later(
+            ("deleted_key", "deleted_text", "deleted_json", "deleted_event"),
+            ("deleted_key", "deleted_json", "deleted_event"),
+            "deleted_json",
+        ),
+    },
+    # column_lineage.merge_edges (derived is part of the key).
+    "column_edges": {
+        "kind": f"CASE WHEN {_MAPPING} THEN 'mapping' ELSE 'indirect' END",
+        "class": f"CASE WHEN {_MAPPING} THEN CASE WHEN {_class_rank('excluded.class')}"
+        f" > {_class_rank('class')} THEN excluded.class ELSE class END END",
+        "masked": "{greatest}(masked, excluded.masked)",
+        "subtypes": "CASE WHEN subtypes = excluded.subtypes THEN subtypes"
+        " ELSE {union_json_arrays} END",
+        **_span(),
+    },
 }

@@ -19,11 +19,23 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "blob": "BLOB",
         "bigint": "INTEGER",
+        "greatest": "max",
+        # Tables with small rows and a composite or text key keep their rows in the key's
+        # b-tree (one b-tree to search and write instead of two).
+        "without_rowid": " WITHOUT ROWID",
+        # The sorted union of two JSON arrays of strings (column edge subtypes), written
+        # as the projector writes them (compact, like orjson).
+        "union_json_arrays": "(SELECT json_group_array(value) FROM (SELECT value FROM"
+        " json_each(subtypes) UNION SELECT value FROM json_each(excluded.subtypes)"
+        " ORDER BY value))",
     },
     "postgresql": {
         "serial_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
         "blob": "BYTEA",
         "bigint": "BIGINT",
+        "greatest": "GREATEST",
+        "without_rowid": "",
+        # union_json_arrays: with the PostgreSQL store (issue 5).
     },
 }
 
@@ -75,8 +87,9 @@ MIGRATIONS += (
             generation INTEGER NOT NULL,     -- the served generation of graph tables
             graph_version INTEGER NOT NULL   -- graph_schema.GRAPH_VERSION it was built by
         );
-        INSERT INTO graph_meta (id, generation, graph_version) VALUES (1, 1, 1);
-    """
+        INSERT INTO graph_meta (id, generation, graph_version) VALUES (1, 1, """
+        + str(graph_schema.GRAPH_VERSION)
+        + ");\n"
         + graph_schema.GRAPH_TABLES.replace("{g}", graph_schema.prefix(1))
         + ";\nINSERT INTO g1_position (id, seq) VALUES (1, 0)",
     ),

@@ -23,6 +23,7 @@ from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log, selec
 from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
+PROJECTOR_CACHE_KIB = 128 * 1024
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -244,6 +245,10 @@ class SQLiteStore(Store):
         with self._projector_lock:
             if self._projector is None:
                 self._projector = _connect(self.path)
+                # The projector touches index pages all over the graph in every
+                # transaction; SQLite's default 2 MiB page cache re-reads them from the
+                # OS each time.
+                self._projector.execute(f"PRAGMA cache_size = -{PROJECTOR_CACHE_KIB}")
             conn = self._projector
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -259,6 +264,10 @@ class SQLiteStore(Store):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def graph_version(self) -> int:
+        row = self._read().execute("SELECT graph_version FROM graph_meta WHERE id = 1").fetchone()
+        return int(row[0])
 
     def create_generation(self) -> int:
         with self.projection() as tx:

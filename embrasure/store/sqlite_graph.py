@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from ..model import Rejection
 from .base import LogEntry, ProjectionTx, Row
-from .graph_schema import COLUMNS, GRAPH_VERSION
+from .graph_schema import COLUMNS, GRAPH_VERSION, MERGES
+from .migrations import DIALECT_TOKENS
 
 # SQLite's default limit on host parameters is 32,766 (since 3.32); stay well below.
 MAX_PARAMS = 900
@@ -32,6 +33,12 @@ def _sql(prefix: str, table: str) -> dict[str, str]:
         f" ON CONFLICT ({key_list}) DO NOTHING",
         "save": f"INSERT OR REPLACE INTO {name} ({', '.join(columns)}) VALUES ({marks})",
         "delete": f"DELETE FROM {name} WHERE " + " AND ".join(f"{k} = ?" for k in keys),
+        "merge": f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({marks})"
+        f" ON CONFLICT ({key_list}) DO UPDATE SET "
+        + ", ".join(
+            f"{column} = {rule.format(**DIALECT_TOKENS['sqlite'])}"
+            for column, rule in MERGES.get(table, {}).items()
+        ),
     }
 
 
@@ -125,6 +132,9 @@ class SQLiteProjectionTx(ProjectionTx):
 
     def save(self, table: str, rows: Sequence[Row]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["save"], rows)
+
+    def merge(self, table: str, rows: Sequence[Row]) -> None:
+        self.conn.executemany(_sql(self.prefix, table)["merge"], rows)
 
     def delete(self, table: str, keys: Iterable[Row]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["delete"], list(keys))
