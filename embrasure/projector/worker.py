@@ -41,7 +41,7 @@ class ProjectorLimits:
     transaction is kept to a few hundred events (a delivery is never split)."""
 
     batch_deliveries: int = 64  # deliveries per transaction
-    batch_events: int = 500  # items per transaction (at least one delivery)
+    batch_events: int = 2000  # items per transaction (at least one delivery)
     batch_bytes: int = 16 * 1024 * 1024  # bodies per transaction
     idle_seconds: float = 0.05  # how long to sleep when the log has nothing new
 
