@@ -20,6 +20,7 @@ from starlette.routing import Route
 from . import query
 from .errors import Problem, StoreUnavailable
 from .export import export_bytes
+from .impact import impact
 from .model import RUN_STATES, DatasetId, JobId, Rejection
 from .projector.worker import replay_item
 from .responses import json_response, problem_response
@@ -399,6 +400,20 @@ class ReadApi:
 
         return await self._answer(work)
 
+    async def impact(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace, name = _required(request, "namespace", "name")
+            field = request.query_params.get("field")
+            depth = _int(request, "depth", 5, 0, MAX_DEPTH)
+            limit = _int(request, "limit", 1_000, 1, 10_000)
+            root = DatasetId(namespace, name)
+            node = Identities(reader).canonical([root])[root]
+            if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+                raise _not_found(f"No dataset {namespace} {name} is known.")
+            return impact(reader, root, field, depth, limit)
+
+        return await self._answer(work)
+
     # -- health --------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
@@ -426,6 +441,7 @@ class ReadApi:
             Route("/api/v1/jobs", self.list_jobs, methods=["GET"]),
             Route("/api/v1/lineage", self.lineage, methods=["GET"]),
             Route("/api/v1/column-lineage", self.column_lineage, methods=["GET"]),
+            Route("/api/v1/impact", self.impact, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/readyz", self.readyz, methods=["GET"]),
         ]

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from .model import DatasetId, JobId
-from .query import Graph, _column_edges, _column_order, column_edge_json
+from .query import Graph, _column_order, column_edge_json, column_edges_of
 from .store.base import GraphReader
 from .views import dataset_view, job_view, run_view
 
@@ -32,7 +32,7 @@ def export(reader: GraphReader) -> dict[str, Any]:
     runs = [run_view(reader, row) for row in reader.rows("runs")]
     edges = graph.edge_json(graph.edges_of_datasets(nodes)) if nodes else []
     fields = sorted({(canonical[DatasetId(r[3], r[4])], r[5]) for r in reader.rows("column_edges")})
-    found = _column_edges(reader, graph.ids, fields, "src") if fields else []
+    found = column_edges_of(reader, graph.ids, fields, "src") if fields else []
     column_edges = [
         column_edge_json(graph, edge, span)
         for edge, span in sorted(found, key=lambda e: _column_order(e[0].key))

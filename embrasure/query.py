@@ -151,16 +151,16 @@ def lineage(
         # so a node the upstream walk found is still expanded by the downstream one.
         seen: set[DatasetId | JobId] = {root}
         frontier: set[DatasetId | JobId] = {root}
-        for step in range(1, depth + 1):
-            found = _step(graph, frontier, walk, states)
+        for distance in range(1, depth + 1):
+            found = step(graph, frontier, walk, states)
             frontier = set()
             for edge, neighbour in found:
                 if neighbour not in nodes:
                     if len(nodes) >= limit:
                         truncated = True
                         continue
-                    nodes[neighbour] = step
-                nodes[neighbour] = min(nodes[neighbour], step)
+                    nodes[neighbour] = distance
+                nodes[neighbour] = min(nodes[neighbour], distance)
                 edges[(edge.job, edge.dataset, edge.direction, edge.static)] = edge
                 if neighbour not in seen:
                     seen.add(neighbour)
@@ -178,7 +178,7 @@ def lineage(
     }
 
 
-def _step(
+def step(
     graph: Graph, frontier: set[DatasetId | JobId], walk: str, states: set[str] | None
 ) -> list[tuple[MergedEdge, DatasetId | JobId]]:
     datasets = [n for n in frontier if isinstance(n, DatasetId)]
@@ -217,7 +217,7 @@ def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
 # -- column lineage ---------------------------------------------------------------------------
 
 
-def _column_edges(
+def column_edges_of(
     reader: GraphReader, ids: Identities, fields: list[tuple[DatasetId, str]], side: str
 ) -> list[tuple[ColumnEdge, EdgeSpan]]:
     """Column edges whose ``side`` ("src" or "tgt") is one of ``fields``, resolved to
@@ -254,10 +254,10 @@ def column_lineage(
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
         seen = {start}  # per walk, as in ``lineage``
         frontier = [start]
-        for step in range(1, depth + 1):
+        for distance in range(1, depth + 1):
             side = "tgt" if walk == "upstream" else "src"
             nxt: list[tuple[DatasetId, str]] = []
-            for edge, span in _column_edges(reader, ids, frontier, side):
+            for edge, span in column_edges_of(reader, ids, frontier, side):
                 if edge.kind not in kinds:
                     continue
                 edges[edge.key] = (edge, span)
@@ -266,7 +266,7 @@ def column_lineage(
                     if walk == "upstream"
                     else (edge.target, edge.target_field)
                 )
-                nodes[other] = min(nodes.get(other, step), step)
+                nodes[other] = min(nodes.get(other, distance), distance)
                 if other not in seen:
                     seen.add(other)
                     nxt.append(other)
