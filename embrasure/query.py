@@ -84,15 +84,9 @@ class Graph:
         rows = self.reader.rows(
             "run_io", ("ds_ns", "ds_name"), [(m.namespace, m.name) for m in raw]
         )
-        run_ids = sorted({r[0] for r in rows})
-        run_jobs = {
-            r[0]: JobId(r[1], r[2])
-            for r in self.reader.rows("runs", ("run_id",), [(x,) for x in run_ids])
-        }
         by_key = {(e.job, e.dataset, e.direction): e for e in edges}
-        for run_id, ds_ns, ds_name, direction, _v, _vk in rows:
-            job = run_jobs.get(run_id)
-            edge = by_key.get((job, raw[DatasetId(ds_ns, ds_name)], direction)) if job else None
+        for run_id, job_ns, job_name, ds_ns, ds_name, direction, _v, _vk in rows:
+            edge = by_key.get((JobId(job_ns, job_name), raw[DatasetId(ds_ns, ds_name)], direction))
             if edge is not None:
                 edge.runs.add(run_id)
 

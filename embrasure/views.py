@@ -230,12 +230,18 @@ def run_view(reader: GraphReader, row: Row) -> dict[str, Any]:
 
     def datasets(direction: str) -> list[dict[str, Any]]:
         out = []
-        for _, ns, name, d, version, _vk in sorted(io):
+        # A run whose events named two jobs has rows under each: one entry per dataset.
+        versions: dict[tuple[str, str], tuple[str, str | None]] = {}
+        for _run, _jns, _jn, ns, name, d, version, version_key in io:
             if d == direction:
-                item = {"namespace": ns, "name": name}
-                if version is not None:
-                    item["version"] = version
-                out.append(item)
+                best = versions.get((ns, name))
+                if best is None or (version_key or "", version or "") > (best[0], best[1] or ""):
+                    versions[(ns, name)] = (version_key or "", version)
+        for (ns, name), (_key, version) in sorted(versions.items()):
+            item = {"namespace": ns, "name": name}
+            if version is not None:
+                item["version"] = version
+            out.append(item)
         return out
 
     return {

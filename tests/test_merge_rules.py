@@ -9,6 +9,7 @@ commutative, so must merging them the other way round.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from embrasure.projector import facets as facet_rules
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.column_lineage import ColumnEdge
 from embrasure.projector.graph_rows import EdgeSpan
+from embrasure.projector.runs import RunEventFact, RunPart, merge_run_parts, resolve_run
 from embrasure.store.graph_schema import COLUMNS
 from embrasure.store.sqlite import SQLiteStore
 
@@ -211,3 +213,41 @@ def test_subtypes_are_written_as_the_projector_writes_them(store: SQLiteStore) -
         ("mapping", "direct", 0, canonical_json(list(b)).decode(), *span),
     )
     assert row[3] == canonical_json(sorted(set(a) | set(b))).decode()
+
+
+RUN_EVENTS = {
+    # event id → (eventType, eventTime, job, parent run): e2/e3 share an instant.
+    "e1": ("START", None, ("ns", "a"), None),
+    "e2": ("COMPLETE", EVENT_TIMES["e2"], ("ns", "a"), "p1"),
+    "e3": ("FAIL", EVENT_TIMES["e3"], ("ns", "b"), None),
+    "e4": ("RUNNING", EVENT_TIMES["e4"], ("ns", "b"), "p2"),
+    "e5": ("OTHER", EVENT_TIMES["e4"], ("ns", "a"), "p1"),
+}
+
+
+@st.composite
+def run_part_pairs(draw: st.DrawFn) -> tuple[RunPart, RunPart]:
+    def part() -> RunPart:
+        events = draw(st.lists(st.sampled_from(sorted(RUN_EVENTS)), min_size=1, max_size=3))
+        parts = []
+        for e in events:
+            event_type, time, job, parent_run = RUN_EVENTS[e]
+            rank = (graph_rows.time_key(time), e)
+            parent = (parent_run, "ns", "dag", None, None, None) if parent_run else None
+            state = resolve_run([RunEventFact(e, event_type, time)])
+            parts.append(RunPart(state, job, rank, parent, rank if parent else None))
+        return functools.reduce(merge_run_parts, parts)
+
+    return part(), part()
+
+
+@settings(max_examples=200, deadline=None)
+@given(pair=run_part_pairs())
+def test_runs(store: SQLiteStore, pair: tuple[RunPart, RunPart]) -> None:
+    check(
+        store,
+        "runs",
+        *pair,
+        lambda part: graph_rows.run_row("r", part)[1:],
+        merge_run_parts,
+    )

@@ -2,10 +2,10 @@
 
 ``prepare`` validates every item and folds the valid events into ``Contributions`` —
 no store, no lock. ``commit`` runs inside the projection transaction: insert-only rows
-are inserted; merged rows (edges, jobs, facets, column edges) are read, merged with the
-contributions by the order-independent rules of graph_rows/facets/column_lineage, and
-written back; touched runs and symlink groups are resolved again; item outcomes and the
-new position are recorded. Applying an event that is already in the graph changes
+are inserted; merged rows (runs, edges, jobs, facets, column edges, run versions) go to
+the store's ``merge``, which joins them into the stored rows by the same order-independent
+rules (graph_schema.MERGES); touched symlink groups are resolved again; item outcomes and
+the new position are recorded. Applying an event that is already in the graph changes
 nothing (every merge is idempotent), so ``commit`` needs no knowledge of what is new.
 """
 
@@ -20,9 +20,8 @@ import orjson
 from ..model import DatasetId, EventFacts, Quarantined
 from ..store.base import LogEntry, ProjectionTx
 from . import graph_rows
-from .graph_rows import Contributions, stored_time, time_key, time_text
+from .graph_rows import Contributions, time_key
 from .pipeline import project_event
-from .runs import RunEventFact, resolve_run
 from .symlinks import Link, resolve_group
 
 
@@ -123,12 +122,11 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     inserted = tx.insert_new("links", link_rows)
     new_links = [link for link, is_new in zip(links, inserted, strict=True) if is_new]
     _merge_jobs(tx, changes)
-    tx.insert_missing("run_events", changes.run_events)
+    tx.merge("runs", [graph_rows.run_row(run_id, part) for run_id, part in changes.runs.items()])
     edges_created = _merge_edges(tx, changes)
     _merge_run_io(tx, changes)
     _merge_facets(tx, changes)
     _merge_columns(tx, changes)
-    _resolve_runs(tx, {row[0] for row in changes.run_events})
     _resolve_identities(tx, new_links)
     return edges_created
 
@@ -143,11 +141,9 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     runs_added: dict[graph_rows.EdgeKey, int] = {}
     io_keys = sorted(changes.run_io)
     inserted = tx.insert_new("run_io", [(*k, None, None) for k in io_keys])
-    run_jobs = {row[0]: (row[5], row[6]) for row in changes.run_events}
     for io_key, is_new in zip(io_keys, inserted, strict=True):
         if is_new:
-            run_id, ds_ns, ds_name, direction = io_key
-            job_ns, job_name = run_jobs[run_id]
+            _run_id, job_ns, job_name, ds_ns, ds_name, direction = io_key
             edge_key = (job_ns, job_name, ds_ns, ds_name, direction, 0)
             runs_added[edge_key] = runs_added.get(edge_key, 0) + 1
     # An edge is created by the first delivery naming it (the delivery view says so).
@@ -192,38 +188,6 @@ def _merge_columns(tx: ProjectionTx, changes: Contributions) -> None:
             for key, (edge, span) in changes.columns.items()
         ],
     )
-
-
-def _resolve_runs(tx: ProjectionTx, run_ids: set[str]) -> None:
-    if not run_ids:
-        return
-    rows = tx.select_by("run_events", ("run_id",), [(r,) for r in sorted(run_ids)])
-    by_run: dict[str, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        by_run.setdefault(row[0], []).append(row)
-    saved = []
-    for run_id, events in by_run.items():
-        state = resolve_run(RunEventFact(e[1], e[2], stored_time(e[3], e[4])) for e in events)
-        # The run's job and parent come from its latest event that names them (by
-        # eventTime, then event id), the same order as every other "latest" rule.
-        latest = max(events, key=lambda e: (e[3], e[1]))
-        with_parent = [e for e in events if e[7] is not None or e[8] is not None]
-        parent = max(with_parent, key=lambda e: (e[3], e[1])) if with_parent else None
-        saved.append(
-            (
-                run_id,
-                latest[5],
-                latest[6],
-                state.state,
-                time_key(state.started_at) or None,
-                time_text(state.started_at),
-                time_key(state.ended_at) or None,
-                time_text(state.ended_at),
-                time_key(state.latest),
-                *(parent[7:13] if parent else (None,) * 6),
-            )
-        )
-    tx.save("runs", saved)
 
 
 def _resolve_identities(tx: ProjectionTx, new_links: Sequence[Link]) -> None:

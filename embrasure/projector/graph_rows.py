@@ -1,10 +1,10 @@
 """From new events' facts to graph rows and merge contributions (pure, no I/O).
 
 ``Contributions`` gathers what a batch of events adds to the graph: rows that are only
-ever inserted (events, identities, links, run events, facet history, run inputs/outputs)
-and partial values of merged rows (edges, jobs, facets, column edges), already folded
-within the batch by the same order-independent rules the worker then applies against
-what is stored. Dataset identities are kept as sent; aliases resolve when read.
+ever inserted (events, identities, links, facet history, run inputs/outputs) and partial
+values of merged rows (runs, edges, jobs, facets, column edges), already folded within
+the batch by the same order-independent rules the store then applies against what it
+holds. Dataset identities are kept as sent; aliases resolve when read.
 """
 
 from __future__ import annotations
@@ -21,6 +21,14 @@ from . import column_lineage
 from . import facets as facet_rules
 from .canonical import canonical_json
 from .column_lineage import ColumnEdge
+from .runs import (
+    ParentColumns,
+    RunEventFact,
+    RunPart,
+    merge_run_parts,
+    resolve_run,
+    winner_key,
+)
 from .symlinks import Link, links_of
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
@@ -65,8 +73,9 @@ class Contributions:
     datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     links: set[Link] = dataclasses.field(default_factory=set)
     jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
-    run_events: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
-    run_io: dict[tuple[str, str, str, str], tuple[str | None, EventTime | None]] = (
+    runs: dict[str, RunPart] = dataclasses.field(default_factory=dict)
+    # (run, job ns, job name, dataset ns, name, direction) → (version, its eventTime)
+    run_io: dict[tuple[str, str, str, str, str, str], tuple[str | None, EventTime | None]] = (
         dataclasses.field(default_factory=dict)
     )
     edges: dict[EdgeKey, EdgeSpan] = dataclasses.field(default_factory=dict)
@@ -127,26 +136,11 @@ class Contributions:
     def _run(self, facts: EventFacts, job: JobId, shape: Shape) -> None:
         run_id = facts.run_id
         assert run_id is not None
-        parent = facts.parent
-        self.run_events.append(
-            (
-                run_id,
-                facts.event_id,
-                facts.event_type,
-                time_key(facts.time),
-                time_text(facts.time),
-                job.namespace,
-                job.name,
-                parent.run_id if parent else None,
-                parent.job.namespace if parent and parent.job else None,
-                parent.job.name if parent and parent.job else None,
-                parent.root_run_id if parent else None,
-                parent.root_job.namespace if parent and parent.root_job else None,
-                parent.root_job.name if parent and parent.root_job else None,
-            )
-        )
+        part = run_part(facts, job)
+        old = self.runs.get(run_id)
+        self.runs[run_id] = part if old is None else merge_run_parts(old, part)
         for ds_ns, ds_name, direction, version in shape.run_io:
-            key = (run_id, ds_ns, ds_name, direction)
+            key = (run_id, job.namespace, job.name, ds_ns, ds_name, direction)
             self.run_io[key] = later_version(
                 self.run_io.get(key, (None, None)), (version, facts.time)
             )
@@ -326,6 +320,48 @@ def span_row(span: EdgeSpan) -> tuple[str | None, str | None, str | None, str | 
         first.text if first else None,
         last.key if last else None,
         last.text if last else None,
+    )
+
+
+def run_part(facts: EventFacts, job: JobId) -> RunPart:
+    """What one event says about its run."""
+    rank = (time_key(facts.time), facts.event_id)
+    parent = facts.parent
+    columns: ParentColumns | None = None
+    if parent is not None and (parent.run_id is not None or parent.job is not None):
+        columns = (
+            parent.run_id,
+            parent.job.namespace if parent.job else None,
+            parent.job.name if parent.job else None,
+            parent.root_run_id,
+            parent.root_job.namespace if parent.root_job else None,
+            parent.root_job.name if parent.root_job else None,
+        )
+    state = resolve_run([RunEventFact(facts.event_id, facts.event_type, facts.time)])
+    return RunPart(
+        state, (job.namespace, job.name), rank, columns, rank if columns is not None else None
+    )
+
+
+def run_row(run_id: str, part: RunPart) -> tuple[Any, ...]:
+    """A run's stored row (graph_schema.COLUMNS["runs"])."""
+    state = part.state
+    terminal, win_key = winner_key(state)
+    return (
+        run_id,
+        *part.job,
+        state.state,
+        time_key(state.started_at) or None,
+        time_text(state.started_at),
+        time_key(state.ended_at) or None,
+        time_text(state.ended_at),
+        time_key(state.latest),
+        *(part.parent or (None,) * 6),
+        *part.job_rank,
+        int(terminal),
+        win_key,
+        state.decided_by,
+        *(part.parent_rank or (None, None)),
     )
 
 

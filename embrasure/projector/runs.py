@@ -123,6 +123,46 @@ def resolve_run(events: Iterable[RunEventFact]) -> RunState:
     return result
 
 
+ParentColumns = tuple[str | None, str | None, str | None, str | None, str | None, str | None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunPart:
+    """What some of a run's events say about it: the state (``merge_run_states``), and
+    the job and the parent link from the latest event naming them — by eventTime, then
+    event id, the order of every other "latest" rule. Joins like RunState."""
+
+    state: RunState
+    job: tuple[str, str]
+    job_rank: tuple[str, str]  # (eventTime key, '' when unknown; event id)
+    parent: ParentColumns | None = None  # parent run, job ns, name; root run, job ns, name
+    parent_rank: tuple[str, str] | None = None
+
+
+def merge_run_parts(a: RunPart, b: RunPart) -> RunPart:
+    job = a if a.job_rank >= b.job_rank else b
+    if b.parent_rank is None:
+        parent = a
+    elif a.parent_rank is None:
+        parent = b
+    else:
+        parent = a if a.parent_rank >= b.parent_rank else b
+    return RunPart(
+        merge_run_states(a.state, b.state),
+        job.job,
+        job.job_rank,
+        parent.parent,
+        parent.parent_rank,
+    )
+
+
+def winner_key(state: RunState) -> tuple[bool, str]:
+    """(terminal?, the deciding event's eventTime key) — with ``decided_by``, the rank the
+    store merges states by."""
+    terminal, (_known, key), _event = _winner_rank(state)
+    return terminal, key
+
+
 def latest_facets(values: Iterable[tuple[str, EventTime | None, str, Any]]) -> dict[str, Any]:
     """Per run facet name, the value from the latest eventTime (ties: larger canonical
     JSON, then larger event id), as (facet_name, eventTime, event_id, value) records."""

@@ -14,7 +14,7 @@ so an alias learned later re-points everything learned earlier with no rewrite.
 
 from __future__ import annotations
 
-GRAPH_VERSION = 2  # 2: facet history by content hash; merged rows merged in SQL
+GRAPH_VERSION = 3  # 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job
 
 GRAPH_TABLES = """
 CREATE TABLE {g}position (
@@ -92,21 +92,14 @@ CREATE TABLE {g}runs (
     ended_key TEXT, ended_text TEXT,
     latest_key TEXT NOT NULL,
     parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
-    root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT
+    root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT,
+    job_key TEXT NOT NULL, job_event TEXT NOT NULL,  -- the event the job is taken from
+    win_terminal INTEGER NOT NULL,         -- the event deciding the state (runs.py):
+    win_key TEXT NOT NULL, decided_by TEXT NOT NULL,  -- terminal?, eventTime, event id
+    parent_key TEXT, parent_event TEXT     -- the event the parent is taken from
 ){without_rowid};
 CREATE INDEX {g}runs_job ON {g}runs (job_ns, job_name, latest_key);
 CREATE INDEX {g}runs_parent ON {g}runs (parent_run_id);
-CREATE TABLE {g}run_events (
-    run_id TEXT NOT NULL,
-    event_id TEXT NOT NULL,
-    event_type TEXT,
-    time_key TEXT NOT NULL,
-    time_text TEXT,
-    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
-    parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
-    root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT,
-    PRIMARY KEY (run_id, event_id)
-){without_rowid};
 CREATE TABLE {g}edges (
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
     ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
@@ -120,10 +113,11 @@ CREATE TABLE {g}edges (
 CREATE INDEX {g}edges_ds ON {g}edges (ds_ns, ds_name);
 CREATE TABLE {g}run_io (
     run_id TEXT NOT NULL,
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,  -- the job of the event naming it
     ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
     direction TEXT NOT NULL,
     version TEXT, version_key TEXT,        -- the version from the latest event naming it
-    PRIMARY KEY (run_id, ds_ns, ds_name, direction)
+    PRIMARY KEY (run_id, job_ns, job_name, ds_ns, ds_name, direction)
 ){without_rowid};
 CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction);
 CREATE TABLE {g}facets (
@@ -176,7 +170,6 @@ TABLES = (
     "canonical",
     "jobs",
     "runs",
-    "run_events",
     "edges",
     "run_io",
     "facets",
@@ -239,29 +232,23 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "root_run_id",
             "root_job_ns",
             "root_job_name",
-        ),
-    ),
-    "run_events": (
-        ("run_id", "event_id"),
-        (
-            "event_type",
-            "time_key",
-            "time_text",
-            "job_ns",
-            "job_name",
-            "parent_run_id",
-            "parent_job_ns",
-            "parent_job_name",
-            "root_run_id",
-            "root_job_ns",
-            "root_job_name",
+            "job_key",
+            "job_event",
+            "win_terminal",
+            "win_key",
+            "decided_by",
+            "parent_key",
+            "parent_event",
         ),
     ),
     "edges": (
         ("job_ns", "job_name", "ds_ns", "ds_name", "direction", "static"),
         ("first_key", "first_text", "last_key", "last_text", "run_count"),
     ),
-    "run_io": (("run_id", "ds_ns", "ds_name", "direction"), ("version", "version_key")),
+    "run_io": (
+        ("run_id", "job_ns", "job_name", "ds_ns", "ds_name", "direction"),
+        ("version", "version_key"),
+    ),
     "facets": (
         ("entity", "name"),
         (
@@ -355,6 +342,31 @@ MERGES: dict[str, dict[str, str]] = {
     },
     # EdgeSpan, and run_count: the caller sends only runs new to the edge.
     "edges": {**_span(), "run_count": "run_count + excluded.run_count"},
+    # runs.merge_run_states, and the job and parent from the latest event naming them
+    # (eventTime key, then event id).
+    "runs": {
+        **_later(("job_ns", "job_name", "job_key", "job_event"), ("job_key", "job_event")),
+        **_later(
+            ("state", "ended_key", "ended_text", "win_terminal", "win_key", "decided_by"),
+            ("win_terminal", "win_key", "decided_by"),
+        ),
+        **_later(("started_key", "started_text"), ("started_key", "started_text"), newer="<"),
+        "latest_key": "{greatest}(latest_key, excluded.latest_key)",
+        **_later(
+            (
+                "parent_run_id",
+                "parent_job_ns",
+                "parent_job_name",
+                "root_run_id",
+                "root_job_ns",
+                "root_job_name",
+                "parent_key",
+                "parent_event",
+            ),
+            ("parent_key", "parent_event"),
+            "parent_event",
+        ),
+    },
     # The version named by the latest event (eventTime key, then version).
     "run_io": _later(("version", "version_key"), ("version_key", "version"), "version"),
     # facets.merge_slots: the best value and the latest deletion marker, each ranked by

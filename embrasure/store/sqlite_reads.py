@@ -129,9 +129,6 @@ class SQLiteReader(GraphReader):
     def edges_of_jobs(self, jobs: Iterable[tuple[str, str]]) -> list[Row]:
         return self.rows("edges", ("job_ns", "job_name"), [tuple(j) for j in jobs])
 
-    def run_io_of_datasets(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        return self.rows("run_io", ("ds_ns", "ds_name"), [tuple(i) for i in identities])
-
     def runs_of_job(
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
     ) -> list[Row]:
