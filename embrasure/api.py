@@ -7,7 +7,6 @@ since namespaces hold colons and slashes.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -21,64 +20,28 @@ from . import query
 from .errors import Problem, StoreUnavailable
 from .export import export_bytes
 from .impact import impact
-from .model import RUN_STATES, DatasetId, JobId, Rejection
+from .model import DatasetId, JobId, Rejection
+from .params import (
+    bad,
+    choice,
+    decode_cursor,
+    encode_cursor,
+    integer,
+    not_found,
+    required,
+    run_states,
+    time_param,
+)
+from .projector.apply import split_items
 from .projector.worker import replay_item
 from .responses import json_response, problem_response
+from .search import search
 from .store import Store
-from .store.base import GraphReader, Row
+from .store.base import GraphReader, LogEntry, Row
 from .views import Identities, dataset_view, job_view, run_view
 
 MAX_LIMIT = 1000
 MAX_DEPTH = 20
-
-
-def _bad(detail: str) -> Problem:
-    return Problem(400, "bad-parameter", "Bad query parameter", detail)
-
-
-def _not_found(detail: str) -> Problem:
-    return Problem(404, "not-found", "Not found", detail)
-
-
-def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _bad(f"{name}={raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise _bad(f"{name} must be between {low} and {high}; got {value}")
-    return value
-
-
-def _choice(request: Request, name: str, default: str, allowed: tuple[str, ...]) -> str:
-    value = request.query_params.get(name, default)
-    if value not in allowed:
-        raise _bad(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    return value
-
-
-def _required(request: Request, *names: str) -> list[str]:
-    missing = [n for n in names if not request.query_params.get(n)]
-    if missing:
-        raise _bad(f"missing query parameter(s): {', '.join(missing)}")
-    return [request.query_params[n] for n in names]
-
-
-def encode_cursor(key: Any) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps(key)).decode().rstrip("=")
-
-
-def decode_cursor(request: Request) -> Any:
-    raw = request.query_params.get("cursor")
-    if not raw:
-        return None
-    try:
-        return orjson.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, orjson.JSONDecodeError):
-        raise _bad("cursor is not one this server handed out") from None
 
 
 def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str, Any]:
@@ -193,7 +156,7 @@ class ReadApi:
 
     async def list_deliveries(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             state = request.query_params.get("state")
             if state is not None and state not in (
                 "accepted",
@@ -201,7 +164,7 @@ class ReadApi:
                 "partially_projected",
                 "quarantined",
             ):
-                raise _bad(f"unknown delivery state {state!r}")
+                raise bad(f"unknown delivery state {state!r}")
             before = decode_cursor(request)
             rows = reader.deliveries(
                 request.query_params.get("provider_key"), state, before, limit + 1
@@ -216,7 +179,7 @@ class ReadApi:
 
     async def list_quarantine(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             before = decode_cursor(request)
             rows = reader.quarantined(tuple(before) if before else None, limit + 1)
             items = [
@@ -236,7 +199,7 @@ class ReadApi:
         try:
             index = int(request.path_params["index"])
         except ValueError:
-            return problem_response(_bad("the item index is not a whole number"))
+            return problem_response(bad("the item index is not a whole number"))
         try:
             result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
         except Problem as problem:
@@ -267,15 +230,15 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             rows = reader.rows("runs", ("run_id",), [(run_id,)])
             if not rows:
-                raise _not_found(f"No run {run_id!r} is known.")
+                raise not_found(f"No run {run_id!r} is known.")
             return run_view(reader, rows[0])
 
         return await self._answer(work)
 
     async def list_runs(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            namespace, name = _required(request, "namespace", "name")
-            limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+            namespace, name = required(request, "namespace", "name")
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             before = decode_cursor(request)
             rows = reader.runs_of_job(
                 (namespace, name), tuple(before) if before else None, limit + 1
@@ -296,7 +259,7 @@ class ReadApi:
             if namespace is not None and name is not None:
                 node = ids.canonical([DatasetId(namespace, name)])[DatasetId(namespace, name)]
                 if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                    raise _not_found(f"No dataset {namespace} {name} is known.")
+                    raise not_found(f"No dataset {namespace} {name} is known.")
                 return {"datasets": [dataset_view(reader, ids, node)], "next_cursor": None}
             return self._page(
                 reader,
@@ -315,7 +278,7 @@ class ReadApi:
             name = request.query_params.get("name")
             if namespace is not None and name is not None:
                 if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
-                    raise _not_found(f"No job {namespace} {name} is known.")
+                    raise not_found(f"No job {namespace} {name} is known.")
                 return {"jobs": [job_view(reader, JobId(namespace, name))], "next_cursor": None}
             return self._page(
                 reader,
@@ -337,7 +300,7 @@ class ReadApi:
         keep: Callable[[Row], bool],
         shape: Callable[[Row], Any],
     ) -> dict[str, Any]:
-        limit = _int(request, "limit", 100, 1, MAX_LIMIT)
+        limit = integer(request, "limit", 100, 1, MAX_LIMIT)
         q = request.query_params.get("q")
         after = decode_cursor(request)
         out: list[Any] = []
@@ -362,55 +325,107 @@ class ReadApi:
 
     async def lineage(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            kind = _choice(request, "type", "dataset", ("dataset", "job", "service"))
-            namespace, name = _required(request, "namespace", "name")
-            direction = _choice(request, "direction", "both", ("upstream", "downstream", "both"))
-            depth = _int(request, "depth", 5, 0, MAX_DEPTH)
-            limit = _int(request, "limit", 500, 1, 10_000)
-            states = _states(request)
+            kind = choice(request, "type", "dataset", ("dataset", "job", "service"))
+            namespace, name = required(request, "namespace", "name")
+            direction = choice(request, "direction", "both", ("upstream", "downstream", "both"))
+            depth = integer(request, "depth", 5, 0, MAX_DEPTH)
+            limit = integer(request, "limit", 500, 1, 10_000)
+            states = run_states(request)
             if "asOf" in request.query_params:
-                raise _bad("asOf is not supported by this version yet: it would be ignored")
+                raise bad("asOf is not supported by this version yet: it would be ignored")
             root: DatasetId | JobId
             if kind == "dataset":
                 root = DatasetId(namespace, name)
                 node = Identities(reader).canonical([root])[root]
                 if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                    raise _not_found(f"No dataset {namespace} {name} is known.")
+                    raise not_found(f"No dataset {namespace} {name} is known.")
             else:
                 root = JobId(namespace, name)
                 if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
-                    raise _not_found(f"No {kind} {namespace} {name} is known.")
+                    raise not_found(f"No {kind} {namespace} {name} is known.")
             return query.lineage(reader, root, direction, depth, states, limit)
 
         return await self._answer(work)
 
     async def column_lineage(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            namespace, name, field = _required(request, "namespace", "name", "field")
-            direction = _choice(request, "direction", "both", ("upstream", "downstream", "both"))
-            depth = _int(request, "depth", 5, 0, MAX_DEPTH)
+            namespace, name, field = required(request, "namespace", "name", "field")
+            direction = choice(request, "direction", "both", ("upstream", "downstream", "both"))
+            depth = integer(request, "depth", 5, 0, MAX_DEPTH)
             kinds = set((request.query_params.get("kinds") or "mapping,indirect").split(","))
             if not kinds <= {"mapping", "indirect"}:
-                raise _bad("kinds is a comma-separated list of mapping, indirect")
+                raise bad("kinds is a comma-separated list of mapping, indirect")
             root = DatasetId(namespace, name)
             node = Identities(reader).canonical([root])[root]
             if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                raise _not_found(f"No dataset {namespace} {name} is known.")
+                raise not_found(f"No dataset {namespace} {name} is known.")
             return query.column_lineage(reader, root, field, direction, depth, kinds)
 
         return await self._answer(work)
 
     async def impact(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            namespace, name = _required(request, "namespace", "name")
+            namespace, name = required(request, "namespace", "name")
             field = request.query_params.get("field")
-            depth = _int(request, "depth", 5, 0, MAX_DEPTH)
-            limit = _int(request, "limit", 1_000, 1, 10_000)
+            depth = integer(request, "depth", 5, 0, MAX_DEPTH)
+            limit = integer(request, "limit", 1_000, 1, 10_000)
             root = DatasetId(namespace, name)
             node = Identities(reader).canonical([root])[root]
             if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                raise _not_found(f"No dataset {namespace} {name} is known.")
+                raise not_found(f"No dataset {namespace} {name} is known.")
             return impact(reader, root, field, depth, limit)
+
+        return await self._answer(work)
+
+    async def namespaces(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after = decode_cursor(request)
+            rows = reader.namespaces(after, limit + 1)
+            more = len(rows) > limit
+            return {
+                "namespaces": [{"name": ns, "datasets": d, "jobs": j} for ns, d, j in rows[:limit]],
+                "next_cursor": encode_cursor(rows[limit - 1][0]) if more else None,
+            }
+
+        return await self._answer(work)
+
+    async def search(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            (q,) = required(request, "q")
+            limit = integer(request, "limit", 20, 1, MAX_LIMIT)
+            offset = decode_cursor(request) or 0
+            if not isinstance(offset, int) or offset < 0:
+                raise bad("cursor is not one this server gave out")
+            found = search(reader, q, offset, limit)
+            more = len(found) > limit
+            return {
+                "results": found[:limit],
+                "next_cursor": encode_cursor(offset + limit) if more else None,
+            }
+
+        return await self._answer(work)
+
+    async def events(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after, before = (time_param(request, name) for name in ("after", "before"))
+            cursor = decode_cursor(request)
+            rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
+            bodies: dict[int, list[Any]] = {}
+            out = []
+            for event_id, _key, time_text, seq, idx, route in rows[:limit]:
+                if seq not in bodies:  # parse each delivery once
+                    body = reader.body(seq) or b"[]"
+                    bodies[seq] = split_items(LogEntry(seq, "", route, body, 0, ()))
+                out.append(
+                    {"event_id": event_id, "eventTime": time_text, "event": bodies[seq][idx]}
+                )
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "events": out,
+                "next_cursor": encode_cursor([last[1], last[0]]) if last else None,
+            }
 
         return await self._answer(work)
 
@@ -442,19 +457,12 @@ class ReadApi:
             Route("/api/v1/lineage", self.lineage, methods=["GET"]),
             Route("/api/v1/column-lineage", self.column_lineage, methods=["GET"]),
             Route("/api/v1/impact", self.impact, methods=["GET"]),
+            Route("/api/v1/namespaces", self.namespaces, methods=["GET"]),
+            Route("/api/v1/search", self.search, methods=["GET"]),
+            Route("/api/v1/events", self.events, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/readyz", self.readyz, methods=["GET"]),
         ]
-
-
-def _states(request: Request) -> set[str] | None:
-    raw = request.query_params.get("states")
-    if not raw:
-        return None
-    states = set(raw.split(","))
-    if not states <= set(RUN_STATES):
-        raise _bad(f"states is a comma-separated list of {', '.join(RUN_STATES)}")
-    return states
 
 
 def _canonical_only(ids: Identities, row: Row) -> bool:

@@ -117,6 +117,7 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     """Apply a batch's contributions; return the edges created per delivery."""
     tx.insert_missing("events", changes.events)  # where each event was first seen
     tx.insert_missing("datasets", sorted(changes.datasets))
+    tx.insert_missing("fields", sorted(changes.fields))
     links = sorted(changes.links)
     link_rows = [(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type) for k in links]
     inserted = tx.insert_new("links", link_rows)

@@ -71,6 +71,7 @@ ColumnKey = tuple[str, str, str, str, str, str, str, str, str]
 class Contributions:
     events: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    fields: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
     links: set[Link] = dataclasses.field(default_factory=set)
     jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
     runs: dict[str, RunPart] = dataclasses.field(default_factory=dict)
@@ -105,6 +106,7 @@ class Contributions:
         )
         shape = shape_of(facts)
         self.datasets.update(shape.datasets)
+        self.fields.update(shape.fields)
         self.links.update(shape.links)
         if job is not None:
             key = (job.namespace, job.name)
@@ -178,6 +180,7 @@ class Shape(NamedTuple):
     the job and dataset content alone (``EventFacts.shape``), so computed once per shape."""
 
     datasets: tuple[tuple[str, str], ...]
+    fields: tuple[tuple[str, str, str], ...]  # (ns, name, field): search finds fields
     links: tuple[Link, ...]
     job_flags: tuple[int, int, int]
     edges: tuple[EdgeKey, ...]
@@ -230,6 +233,21 @@ def _one_per_name(records: list[FacetRecordRow]) -> tuple[FacetRecordRow, ...]:
         if old is None or (not record[5], record[2]) > (not old[5], old[2]):
             best[key] = record
     return tuple(best.values())
+
+
+def _schema_fields(facets: dict[str, Any]) -> list[str]:
+    """Top-level field names of a SchemaDatasetFacet (1-1-1 ``fields[].name``)."""
+    schema = facets.get("schema")
+    if not isinstance(schema, dict) or facet_rules.is_deletion(schema):
+        return []
+    fields = schema.get("fields")
+    if not isinstance(fields, list):
+        return []
+    return [
+        f["name"]
+        for f in fields
+        if isinstance(f, dict) and isinstance(f.get("name"), str) and f["name"]
+    ]
 
 
 def _read_shape(facts: EventFacts) -> Shape:
@@ -292,8 +310,15 @@ def _read_shape(facts: EventFacts) -> Shape:
         edge = column_lineage.edge_of(job, fact)
         old = columns.get(key)
         columns[key] = edge if old is None else column_lineage.merge_edges(old, edge)
+    fields = {
+        (ds.id.namespace, ds.id.name, f) for ds in facts.datasets for f in _schema_fields(ds.facets)
+    }
+    for fact in facts.columns:
+        fields.add((fact.target.namespace, fact.target.name, fact.target_field))
+        fields.add((fact.source.namespace, fact.source.name, fact.source_field))
     return Shape(
         tuple(datasets),
+        tuple(sorted(fields)),
         tuple(links),
         job_flags,
         edges,

@@ -137,6 +137,24 @@ class GraphReader(abc.ABC):
         """A delivery's stored body."""
 
     @abc.abstractmethod
+    def namespaces(self, after: str | None, limit: int) -> list[Row]:
+        """(namespace, dataset identities, jobs) in namespace order after ``after``."""
+
+    @abc.abstractmethod
+    def search(self, q: str, limit: int) -> list[Row]:
+        """(kind, ns, name, field, rank) of datasets (as sent), jobs and fields whose name
+        contains ``q`` (ASCII letters in any case): rank 0 exact, 1 prefix, 2 substring;
+        best first, then shorter, then by identity."""
+
+    @abc.abstractmethod
+    def events(
+        self, after_key: str | None, before_key: str | None, cursor: Row | None, limit: int
+    ) -> list[Row]:
+        """(event_id, time_key, time_text, seq, idx, route) of events with ``after_key
+        <= time_key < before_key``, in (time_key, event_id) order after ``cursor``; seq,
+        idx and route say where the event's bytes are in the log (where first seen)."""
+
+    @abc.abstractmethod
     def runs_of_job(
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
     ) -> list[Row]:

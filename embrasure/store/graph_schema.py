@@ -14,7 +14,8 @@ so an alias learned later re-points everything learned earlier with no rewrite.
 
 from __future__ import annotations
 
-GRAPH_VERSION = 3  # 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job
+# 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields
+GRAPH_VERSION = 4
 
 GRAPH_TABLES = """
 CREATE TABLE {g}position (
@@ -61,6 +62,11 @@ CREATE TABLE {g}datasets (
     ns TEXT NOT NULL,
     name TEXT NOT NULL,
     PRIMARY KEY (ns, name)
+){without_rowid};
+CREATE TABLE {g}fields (
+    ns TEXT NOT NULL, name TEXT NOT NULL,  -- a dataset as sent
+    field TEXT NOT NULL,                   -- named by its schema facet or column lineage
+    PRIMARY KEY (ns, name, field)
 ){without_rowid};
 CREATE TABLE {g}links (
     a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
@@ -166,6 +172,7 @@ TABLES = (
     "failures",
     "events",
     "datasets",
+    "fields",
     "links",
     "canonical",
     "jobs",
@@ -212,6 +219,7 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     "datasets": (("ns", "name"), ()),
+    "fields": (("ns", "name", "field"), ()),
     "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ("type",)),
     "canonical": (("ns", "name"), ("c_ns", "c_name", "renamed")),
     "jobs": (("ns", "name"), ("run_events", "job_events_out", "job_events_in")),

@@ -167,3 +167,55 @@ class SQLiteReader(GraphReader):
             + f" ORDER BY {', '.join(keys)} LIMIT ?"
         )
         return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+
+    # -- listings and search ---------------------------------------------------------------
+
+    def namespaces(self, after: str | None, limit: int) -> list[Row]:
+        sql = (
+            f"SELECT ns, SUM(d), SUM(j) FROM (SELECT ns, 1 AS d, 0 AS j FROM {self.g}datasets"
+            f" UNION ALL SELECT ns, 0, 1 FROM {self.g}jobs)"
+            + (" WHERE ns > ?" if after is not None else "")
+            + " GROUP BY ns ORDER BY ns LIMIT ?"
+        )
+        args: list[Any] = [after] if after is not None else []
+        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+
+    def search(self, q: str, limit: int) -> list[Row]:
+        # SQLite's lower() folds ASCII only: fold the query the same way, so the match is
+        # the same whatever the case of ASCII letters and exact for everything else.
+        folded = "".join(c.lower() if c.isascii() else c for c in q)
+        rank = (
+            "CASE WHEN lower(text) = :q THEN 0"
+            " WHEN substr(lower(text), 1, length(:q)) = :q THEN 1 ELSE 2 END"
+        )
+        sql = f"""
+            SELECT kind, ns, name, field, {rank} AS rank FROM (
+                SELECT 'dataset' AS kind, ns, name, NULL AS field, name AS text
+                    FROM {self.g}datasets WHERE instr(lower(name), :q) > 0
+                UNION ALL SELECT 'job', ns, name, NULL, name
+                    FROM {self.g}jobs WHERE instr(lower(name), :q) > 0
+                UNION ALL SELECT 'field', ns, name, field, field
+                    FROM {self.g}fields WHERE instr(lower(field), :q) > 0
+            ) ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
+        return [tuple(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
+
+    def events(
+        self, after_key: str | None, before_key: str | None, cursor: Row | None, limit: int
+    ) -> list[Row]:
+        clauses, args = [], []
+        if after_key is not None:
+            clauses.append("e.time_key >= ?")
+            args.append(after_key)
+        if before_key is not None:
+            clauses.append("e.time_key < ?")
+            args.append(before_key)
+        if cursor is not None:
+            clauses.append("(e.time_key, e.event_id) > (?, ?)")
+            args += list(cursor)
+        sql = (
+            f"SELECT e.event_id, e.time_key, e.time_text, e.seq, e.idx, d.route"
+            f" FROM {self.g}events e JOIN deliveries d ON d.seq = e.seq"
+            + (" WHERE " + " AND ".join(clauses) if clauses else "")
+            + " ORDER BY e.time_key, e.event_id LIMIT ?"
+        )
+        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
