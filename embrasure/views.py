@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -198,7 +199,18 @@ def run_summary(row: Row) -> dict[str, Any]:
         "state": normalise_state(r["state"]) if r["state"] else None,
         "started_at": _time(r["started_key"], r["started_text"]),
         "ended_at": _time(r["ended_key"], r["ended_text"]),
+        "duration_s": seconds_between(r["started_key"], r["ended_key"]),
     }
+
+
+def seconds_between(start_key: str | None, end_key: str | None) -> float | None:
+    """Seconds from one stored time key to another (both fixed-width UTC with nine
+    fraction digits, see projector/times.py), exact to the nanosecond before rounding."""
+    if not start_key or not end_key:
+        return None
+    whole = datetime.fromisoformat(end_key[:19]) - datetime.fromisoformat(start_key[:19])
+    nanos = int(end_key[20:29]) - int(start_key[20:29])
+    return round(whole.total_seconds() + nanos / 1e9, 9)
 
 
 def _parent(r: dict[str, Any]) -> dict[str, Any] | None:

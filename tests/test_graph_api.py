@@ -495,6 +495,7 @@ def test_start_and_complete_in_any_order(api: Api, complete_first: bool, split: 
     assert run["runId"] == run_id(1)
     assert run["job"] == {"namespace": "spark", "name": "daily"}
     assert (run["state"], run["started_at"], run["ended_at"]) == ("COMPLETE", at(9), at(9, 30))
+    assert run["duration_s"] == 1800.0
     # Inputs and outputs union across the run's events.
     assert run["inputs"] == [{"namespace": ORDERS[0], "name": ORDERS[1]}]
     assert run["outputs"] == [{"namespace": REPORT[0], "name": REPORT[1]}]
@@ -564,6 +565,7 @@ def test_running_streaming_job_is_in_the_graph(api: Api) -> None:
     api.ingest(*running)
     run = api.run(run_id(1))
     assert (run["state"], run["started_at"], run["ended_at"]) == ("RUNNING", at(8), None)
+    assert run["duration_s"] is None  # still running
     doc = api.lineage(*sink, direction="upstream")
     flink = job_id("flink", "enrich-orders")
     assert edge_pairs(doc) == {(dataset_id(*topic), flink), (flink, dataset_id(*sink))}

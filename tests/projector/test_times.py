@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from embrasure.model import EventTime
 from embrasure.projector.times import parse_event_time
+from embrasure.views import seconds_between
 
 
 def _ok(value: str) -> EventTime:
@@ -193,3 +194,11 @@ def test_keys_sort_as_the_instants_do(
     ka, kb = _ok(_spell(*a)).key, _ok(_spell(*b)).key
     assert (ka < kb) == (instant(a) < instant(b))
     assert (ka == kb) == (instant(a) == instant(b))
+
+
+def test_run_duration_is_exact_across_fraction_digits() -> None:
+    start, _ = parse_event_time("2026-11-30T23:59:59.999999999Z")
+    end, _ = parse_event_time("2026-12-01T00:00:00.5+00:00")
+    assert start is not None and end is not None
+    assert seconds_between(start.key, end.key) == 0.500000001
+    assert seconds_between(start.key, None) is None
