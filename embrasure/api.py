@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import query
+from .as_of import AsOfGraph
 from .errors import Problem, StoreUnavailable
 from .export import export_bytes
 from .impact import impact
@@ -331,8 +332,8 @@ class ReadApi:
             depth = integer(request, "depth", 5, 0, MAX_DEPTH)
             limit = integer(request, "limit", 500, 1, 10_000)
             states = run_states(request)
-            if "asOf" in request.query_params:
-                raise bad("asOf is not supported by this version yet: it would be ignored")
+            as_of = time_param(request, "asOf")
+            graph = query.Graph(reader) if as_of is None else AsOfGraph(reader, as_of)
             root: DatasetId | JobId
             if kind == "dataset":
                 root = DatasetId(namespace, name)
@@ -343,7 +344,7 @@ class ReadApi:
                 root = JobId(namespace, name)
                 if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
                     raise not_found(f"No {kind} {namespace} {name} is known.")
-            return query.lineage(reader, root, direction, depth, states, limit)
+            return query.lineage(graph, root, direction, depth, states, limit)
 
         return await self._answer(work)
 

@@ -14,16 +14,17 @@ import orjson
 from .model import DatasetId, JobId
 from .query import Graph, _column_order, column_edge_json, column_edges_of
 from .store.base import GraphReader
-from .views import dataset_view, job_view, run_view
+from .views import Identities, dataset_view, job_view, run_view
 
 
 def export(reader: GraphReader) -> dict[str, Any]:
     graph = Graph(reader)
+    ids = Identities(reader)
     identities = [DatasetId(r[0], r[1]) for r in reader.rows("datasets")]
-    canonical = graph.ids.canonical(identities)
+    canonical = ids.canonical(identities)
     nodes = sorted({canonical[i] for i in identities})
     jobs = sorted(JobId(r[0], r[1]) for r in reader.rows("jobs"))
-    datasets = [dataset_view(reader, graph.ids, n) for n in nodes]
+    datasets = [dataset_view(reader, ids, n) for n in nodes]
     job_views = []
     for j in jobs:
         view = job_view(reader, j)
@@ -32,7 +33,7 @@ def export(reader: GraphReader) -> dict[str, Any]:
     runs = [run_view(reader, row) for row in reader.rows("runs")]
     edges = graph.edge_json(graph.edges_of_datasets(nodes)) if nodes else []
     fields = sorted({(canonical[DatasetId(r[3], r[4])], r[5]) for r in reader.rows("column_edges")})
-    found = column_edges_of(reader, graph.ids, fields, "src") if fields else []
+    found = column_edges_of(reader, ids, fields, "src") if fields else []
     column_edges = [
         column_edge_json(graph, edge, span)
         for edge, span in sorted(found, key=lambda e: _column_order(e[0].key))

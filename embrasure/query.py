@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from .model import DatasetId, JobId
 from .projector import graph_rows
@@ -39,12 +39,20 @@ class MergedEdge:
             self.last = last
 
 
+class Resolver(Protocol):
+    """Dataset identity resolution: views.Identities (now), as_of.AsOfIdentities (then)."""
+
+    def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]: ...
+
+    def members(self, canonical: Iterable[DatasetId]) -> dict[DatasetId, list[DatasetId]]: ...
+
+
 class Graph:
     """The dataset-level graph around some nodes, resolved and merged, in one snapshot."""
 
     def __init__(self, reader: GraphReader) -> None:
         self.reader = reader
-        self.ids = Identities(reader)
+        self.ids: Resolver = Identities(reader)
         self._kinds: dict[JobId, str] = {}
 
     def job_type(self, job: JobId) -> str:
@@ -125,7 +133,7 @@ class Graph:
 
 
 def lineage(
-    reader: GraphReader,
+    graph: Graph,
     root: DatasetId | JobId,
     direction: str,
     depth: int,
@@ -133,8 +141,8 @@ def lineage(
     limit: int,
 ) -> dict[str, Any]:
     """DESIGN §5 ``GET /api/v1/lineage``: the union of the upstream and downstream walks
-    (``both``), each following edges in one direction, up to ``depth`` edges."""
-    graph = Graph(reader)
+    (``both``), each following edges in one direction, up to ``depth`` edges. ``graph`` is
+    the served graph (``Graph``) or the graph at an instant (``as_of.AsOfGraph``)."""
     if isinstance(root, DatasetId):
         root = graph.ids.canonical([root])[root]
     nodes: dict[DatasetId | JobId, int] = {root: 0}
@@ -212,7 +220,7 @@ def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
 
 
 def column_edges_of(
-    reader: GraphReader, ids: Identities, fields: list[tuple[DatasetId, str]], side: str
+    reader: GraphReader, ids: Resolver, fields: list[tuple[DatasetId, str]], side: str
 ) -> list[tuple[ColumnEdge, EdgeSpan]]:
     """Column edges whose ``side`` ("src" or "tgt") is one of ``fields``, resolved to
     canonical nodes and merged (a declared edge wins over a SQL-derived one)."""

@@ -1240,15 +1240,53 @@ def test_states_filter_keeps_edges_by_last_state(api: Api, states: str, expected
     assert {e["last_state"] for e in doc["edges"]} <= set(states.split(","))
 
 
-def test_as_of_is_refused_until_it_is_built(api: Api) -> None:
-    # DESIGN §4 asOf arrives with the query issue; until then the parameter is refused
-    # rather than silently ignored (an answer as of now would be a wrong answer).
-    api.ingest(daily_run(1, time=at(9)))
-    namespace, name = REPORT
-    r = api.client.get(
-        "/api/v1/lineage", params={"namespace": namespace, "name": name, "asOf": at(10)}
+def test_as_of_answers_with_the_graph_as_it_stood(api: Api) -> None:
+    # 09:00 `daily` writes the report (START at 9, FAIL at 9:30); 11:00 a second run
+    # completes; 12:00 the report learns an alias and a job reads it under that alias.
+    alias = ("hive://metastore", "analytics.report")
+    api.ingest(
+        run_event("START", "daily", run_id(1), at(9), inputs=[ds(*ORDERS)]),
+        run_event("FAIL", "daily", run_id(1), at(9, 30), outputs=[ds(*REPORT)]),
+        run_event("COMPLETE", "daily", run_id(2), at(11), outputs=[ds(*REPORT)]),
+        run_event(
+            "COMPLETE",
+            "alias_writer",
+            run_id(3),
+            at(12),
+            outputs=[ds(*REPORT, symlinks=symlinks((*alias, "TABLE")))],
+        ),
+        run_event("COMPLETE", "reader", run_id(4), at(12), inputs=[ds(*alias)]),
     )
-    assert r.status_code == 400 and "asOf" in r.json()["detail"]
+    canonical = dataset_id(*alias)  # hive://… sorts before postgres://…: canonical now
+
+    def lineage(as_of: str | None) -> dict[str, Any]:
+        params = {"asOf": as_of} if as_of else {}
+        return api.lineage(*REPORT, direction="both", **params)
+
+    before = lineage(at(8))
+    assert before["edges"] == [] and node_ids(before) == {dataset_id(*REPORT)}
+    at_ten = lineage(at(10))
+    assert at_ten["root"] == dataset_id(*REPORT)  # no alias yet: its own node
+    writer = edge(at_ten, job_id("spark", "daily"), dataset_id(*REPORT))
+    assert (writer["first_seen"], writer["last_seen"]) == (at(9, 30), at(9, 30))
+    assert (writer["run_count"], writer["last_state"]) == (1, "FAIL")
+    assert job_id("spark", "reader") not in node_ids(at_ten)
+    later = lineage(at(11, 30))
+    writer = edge(later, job_id("spark", "daily"), dataset_id(*REPORT))
+    assert (writer["last_seen"], writer["run_count"], writer["last_state"]) == (
+        at(11),
+        2,
+        "COMPLETE",
+    )
+    now = lineage(None)
+    assert now["root"] == canonical
+    assert job_id("spark", "reader") in node_ids(now)
+    # asOf at the last instant (inclusive) is the graph as it is.
+    assert lineage(at(12)) == now
+    problem = api.problem(
+        "GET", "/api/v1/lineage", 400, namespace=REPORT[0], name=REPORT[1], asOf="noon"
+    )
+    assert "asOf" in problem["detail"]
 
 
 def test_node_ids_percent_encode_the_name(api: Api) -> None:

@@ -118,10 +118,17 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     tx.insert_missing("events", changes.events)  # where each event was first seen
     tx.insert_missing("datasets", sorted(changes.datasets))
     tx.insert_missing("fields", sorted(changes.fields))
+    tx.insert_missing(
+        "io_sets", [(key, *edge) for key, edges in changes.io_sets.items() for edge in edges]
+    )
     links = sorted(changes.links)
-    link_rows = [(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type) for k in links]
+    link_rows = [
+        (k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type, changes.links[k])
+        for k in links
+    ]
     inserted = tx.insert_new("links", link_rows)
     new_links = [link for link, is_new in zip(links, inserted, strict=True) if is_new]
+    tx.merge("links", [row for row, is_new in zip(link_rows, inserted, strict=True) if not is_new])
     _merge_jobs(tx, changes)
     tx.merge("runs", [graph_rows.run_row(run_id, part) for run_id, part in changes.runs.items()])
     edges_created = _merge_edges(tx, changes)

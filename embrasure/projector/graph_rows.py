@@ -72,7 +72,8 @@ class Contributions:
     events: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     fields: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
-    links: set[Link] = dataclasses.field(default_factory=set)
+    links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
+    io_sets: dict[bytes, tuple[EdgeKey, ...]] = dataclasses.field(default_factory=dict)
     jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
     runs: dict[str, RunPart] = dataclasses.field(default_factory=dict)
     # (run, job ns, job name, dataset ns, name, direction) → (version, its eventTime)
@@ -90,6 +91,7 @@ class Contributions:
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
         time = facts.time
         job = facts.job
+        shape = shape_of(facts)
         self.events.append(
             (
                 facts.event_id,
@@ -102,12 +104,17 @@ class Contributions:
                 facts.run_id,
                 seq,
                 idx,
+                shape.io_key,
             )
         )
-        shape = shape_of(facts)
+        if shape.io_key is not None:
+            self.io_sets[shape.io_key] = shape.edges
         self.datasets.update(shape.datasets)
         self.fields.update(shape.fields)
-        self.links.update(shape.links)
+        tkey = time_key(time)
+        for link in shape.links:
+            old_key = self.links.get(link)
+            self.links[link] = tkey if old_key is None else min(old_key, tkey)
         if job is not None:
             key = (job.namespace, job.name)
             old = self.jobs.get(key)
@@ -184,6 +191,7 @@ class Shape(NamedTuple):
     links: tuple[Link, ...]
     job_flags: tuple[int, int, int]
     edges: tuple[EdgeKey, ...]
+    io_key: bytes | None  # names ``edges`` in io_sets (None: no edges)
     run_io: tuple[tuple[str, str, str, str | None], ...]  # ds ns, name, direction, version
     facets: tuple[FacetRecordRow, ...]  # job and dataset facets
     history: tuple[FacetRecordRow, ...]  # the same, one per (owner, name)
@@ -322,6 +330,7 @@ def _read_shape(facts: EventFacts) -> Shape:
         tuple(links),
         job_flags,
         edges,
+        hashlib.blake2b(orjson.dumps(edges), digest_size=16).digest() if edges else None,
         tuple((ds.id.namespace, ds.id.name, direction[ds.role], ds.version) for ds in used),
         tuple(facets),
         _one_per_name(facets),

@@ -14,8 +14,9 @@ so an alias learned later re-points everything learned earlier with no rewrite.
 
 from __future__ import annotations
 
-# 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields
-GRAPH_VERSION = 4
+# 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields;
+# 5: what each event named (events.io_key, io_sets) and when links were first seen
+GRAPH_VERSION = 5
 
 GRAPH_TABLES = """
 CREATE TABLE {g}position (
@@ -55,9 +56,23 @@ CREATE TABLE {g}events (
     job_name TEXT,
     run_id TEXT,
     seq {bigint} NOT NULL,                 -- where it was first seen (raw event reads)
-    idx INTEGER NOT NULL
+    idx INTEGER NOT NULL,
+    io_key {blob}                          -- io_sets.io_key: the edges it names (asOf)
 ){without_rowid};
 CREATE INDEX {g}events_time ON {g}events (time_key);
+CREATE INDEX {g}events_io ON {g}events (io_key, time_key);
+CREATE INDEX {g}events_run ON {g}events (run_id, time_key);
+CREATE INDEX {g}events_job ON {g}events (job_ns, job_name, time_key);
+CREATE TABLE {g}io_sets (                  -- the job ↔ dataset edges one event names:
+    io_key {blob} NOT NULL,                -- a job's runs name the same set, so it is
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,  -- stored once per distinct set
+    ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
+    direction TEXT NOT NULL,
+    static INTEGER NOT NULL,
+    PRIMARY KEY (io_key, job_ns, job_name, ds_ns, ds_name, direction, static)
+){without_rowid};
+CREATE INDEX {g}io_sets_ds ON {g}io_sets (ds_ns, ds_name);
+CREATE INDEX {g}io_sets_job ON {g}io_sets (job_ns, job_name);
 CREATE TABLE {g}datasets (
     ns TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -73,6 +88,7 @@ CREATE TABLE {g}links (
     b_ns TEXT NOT NULL, b_name TEXT NOT NULL,
     kind TEXT NOT NULL,                    -- TABLE / RENAME (a renamed to b) / LOCATION
     type TEXT,                             -- a LOCATION's symlink type as sent
+    first_key TEXT NOT NULL,               -- earliest eventTime declaring it ('' unknown)
     PRIMARY KEY (a_ns, a_name, b_ns, b_name, kind)
 ){without_rowid};
 CREATE INDEX {g}links_b ON {g}links (b_ns, b_name);
@@ -171,6 +187,7 @@ TABLES = (
     "items",
     "failures",
     "events",
+    "io_sets",
     "datasets",
     "fields",
     "links",
@@ -216,11 +233,16 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "run_id",
             "seq",
             "idx",
+            "io_key",
         ),
+    ),
+    "io_sets": (
+        ("io_key", "job_ns", "job_name", "ds_ns", "ds_name", "direction", "static"),
+        (),
     ),
     "datasets": (("ns", "name"), ()),
     "fields": (("ns", "name", "field"), ()),
-    "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ("type",)),
+    "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ("type", "first_key")),
     "canonical": (("ns", "name"), ("c_ns", "c_name", "renamed")),
     "jobs": (("ns", "name"), ("run_events", "job_events_out", "job_events_in")),
     "runs": (
@@ -348,6 +370,8 @@ MERGES: dict[str, dict[str, str]] = {
         c: f"{{greatest}}({c}, excluded.{c})"
         for c in ("run_events", "job_events_out", "job_events_in")
     },
+    # A link is as old as the earliest event declaring it ('' — unknown — is older).
+    "links": {"first_key": "{least}(first_key, excluded.first_key)"},
     # EdgeSpan, and run_count: the caller sends only runs new to the edge.
     "edges": {**_span(), "run_count": "run_count + excluded.run_count"},
     # runs.merge_run_states, and the job and parent from the latest event naming them

@@ -20,6 +20,7 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         "blob": "BLOB",
         "bigint": "INTEGER",
         "greatest": "max",
+        "least": "min",
         # Tables with small rows and a composite or text key keep their rows in the key's
         # b-tree (one b-tree to search and write instead of two).
         "without_rowid": " WITHOUT ROWID",
@@ -34,6 +35,7 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         "blob": "BYTEA",
         "bigint": "BIGINT",
         "greatest": "GREATEST",
+        "least": "LEAST",
         "without_rowid": "",
         # union_json_arrays: with the PostgreSQL store (issue 5).
     },

@@ -1,0 +1,171 @@
+"""The graph as it stood at an instant: ``GET /api/v1/lineage?asOf=T`` (DESIGN §4).
+
+"As if only the events with eventTime ≤ T had been received" — edges, aliases, states,
+counts and job kinds alike. An event with an unknown eventTime orders before every known
+time, so it is always part of the past. The served graph is the merge of every event;
+this reads the history the projector keeps beside it instead:
+
+- ``events`` (each event's time, run, job, kind and ``io_key``) and ``io_sets`` (the job ↔
+  dataset edges an io_key names) give the edges at T, their first/last seen, their runs;
+- ``events`` by run give each run's state at T (projector/runs.py over those events);
+- ``links.first_key`` gives the aliases at T (projector/symlinks.py over those links);
+- ``facet_history`` gives the jobType facet at T (projector/facets.py over that history).
+
+``AsOfGraph`` answers the questions ``query.Graph`` answers, so ``query.lineage`` walks
+it unchanged. It is slower than the served graph (it aggregates events on every hop):
+asOf is for looking back, not for every page view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .model import DatasetId, EventTime, JobId
+from .projector import facets as facet_rules
+from .projector.graph_rows import entity
+from .projector.runs import RunEventFact, resolve_run
+from .projector.symlinks import Link, resolve_group
+from .query import Graph, MergedEdge
+from .store.base import GraphReader, Row
+
+
+class AsOfIdentities:
+    """``views.Identities`` over the links first seen at or before ``key``."""
+
+    def __init__(self, reader: GraphReader, key: str) -> None:
+        self.reader = reader
+        self.key = key
+        self._groups: dict[DatasetId, dict[DatasetId, DatasetId]] = {}
+
+    def _neighbours(self, x: DatasetId) -> list[Link]:
+        rows = self.reader.rows("links", ("a_ns", "a_name"), [x]) + self.reader.rows(
+            "links", ("b_ns", "b_name"), [x]
+        )
+        return [
+            Link(DatasetId(a, b), DatasetId(c, d), kind, type_)
+            for a, b, c, d, kind, type_, first in sorted(set(rows))
+            if first <= self.key
+        ]
+
+    def _group(self, x: DatasetId) -> dict[DatasetId, DatasetId]:
+        if x not in self._groups:
+            group = {m: r.canonical for m, r in resolve_group(x, self._neighbours).items()}
+            for member in group:
+                self._groups[member] = group
+        return self._groups[x]
+
+    def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
+        return {i: self._group(i)[i] for i in ids}
+
+    def members(self, canonical: Iterable[DatasetId]) -> dict[DatasetId, list[DatasetId]]:
+        out = {}
+        for c in canonical:
+            others = sorted(m for m, to in self._group(c).items() if to == c and m != c)
+            out[c] = [c, *others]
+        return out
+
+
+class AsOfGraph(Graph):
+    def __init__(self, reader: GraphReader, key: str) -> None:
+        super().__init__(reader)
+        self.key = key
+        self.ids = AsOfIdentities(reader, key)
+        self._run_states: dict[str, tuple[str, str]] = {}  # run → (state, started key)
+
+    # -- edges ------------------------------------------------------------------------------
+
+    def edges_of_datasets(self, nodes: Iterable[DatasetId]) -> list[MergedEdge]:
+        members = self.ids.members(nodes)
+        raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
+        return self._edges(self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw))
+
+    def edges_of_jobs(self, jobs: Iterable[JobId]) -> list[MergedEdge]:
+        keys = [(j.namespace, j.name) for j in jobs]
+        return self._edges(self.reader.rows("io_sets", ("job_ns", "job_name"), keys))
+
+    def _edges(self, io_rows: list[Row]) -> list[MergedEdge]:
+        by_key: dict[bytes, list[Row]] = {}
+        for row in io_rows:
+            by_key.setdefault(row[0], []).append(row)
+        events = self._events(("io_key",), [(k,) for k in by_key])
+        canonical = self.ids.canonical(DatasetId(r[3], r[4]) for r in io_rows)
+        merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
+        for event in events:
+            time_key, time_text, run_id = event[3], event[4], event[7]
+            for _key, job_ns, job_name, ds_ns, ds_name, direction, static in by_key[event[10]]:
+                job, ds = JobId(job_ns, job_name), canonical[DatasetId(ds_ns, ds_name)]
+                key = (job, ds, direction, bool(static))
+                edge = merged.setdefault(key, MergedEdge(job, ds, direction, bool(static)))
+                if time_key:
+                    span = (time_key, time_text)
+                    edge.first = span if edge.first is None or span < edge.first else edge.first
+                    edge.last = span if edge.last is None or span > edge.last else edge.last
+                if run_id is not None and not static:
+                    edge.runs.add(run_id)
+        return sorted(merged.values(), key=lambda e: (e.job, e.dataset, e.direction, e.static))
+
+    def _events(self, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> list[Row]:
+        """Events (graph_schema.COLUMNS order) whose ``columns`` equal one of ``values``,
+        at or before the instant."""
+        if not values:
+            return []
+        return [r for r in self.reader.rows("events", columns, values) if r[3] <= self.key]
+
+    # -- runs and kinds ---------------------------------------------------------------------
+
+    def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
+        runs = sorted({r for e in edges for r in e.runs} - set(self._run_states))
+        by_run: dict[str, list[Row]] = {}
+        for event in self._events(("run_id",), [(r,) for r in runs]):
+            by_run.setdefault(event[7], []).append(event)
+        for run_id, events in by_run.items():
+            state = resolve_run(
+                RunEventFact(e[0], e[2], EventTime(e[3], e[4]) if e[3] else None) for e in events
+            )
+            started = state.started_at.key if state.started_at else ""
+            self._run_states[run_id] = (state.state, started)
+        out: dict[int, str | None] = {}
+        for i, e in enumerate(edges):
+            known = [(self._run_states[r][1], r) for r in e.runs if r in self._run_states]
+            out[i] = self._run_states[max(known)[1]][0] if known else None
+        return out
+
+    def job_type(self, job: JobId) -> str:
+        if job not in self._kinds:
+            self._kinds[job] = self._job_kind(job)
+        return self._kinds[job]
+
+    def _job_kind(self, job: JobId) -> str:
+        # views.job_kind's rule, over the history up to the instant.
+        job_type = self._facet_at(entity("job", job.namespace, job.name), "jobType")
+        if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
+            return "service"
+        events = self._events(("job_ns", "job_name"), [(job.namespace, job.name)])
+        if not events or any(e[1] != "JobEvent" for e in events):
+            return "job"
+        keys = [(e[10],) for e in events if e[10] is not None]
+        io = self.reader.rows("io_sets", ("io_key",), keys) if keys else []
+        writes = any(r[5] == "out" and JobId(r[1], r[2]) == job for r in io)
+        return "job" if writes else "service"
+
+    def _facet_at(self, owner: str, name: str) -> Any:
+        history = [
+            r
+            for r in self.reader.rows("facet_history", ("entity", "name"), [(owner, name)])
+            if r[3] <= self.key
+        ]
+        if not history:
+            return None
+        values = {
+            r[0]: r[1]
+            for r in self.reader.rows("facet_values", ("hash",), [(h[4],) for h in history])
+        }
+        records = [
+            (name, EventTime(r[3], r[3]) if r[3] else None, r[2], orjson.loads(values[r[4]]))
+            for r in history
+        ]
+        current = facet_rules.current_facets(records).get(name)
+        return current.value if current is not None else None
