@@ -6,36 +6,15 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import sys
 import threading
-from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 
+from . import cli_graph, cli_ingest
+from .cli_options import fail, load_settings, setting_options
 from .errors import EmbrasureError
-from .settings import BY_NAME, Settings, markdown_table
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def setting_options(*names: str) -> Callable[[F], F]:
-    """Click options for the named settings; None means "not given on the command line",
-    so Settings.load can fall back to the environment, then the default."""
-
-    def decorate(func: F) -> F:
-        for name in reversed(names):
-            s = BY_NAME[name]
-            func = click.option(
-                s.flag,
-                name,
-                type=s.type,
-                default=None,
-                help=f"{s.help} [env {s.env}; default {s.default}]",
-            )(func)
-        return func
-
-    return decorate
+from .settings import markdown_table
 
 
 def tune_gc() -> None:
@@ -52,19 +31,6 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-
-
-def fail(message: str) -> NoReturn:
-    """One clear line on stderr and a non-zero exit (DESIGN §7)."""
-    click.echo(f"embrasure: error: {message}", err=True)
-    sys.exit(1)
-
-
-def load_settings(flags: dict[str, Any]) -> Settings:
-    try:
-        return Settings.load(flags)
-    except ValueError as exc:
-        fail(str(exc))
 
 
 @click.group()
@@ -231,6 +197,10 @@ def upgrade(**flags: Any) -> None:
         fail(str(exc))
     store.close()
     click.echo(f"{settings.db}: schema is up to date")
+
+
+for command in cli_ingest.COMMANDS + cli_graph.COMMANDS:
+    main.add_command(command)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ SETTINGS: tuple[Setting, ...] = (
         "sqlite:///embrasure.db",
         "Database URL: sqlite:///PATH (embedded default) or postgresql://…",
     ),
+    Setting(
+        "url",
+        "http://127.0.0.1:5000",
+        "Server that the client commands (ingest, lineage, runs…) talk to, unless --db is given.",
+    ),
     Setting("host", "127.0.0.1", "Address the server binds."),
     Setting("port", 5000, "TCP port the server listens on."),
     Setting("group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold."),
@@ -75,6 +80,7 @@ class Settings:
     """Resolved settings; build with ``Settings.load`` so env and flags apply."""
 
     db: str = BY_NAME["db"].default
+    url: str = BY_NAME["url"].default
     host: str = BY_NAME["host"].default
     port: int = BY_NAME["port"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default

@@ -223,5 +223,11 @@ class Store(abc.ABC):
         """Raise StoreUnavailable unless the store answers a trivial query."""
 
     @abc.abstractmethod
+    def backup(self, path: str) -> None:
+        """Write a consistent copy of the whole database, as of one moment, to the new
+        file ``path``, while the store goes on serving (readers and writers alike). The
+        file appears only once complete: a failed backup leaves nothing at ``path``."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""

@@ -319,6 +319,43 @@ class SQLiteStore(Store):
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"SQLite at {self.path} does not answer: {exc}") from exc
 
+    def backup(self, path: str) -> None:
+        # SQLite's online backup API (https://www.sqlite.org/backup.html) in ONE step
+        # (pages=-1): every page is copied inside one read transaction, which in WAL mode
+        # neither blocks the server's writers nor sees their later commits: a snapshot.
+        # Copied in several steps, each write by another connection would restart the
+        # copy, which under a steady ingest load may never finish.
+        partial = f"{path}.partial-{os.getpid()}"
+        source = dest = None
+        try:
+            source = sqlite3.connect(self.path)
+            source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            dest = sqlite3.connect(partial, isolation_level=None)
+            source.backup(dest)
+            # The copy's header says WAL, like the source's. A backup is one file to
+            # move around and open anywhere: rollback-journal mode needs no -wal/-shm
+            # beside it. Embrasure switches it back to WAL when it opens it.
+            dest.execute("PRAGMA journal_mode = DELETE")
+            dest.close()
+            dest = None
+            with open(partial, "rb") as written:
+                os.fsync(written.fileno())
+            os.replace(partial, path)
+            directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(directory)  # the rename itself survives a crash
+            finally:
+                os.close(directory)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"backup of {self.path} to {path} failed: {exc}") from exc
+        finally:
+            for conn in (source, dest):
+                if conn is not None:
+                    conn.close()
+            for leftover in (partial, partial + "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+
     def close(self) -> None:
         with self._readers_lock:
             for conn in self._readers:

@@ -1,0 +1,95 @@
+"""What every `embrasure` command shares: flags generated from settings.SETTINGS, and the
+one-line error. A module of its own so that the command modules (cli.py, cli_ingest.py,
+cli_graph.py) can all use it without importing one another."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+import orjson
+
+from .settings import BY_NAME, Settings
+
+if TYPE_CHECKING:  # imported when used: `embrasure serve` needs neither httpx nor rich
+    from rich.console import Console
+
+    from .client import Client
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def setting_options(*names: str) -> Callable[[F], F]:
+    """Click options for the named settings; None means "not given on the command line",
+    so Settings.load can fall back to the environment, then the default."""
+
+    def decorate(func: F) -> F:
+        for name in reversed(names):
+            s = BY_NAME[name]
+            func = click.option(
+                s.flag,
+                name,
+                type=s.type,
+                default=None,
+                help=f"{s.help} [env {s.env}; default {s.default}]",
+            )(func)
+        return func
+
+    return decorate
+
+
+def fail(message: str) -> NoReturn:
+    """One clear line on stderr and a non-zero exit (DESIGN §7)."""
+    click.echo(f"embrasure: error: {message}", err=True)
+    sys.exit(1)
+
+
+def load_settings(flags: dict[str, Any]) -> Settings:
+    try:
+        return Settings.load(flags)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def client_options(func: F) -> F:
+    """--url / --db (which transport, see client.open_client) and --json."""
+    func = click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print JSON instead of text: the API's answer (for ingest, the summary).",
+    )(func)
+    return setting_options("url", "db")(func)
+
+
+@contextlib.contextmanager
+def connected(
+    flags: dict[str, Any], *, create: bool = False, prefer_db: bool = False
+) -> Iterator[Client]:
+    """The command's client; any ClientError inside becomes the one-line error."""
+    from .client import ClientError, open_client
+
+    settings = load_settings(flags)
+    try:
+        with open_client(flags, settings, create=create, prefer_db=prefer_db) as client:
+            yield client
+    except ClientError as exc:
+        fail(str(exc))
+
+
+def print_json(doc: Any) -> None:
+    click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+
+
+def console(stderr: bool = False) -> Console:
+    """Tables for people. Off a terminal (a pipe, a file) rich would fit them to 80
+    columns and wrap every namespace; a wide page keeps each row on one line there."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    wide = None if stream.isatty() or "COLUMNS" in os.environ else 250
+    return Console(file=stream, highlight=False, width=wide, soft_wrap=False)

@@ -1,0 +1,296 @@
+"""A small client of Embrasure's HTTP API over either transport the CLI offers (DESIGN §7):
+
+- ``--url``: a running server, over HTTP (httpx);
+- ``--db``: the database itself, through the very same ASGI app the server runs
+  (``app.build_app``), driven in-process. The receiver's checks, receipts and duplicate
+  detection, and the read API's answers, are then exactly the server's: there is one
+  code path, not a second implementation of the API over the store.
+
+Every failure the user can cause or meet (an unreachable URL, a bad --db, a problem+json
+answer) becomes a ``ClientError`` whose message is one line naming the cause.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import os
+import time
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import orjson
+
+from .errors import EmbrasureError
+from .settings import BY_NAME, Settings
+
+# A read can walk a large graph; an ingest batch waits for its fsync. Connecting is quick
+# or not at all.
+TIMEOUT = httpx.Timeout(120.0, connect=5.0)
+# The in-process app has no network address; httpx needs some base URL to build requests.
+LOCAL_BASE = "http://embrasure.local"
+# How often a client waiting for projection asks the server again.
+POLL_SECONDS = 0.1
+
+Params = Mapping[str, str | int | None]
+
+
+class ClientError(EmbrasureError):
+    """What went wrong, in one line, for ``embrasure: error: …``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+    def problem(self, target: str) -> str:
+        """The cause of an error answer in one line: a problem's title and detail."""
+        try:
+            doc = orjson.loads(self.body)
+        except orjson.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("detail"), str):
+            title = doc.get("title")
+            detail = " ".join(doc["detail"].split())
+            return f"{title}: {detail}" if isinstance(title, str) else detail
+        return f"{target} answered HTTP {self.status}"
+
+
+def _clean(params: Params | None) -> dict[str, str | int]:
+    return {k: v for k, v in (params or {}).items() if v is not None}
+
+
+class Client(abc.ABC):
+    """The API as the CLI uses it; ``target`` names the server or database in messages."""
+
+    target: str
+
+    @abc.abstractmethod
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """Send one request; raise ClientError only when no answer came back."""
+
+    @abc.abstractmethod
+    def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
+        """Return once the delivery (and so every one before it in the log) is projected,
+        True; or False when ``timeout`` seconds passed first."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def get(self, path: str, params: Params | None = None) -> Any:
+        return self._json(self.request("GET", path, params=params))
+
+    def post(self, path: str, params: Params | None = None) -> Any:
+        return self._json(self.request("POST", path, params=params))
+
+    def _json(self, reply: Reply) -> Any:
+        if reply.status >= 400:
+            raise ClientError(reply.problem(self.target))
+        try:
+            return reply.json()
+        except orjson.JSONDecodeError:
+            raise ClientError(f"{self.target} answered something that is not JSON") from None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class HttpClient(Client):
+    """A running server, over HTTP."""
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ClientError(f"--url {url!r} is not an http:// or https:// URL")
+        self.target = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.target, timeout=TIMEOUT)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        try:
+            r = self._http.request(
+                method, path, params=_clean(params), content=content, headers=headers
+            )
+        except httpx.ConnectError as exc:
+            raise ClientError(
+                f"cannot connect to {self.target} ({exc}): is `embrasure serve` running "
+                "there? (--db URL reads the database directly)"
+            ) from None
+        except httpx.TimeoutException:
+            raise ClientError(f"{self.target} did not answer in time") from None
+        except httpx.HTTPError as exc:
+            raise ClientError(f"request to {self.target} failed: {exc}") from None
+        return Reply(r.status_code, r.headers, r.content)
+
+    def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.get(f"/api/v1/deliveries/{delivery_id}")["state"]
+            if state != "accepted":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class LocalClient(Client):
+    """The database itself, through the server's ASGI app run in this process.
+
+    The app's lifespan runs as in ``embrasure serve`` (it starts the group committer that
+    makes a receipt mean "fsync'd"), on one event loop kept for the client's life
+    (asyncio.Runner), so each request is one ``run`` on that loop. The app is built
+    without its projector thread: ``wait_for_projection`` projects in this process
+    instead, so a command returns with the graph up to date. A server's projector may
+    run on the same database meanwhile; projectors share the log safely (each
+    transaction re-checks the position under the write lock).
+    """
+
+    def __init__(self, db: str, settings: Settings, *, create: bool) -> None:
+        from .app import build_app
+        from .store import open_store
+
+        if db.startswith("sqlite:///") and not create:
+            path = db.removeprefix("sqlite:///")
+            if not os.path.exists(path):
+                raise ClientError(f"--db {db}: no database at {os.path.abspath(path)}")
+        try:
+            self.store = open_store(db)
+        except EmbrasureError as exc:
+            raise ClientError(f"--db {db}: {exc}") from None
+        self.target = db
+        self._app = build_app(dataclasses.replace(settings, db=db), self.store, projector=None)
+        self._runner = asyncio.Runner()
+        self._to_app: asyncio.Queue[dict[str, Any]] | None = None
+        self._from_app: asyncio.Queue[dict[str, Any]] | None = None
+        self._lifespan: asyncio.Task[None] | None = None
+        self._http: httpx.AsyncClient | None = None
+        try:
+            self._runner.run(self._start())
+        except BaseException:
+            self._runner.close()
+            self.store.close()
+            raise
+
+    async def _start(self) -> None:
+        # The ASGI lifespan protocol, as a server speaks it: startup before any request,
+        # shutdown (which commits whatever is queued) at the end.
+        self._to_app, self._from_app = asyncio.Queue(), asyncio.Queue()
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        self._lifespan = asyncio.ensure_future(
+            self._app(scope, self._to_app.get, self._from_app.put)  # type: ignore[arg-type]
+        )
+        await self._to_app.put({"type": "lifespan.startup"})
+        message = await self._from_app.get()
+        if message["type"] != "lifespan.startup.complete":
+            raise ClientError(f"--db {self.target}: {message.get('message', 'startup failed')}")
+        transport = httpx.ASGITransport(app=self._app, raise_app_exceptions=False)
+        self._http = httpx.AsyncClient(transport=transport, base_url=LOCAL_BASE, timeout=TIMEOUT)
+
+    async def _stop(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+        if self._lifespan is not None and self._to_app is not None and self._from_app:
+            await self._to_app.put({"type": "lifespan.shutdown"})
+            await self._from_app.get()
+            await self._lifespan
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        assert self._http is not None
+        r = self._runner.run(
+            self._http.request(
+                method, path, params=_clean(params), content=content, headers=headers
+            )
+        )
+        return Reply(r.status_code, r.headers, r.content)
+
+    def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
+        from .projector.worker import Projector
+
+        try:
+            Projector(self.store).run_until_caught_up()
+        except EmbrasureError as exc:  # the store could not commit (locked, disk full…)
+            raise ClientError(f"--db {self.target}: projection failed: {exc}") from None
+        return True
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self._stop())
+        finally:
+            self._runner.close()
+            self.store.close()
+
+
+def _given(name: str, flags: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    value = flags.get(name)
+    if value is not None:
+        return str(value)
+    return environ.get(BY_NAME[name].env)
+
+
+def open_client(
+    flags: Mapping[str, Any],
+    settings: Settings,
+    *,
+    prefer_db: bool = False,
+    create: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> Client:
+    """The client for a command's --url / --db flags.
+
+    A flag on the command line decides (both at once is an error); without one, an
+    EMBRASURE_URL in the environment picks the server, else an EMBRASURE_DB the
+    database; else the default: the server at settings.url, or with ``prefer_db`` (demo)
+    the default database. ``create``: whether a missing SQLite file may be created
+    (writes may; a read from a mistyped path should say so, not answer from a new, empty
+    database).
+    """
+    environ = os.environ if environ is None else environ
+    url_flag, db_flag = flags.get("url"), flags.get("db")
+    if url_flag is not None and db_flag is not None:
+        raise ClientError("give --url (a running server) or --db (a database), not both")
+    if db_flag is not None:
+        return LocalClient(str(db_flag), settings, create=create)
+    if url_flag is not None:
+        return HttpClient(str(url_flag))
+    if _given("url", {}, environ) is not None:
+        return HttpClient(settings.url)
+    if _given("db", {}, environ) is not None or prefer_db:
+        return LocalClient(settings.db, settings, create=create)
+    return HttpClient(settings.url)
