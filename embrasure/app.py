@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from . import openapi
 from .api import ReadApi
 from .errors import Problem
 from .projector.worker import Projector
@@ -72,7 +73,7 @@ def build_app(
                 projector.stop()
 
     app = Starlette(
-        routes=receiver.routes() + read_api.routes(),
+        routes=receiver.routes() + read_api.routes() + openapi.routes(limits),
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
