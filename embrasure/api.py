@@ -136,9 +136,23 @@ class ReadApi:
             result = await run_in_threadpool(self._read(work))
         except Problem as problem:
             return problem_response(problem)
+        except StoreUnavailable as exc:
+            return self._unavailable(exc)
         if isinstance(result, Response):
             return result
         return json_response(result)
+
+    def _unavailable(self, exc: StoreUnavailable) -> Response:
+        # The store is down or locked past its timeout: the request may succeed later.
+        return problem_response(
+            Problem(
+                503,
+                "store-unavailable",
+                "Store unavailable",
+                str(exc),
+                retry_after=self.retry_after,
+            )
+        )
 
     # -- deliveries and quarantine -----------------------------------------------------------
 
@@ -206,15 +220,7 @@ class ReadApi:
         except Problem as problem:
             return problem_response(problem)
         except StoreUnavailable as exc:
-            return problem_response(
-                Problem(
-                    503,
-                    "store-unavailable",
-                    "Store unavailable",
-                    str(exc),
-                    retry_after=self.retry_after,
-                )
-            )
+            return self._unavailable(exc)
         return json_response(result)
 
     async def export(self, request: Request) -> Response:
@@ -244,6 +250,8 @@ class ReadApi:
             rows = reader.runs_of_job(
                 (namespace, name), tuple(before) if before else None, limit + 1
             )
+            if not rows and not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
+                raise not_found(f"No job {namespace} {name} is known.")
             last = rows[limit - 1] if len(rows) > limit else None
             return {
                 "runs": [run_view(reader, r) for r in rows[:limit]],

@@ -297,6 +297,7 @@ def _entities() -> dict[str, dict[str, Operation]]:
             "Newest first.",
             [NAMESPACE, NAME, limit(100), CURSOR],
             "RunList",
+            not_found="No such job.",
         ),
         "/api/v1/runs/{run_id}": read(
             "getRun",

@@ -664,10 +664,13 @@ def test_runs_of_a_job_newest_first(api: Api) -> None:
     pages = walk_pages(api, "/api/v1/runs", "runs", namespace="spark", name="daily", limit=2)
     assert [[r["runId"] for r in page] for page in pages] == [[run_id(3), run_id(2)], [run_id(1)]]
     assert api.job("spark", "daily")["latest_run"]["runId"] == run_id(3)
-    assert api.get("/api/v1/runs", namespace="spark", name="nothing") == {
+    # A job known only from a JobEvent has no runs; an unknown job is a 404 (DESIGN §5).
+    api.ingest(job_event("designed", at(9), outputs=[ds(*REPORT)]))
+    assert api.get("/api/v1/runs", namespace="dbt", name="designed") == {
         "runs": [],
         "next_cursor": None,
     }
+    api.problem("GET", "/api/v1/runs", 404, namespace="spark", name="nothing")
     api.problem("GET", "/api/v1/runs", 400, namespace="spark")
 
 

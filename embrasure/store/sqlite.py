@@ -24,6 +24,8 @@ from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024
+# SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_CANTOPEN (primary result codes)
+UNAVAILABLE_CODES = frozenset({5, 6, 10, 14})
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -307,11 +309,19 @@ class SQLiteStore(Store):
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:
         conn = self._read()
-        conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
         try:
-            yield SQLiteReader(conn, graph_schema.prefix(self.generation(conn)))
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
+            try:
+                yield SQLiteReader(conn, graph_schema.prefix(self.generation(conn)))
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            # Locked past the busy timeout, a disk error, a file that cannot be opened:
+            # the store's trouble, not the request's (a 503 with Retry-After, not a 500).
+            # Anything else (a bad query) stays a bug.
+            if exc.sqlite_errorcode & 0xFF not in UNAVAILABLE_CODES:
+                raise
+            raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
 
     def ping(self) -> None:
         try:
