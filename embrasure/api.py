@@ -361,6 +361,7 @@ class ReadApi:
             namespace, name, field = required(request, "namespace", "name", "field")
             direction = choice(request, "direction", "both", ("upstream", "downstream", "both"))
             depth = integer(request, "depth", 5, 0, MAX_DEPTH)
+            limit = integer(request, "limit", 500, 1, 10_000)
             kinds = set((request.query_params.get("kinds") or "mapping,indirect").split(","))
             if not kinds <= {"mapping", "indirect"}:
                 raise bad("kinds is a comma-separated list of mapping, indirect")
@@ -368,7 +369,7 @@ class ReadApi:
             node = Identities(reader).canonical([root])[root]
             if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
                 raise not_found(f"No dataset {namespace} {name} is known.")
-            return query.column_lineage(reader, root, field, direction, depth, kinds)
+            return query.column_lineage(reader, root, field, direction, depth, kinds, limit)
 
         return await self._answer(work)
 

@@ -243,6 +243,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
                     | {"default": "mapping,indirect"},
                     "Comma-separated edge kinds to follow.",
                 ),
+                limit(500, 10_000, "Most field nodes to return; past it `truncated` is true."),
             ],
             "ColumnLineageGraph",
             not_found="No such dataset.",

@@ -287,7 +287,7 @@ def _graph() -> dict[str, Schema]:
                 "root": string("Id of the root field node."),
                 "nodes": array(ref("Node")),
                 "edges": array(ref("ColumnEdge")),
-                "truncated": boolean("Always false: the walk is bounded by `depth` only."),
+                "truncated": boolean("True when `limit` cut nodes off."),
             },
         ),
         "ImpactItem": obj(

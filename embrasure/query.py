@@ -246,12 +246,19 @@ def column_edges_of(
 
 
 def column_lineage(
-    reader: GraphReader, root: DatasetId, field: str, direction: str, depth: int, kinds: set[str]
+    reader: GraphReader,
+    root: DatasetId,
+    field: str,
+    direction: str,
+    depth: int,
+    kinds: set[str],
+    limit: int = 500,
 ) -> dict[str, Any]:
     ids = Identities(reader)
     root = ids.canonical([root])[root]
     start = (root, field)
     nodes: dict[tuple[DatasetId, str], int] = {start: 0}
+    truncated = False
     edges: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
         seen = {start}  # per walk, as in ``lineage``
@@ -262,12 +269,15 @@ def column_lineage(
             for edge, span in column_edges_of(reader, ids, frontier, side):
                 if edge.kind not in kinds:
                     continue
-                edges[edge.key] = (edge, span)
                 other = (
                     (edge.source, edge.source_field)
                     if walk == "upstream"
                     else (edge.target, edge.target_field)
                 )
+                if other not in nodes and len(nodes) >= limit:
+                    truncated = True
+                    continue
+                edges[edge.key] = (edge, span)
                 nodes[other] = min(nodes.get(other, distance), distance)
                 if other not in seen:
                     seen.add(other)
@@ -280,7 +290,7 @@ def column_lineage(
         "root": dataset_node(root, field)["id"],
         "nodes": [dataset_node(d, f) for d, f in sorted(nodes)],
         "edges": [column_edge_json(graph, *edges[k]) for k in sorted(edges, key=_column_order)],
-        "truncated": False,
+        "truncated": truncated,
     }
 
 

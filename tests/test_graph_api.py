@@ -1604,6 +1604,13 @@ def test_column_lineage_walks_hops_both_ways(api: Api) -> None:
     assert node_ids(down) == node_ids(up)
     both = api.columns(*DBT_REPORT, "total")
     assert node_ids(both) == node_ids(up)
+    assert up["truncated"] is False
+    capped = api.columns(*dashboard, "revenue", direction="upstream", limit=2)
+    assert capped["truncated"] is True
+    assert node_ids(capped) == {field_id(dashboard, "revenue"), field_id(DBT_REPORT, "total")}
+    assert [(e["source"], e["target"]) for e in capped["edges"]] == [
+        (field_id(DBT_REPORT, "total"), field_id(dashboard, "revenue"))
+    ]
 
 
 def test_column_both_is_the_union_of_the_two_walks_on_a_cycle(api: Api) -> None:
