@@ -212,6 +212,16 @@ def prefix(generation: int) -> str:
     return f"g{generation}_"
 
 
+# A run's parent link: its parent run and job, and the root of the hierarchy.
+PARENT_COLUMNS = (
+    "parent_run_id",
+    "parent_job_ns",
+    "parent_job_name",
+    "root_run_id",
+    "root_job_ns",
+    "root_job_name",
+)
+
 # Every graph table as (key columns, value columns): the store reads and writes rows of
 # them generically, so the projector's merge rules stay in the projector and the SQL here.
 COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -256,12 +266,7 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "ended_key",
             "ended_text",
             "latest_key",
-            "parent_run_id",
-            "parent_job_ns",
-            "parent_job_name",
-            "root_run_id",
-            "root_job_ns",
-            "root_job_name",
+            *PARENT_COLUMNS,
             "job_key",
             "job_event",
             "win_terminal",
@@ -385,16 +390,7 @@ MERGES: dict[str, dict[str, str]] = {
         **_later(("started_key", "started_text"), ("started_key", "started_text"), newer="<"),
         "latest_key": "{greatest}(latest_key, excluded.latest_key)",
         **_later(
-            (
-                "parent_run_id",
-                "parent_job_ns",
-                "parent_job_name",
-                "root_run_id",
-                "root_job_ns",
-                "root_job_name",
-                "parent_key",
-                "parent_event",
-            ),
+            (*PARENT_COLUMNS, "parent_key", "parent_event"),
             ("parent_key", "parent_event"),
             "parent_event",
         ),
