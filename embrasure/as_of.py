@@ -73,14 +73,17 @@ class AsOfGraph(Graph):
         super().__init__(reader)
         self.key = key
         self.ids = AsOfIdentities(reader, key)
-        self._run_states: dict[str, tuple[str, str]] = {}  # run → (state, started key)
+        self._run_states: dict[str, str] = {}  # run → its state at the instant
 
     # -- edges ------------------------------------------------------------------------------
 
-    def edges_of_datasets(self, nodes: Iterable[DatasetId]) -> list[MergedEdge]:
+    def edges_of_datasets(
+        self, nodes: Iterable[DatasetId], direction: str | None = None
+    ) -> list[MergedEdge]:
         members = self.ids.members(nodes)
         raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
-        return self._edges(self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw))
+        rows = self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw)
+        return self._edges([r for r in rows if direction in (None, r[5])])
 
     def edges_of_jobs(self, jobs: Iterable[JobId]) -> list[MergedEdge]:
         keys = [(j.namespace, j.name) for j in jobs]
@@ -93,6 +96,7 @@ class AsOfGraph(Graph):
         events = self._events(("io_key",), [(k,) for k in by_key])
         canonical = self.ids.canonical(DatasetId(r[3], r[4]) for r in io_rows)
         merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
+        runs: dict[tuple[JobId, DatasetId, str, bool], set[str]] = {}
         for event in events:
             time_key, time_text, run_id = event[3], event[4], event[7]
             for _key, job_ns, job_name, ds_ns, ds_name, direction, static in by_key[event[10]]:
@@ -104,7 +108,10 @@ class AsOfGraph(Graph):
                     edge.first = span if edge.first is None or span < edge.first else edge.first
                     edge.last = span if edge.last is None or span > edge.last else edge.last
                 if run_id is not None and not static:
-                    edge.runs.add(run_id)
+                    runs.setdefault(key, set()).add(run_id)
+                    edge.last_run = max(edge.last_run, (time_key, run_id))
+        for key, edge_runs in runs.items():
+            merged[key].run_count = len(edge_runs)
         return sorted(merged.values(), key=lambda e: (e.job, e.dataset, e.direction, e.static))
 
     def _events(self, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> list[Row]:
@@ -117,26 +124,23 @@ class AsOfGraph(Graph):
     # -- runs and kinds ---------------------------------------------------------------------
 
     def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
-        runs = sorted({r for e in edges for r in e.runs} - set(self._run_states))
+        """The state at the instant of each edge's latest run (as Graph.last_states)."""
+        runs = sorted({e.last_run[1] for e in edges if e.last_run[1]} - set(self._run_states))
         by_run: dict[str, list[Row]] = {}
         for event in self._events(("run_id",), [(r,) for r in runs]):
             by_run.setdefault(event[7], []).append(event)
         for run_id, events in by_run.items():
-            state = resolve_run(
+            self._run_states[run_id] = resolve_run(
                 RunEventFact(e[0], e[2], EventTime(e[3], e[4]) if e[3] else None) for e in events
-            )
-            started = state.started_at.key if state.started_at else ""
-            self._run_states[run_id] = (state.state, started)
-        out: dict[int, str | None] = {}
-        for i, e in enumerate(edges):
-            known = [(self._run_states[r][1], r) for r in e.runs if r in self._run_states]
-            out[i] = self._run_states[max(known)[1]][0] if known else None
-        return out
+            ).state
+        return {i: self._run_states.get(e.last_run[1]) for i, e in enumerate(edges)}
 
-    def job_type(self, job: JobId) -> str:
-        if job not in self._kinds:
-            self._kinds[job] = self._job_kind(job)
-        return self._kinds[job]
+    def job_types(self, jobs: Iterable[JobId]) -> dict[JobId, str]:
+        jobs = list(jobs)
+        for job in jobs:
+            if job not in self._kinds:
+                self._kinds[job] = self._job_kind(job)
+        return {j: self._kinds[j] for j in jobs}
 
     def _job_kind(self, job: JobId) -> str:
         # views.job_kind's rule, over the history up to the instant.

@@ -2,8 +2,9 @@
 
 Edges are stored under the dataset identities producers sent; here they are resolved to
 canonical nodes and merged: an edge's first/last seen are the min/max over its aliases'
-edges, its run_count the number of distinct runs, its last_state the state of its latest
-run (by start time, then runId). Walks are breadth-first, one store query per frontier.
+edges, its run_count the runs that used it, its last_state the state of the run that
+named it last (by eventTime, then runId) — both kept on the edge rows by the projector.
+Walks are breadth-first, one store query per frontier, reading only the direction walked.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .projector import graph_rows
 from .projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
 from .projector.graph_rows import EdgeSpan
 from .store.base import GraphReader, Row
-from .views import Identities, dataset_node, job_kind, job_node, node_id
+from .views import Identities, dataset_node, job_kinds, job_node, node_id
 
 
 @dataclasses.dataclass
@@ -28,7 +29,9 @@ class MergedEdge:
     static: bool
     first: tuple[str, str] | None = None
     last: tuple[str, str] | None = None
-    runs: set[str] = dataclasses.field(default_factory=set)
+    run_count: int = 0
+    last_run: tuple[str, str] = ("", "")  # (eventTime key, runId) of the run naming it last
+    identities: int = 0  # stored rows merged into it: more than one for an aliased node
 
     def add(self, row: Row) -> None:
         first = (row[6], row[7]) if row[6] else None
@@ -37,6 +40,9 @@ class MergedEdge:
             self.first = first
         if last and (self.last is None or last > self.last):
             self.last = last
+        self.run_count += row[10]  # exact for one identity; see Graph.count_runs
+        self.last_run = max(self.last_run, (row[11], row[12]))
+        self.identities += 1
 
 
 class Resolver(Protocol):
@@ -56,16 +62,28 @@ class Graph:
         self._kinds: dict[JobId, str] = {}
 
     def job_type(self, job: JobId) -> str:
-        if job not in self._kinds:
-            self._kinds[job] = job_kind(self.reader, job)
-        return self._kinds[job]
+        return self.job_types([job])[job]
 
-    def edges_of_datasets(self, nodes: Iterable[DatasetId]) -> list[MergedEdge]:
+    def job_types(self, jobs: Iterable[JobId]) -> dict[JobId, str]:
+        """Job or service, for many jobs in two queries (views.job_kinds)."""
+        jobs = list(jobs)
+        todo = [j for j in dict.fromkeys(jobs) if j not in self._kinds]
+        if todo:
+            self._kinds.update(job_kinds(self.reader, todo))
+        return {j: self._kinds[j] for j in jobs}
+
+    def edges_of_datasets(
+        self, nodes: Iterable[DatasetId], direction: str | None = None
+    ) -> list[MergedEdge]:
+        """The edges of the datasets (every identity of each), in one direction or both."""
         members = self.ids.members(nodes)
-        raw_ids = [m for ms in members.values() for m in ms]
-        rows = self.reader.rows(
-            "edges", ("ds_ns", "ds_name"), [(m.namespace, m.name) for m in raw_ids]
-        )
+        raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
+        if direction is None:
+            rows = self.reader.rows("edges", ("ds_ns", "ds_name"), raw)
+        else:
+            rows = self.reader.rows(
+                "edges", ("ds_ns", "ds_name", "direction"), [(*r, direction) for r in raw]
+            )
         return self._merge(rows)
 
     def edges_of_jobs(self, jobs: Iterable[JobId]) -> list[MergedEdge]:
@@ -81,38 +99,40 @@ class Graph:
             job, ds = JobId(row[0], row[1]), canonical[DatasetId(row[2], row[3])]
             key = (job, ds, row[4], bool(row[5]))
             merged.setdefault(key, MergedEdge(job, ds, row[4], bool(row[5]))).add(row)
-        self._attach_runs([e for e in merged.values() if not e.static])
         return sorted(merged.values(), key=lambda e: (e.job, e.dataset, e.direction, e.static))
 
-    def _attach_runs(self, edges: list[MergedEdge]) -> None:
-        if not edges:
-            return
-        members = self.ids.members({e.dataset for e in edges})
-        raw = {m: e_ds for e_ds, ms in members.items() for m in ms}
-        rows = self.reader.rows(
-            "run_io", ("ds_ns", "ds_name"), [(m.namespace, m.name) for m in raw]
-        )
-        by_key = {(e.job, e.dataset, e.direction): e for e in edges}
-        for run_id, job_ns, job_name, ds_ns, ds_name, direction, _v, _vk in rows:
-            edge = by_key.get((JobId(job_ns, job_name), raw[DatasetId(ds_ns, ds_name)], direction))
-            if edge is not None:
-                edge.runs.add(run_id)
-
     def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
-        run_ids = sorted({r for e in edges for r in e.runs})
-        runs = {r[0]: r for r in self.reader.rows("runs", ("run_id",), [(x,) for x in run_ids])}
-        out: dict[int, str | None] = {}
-        for i, e in enumerate(edges):
-            latest = max(
-                (runs[r] for r in e.runs if r in runs),
-                key=lambda r: (r[4] or "", r[0]),
-                default=None,
-            )
-            out[i] = latest[3] if latest else None
-        return out
+        """The state of each edge's latest run (the run that named it last)."""
+        run_ids = sorted({e.last_run[1] for e in edges if e.last_run[1]})
+        states = {
+            r[0]: r[3] for r in self.reader.rows("runs", ("run_id",), [(x,) for x in run_ids])
+        }
+        return {i: states.get(e.last_run[1]) for i, e in enumerate(edges)}
+
+    def count_runs(self, edges: list[MergedEdge]) -> None:
+        """Recount the runs of edges merged from several identities of one dataset: the
+        stored counts are per identity as sent, and one run naming two aliases would
+        count twice. Rare (aliased nodes only), so counted here from run_io."""
+        aliased = [e for e in edges if e.identities > 1 and not e.static]
+        if not aliased:
+            return
+        members = self.ids.members({e.dataset for e in aliased})
+        keys = [(m.namespace, m.name, e.direction) for e in aliased for m in members[e.dataset]]
+        runs: dict[tuple[JobId, str, str, str], set[str]] = {}
+        for run_id, job_ns, job_name, ds_ns, ds_name, direction, _v, _vk in self.reader.rows(
+            "run_io", ("ds_ns", "ds_name", "direction"), keys
+        ):
+            runs.setdefault((JobId(job_ns, job_name), ds_ns, ds_name, direction), set()).add(run_id)
+        for e in aliased:
+            found: set[str] = set()
+            for m in members[e.dataset]:
+                found |= runs.get((e.job, m.namespace, m.name, e.direction), set())
+            e.run_count = len(found)
 
     def edge_json(self, edges: list[MergedEdge]) -> list[dict[str, Any]]:
         states = self.last_states(edges)
+        self.count_runs(edges)
+        self.job_types(e.job for e in edges)
         out = []
         for i, e in enumerate(edges):
             job_id = node_id(self.job_type(e.job), e.job.namespace, e.job.name)
@@ -125,7 +145,7 @@ class Graph:
                     "static": e.static,
                     "first_seen": e.first[1] if e.first else None,
                     "last_seen": e.last[1] if e.last else None,
-                    "run_count": len(e.runs),
+                    "run_count": e.run_count,
                     "last_state": states[i],
                 }
             )
@@ -170,6 +190,7 @@ def lineage(
             if not frontier:
                 break
     kept = [e for e in edges.values() if e.job in nodes and e.dataset in nodes]
+    graph.job_types(n for n in nodes if isinstance(n, JobId))
     return {
         "root": _node(graph, root)["id"],
         "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
@@ -191,9 +212,7 @@ def step(
     found: list[tuple[MergedEdge, DatasetId | JobId]] = []
     candidates: list[tuple[MergedEdge, DatasetId | JobId]] = []
     if datasets:
-        candidates += [
-            (e, e.job) for e in graph.edges_of_datasets(datasets) if e.direction == wanted_ds
-        ]
+        candidates += [(e, e.job) for e in graph.edges_of_datasets(datasets, wanted_ds)]
     if jobs:
         candidates += [
             (e, e.dataset) for e in graph.edges_of_jobs(jobs) if e.direction == wanted_job

@@ -112,17 +112,22 @@ def current_facets(
     (a dataset's aliases): the same merge rule as one owner (projector/facets.py)."""
     slots: dict[str, facet_rules.FacetSlot] = {}
     for row in reader.rows("facets", ("entity",), [(o,) for o in owners]):
-        _, name, vk, vt, vj, ve, dk, dt, dj, de = row
-        slot = facet_rules.FacetSlot(
-            None
-            if vj is None
-            else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt), vj.encode()),
-            None
-            if (dj is None or not honour_deleted)
-            else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt), dj.encode()),
-        )
+        name, slot = row[1], _slot(row, honour_deleted)
         slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
     return {name: v.value for name, v in facet_rules.current_of(slots).items()}
+
+
+def _slot(row: Row, honour_deleted: bool) -> facet_rules.FacetSlot:
+    """A stored facets row as the facet rule's slot."""
+    _, _, vk, vt, vj, ve, dk, dt, dj, de = row
+    return facet_rules.FacetSlot(
+        None
+        if vj is None
+        else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt), vj.encode()),
+        None
+        if (dj is None or not honour_deleted)
+        else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt), dj.encode()),
+    )
 
 
 def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[str, Any]:
@@ -161,12 +166,33 @@ def job_kind(reader: GraphReader, job: JobId, facets: dict[str, Any] | None = No
     """DESIGN §3: a service when its jobType facet says processingType SERVICE, or when
     every event naming it is a JobEvent without outputs."""
     if facets is None:
-        facets = current_facets(reader, [entity("job", job.namespace, job.name)])
-    job_type = facets.get("jobType")
+        return job_kinds(reader, [job])[job]
+    rows = reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)])
+    return _kind(facets.get("jobType"), rows[0] if rows else None)
+
+
+def job_kinds(reader: GraphReader, jobs: list[JobId]) -> dict[JobId, str]:
+    """``job_kind`` of many jobs in two queries (lineage pages name hundreds)."""
+    owners = {entity("job", j.namespace, j.name): j for j in jobs}
+    slots: dict[JobId, facet_rules.FacetSlot] = {}
+    for row in reader.rows("facets", ("entity", "name"), [(o, "jobType") for o in owners]):
+        slots[owners[row[0]]] = _slot(row, honour_deleted=True)
+    flags = {
+        JobId(r[0], r[1]): r
+        for r in reader.rows("jobs", ("ns", "name"), [(j.namespace, j.name) for j in jobs])
+    }
+    out = {}
+    for job in jobs:
+        slot = slots.get(job)
+        current = slot.current if slot is not None else None
+        out[job] = _kind(current.value if current is not None else None, flags.get(job))
+    return out
+
+
+def _kind(job_type: Any, flags: Row | None) -> str:
     if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
         return "service"
-    rows = reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)])
-    if rows and rows[0][2:] == (0, 0, 1):
+    if flags is not None and flags[2:] == (0, 0, 1):
         return "service"
     return "job"
 

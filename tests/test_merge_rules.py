@@ -98,16 +98,29 @@ def joined_spans(a: EdgeSpan, b: EdgeSpan) -> EdgeSpan:
     return out
 
 
+LAST_RUNS = st.sampled_from(
+    [
+        ("", ""),
+        ("", "r2"),
+        ("2026-11-30T09:00:00.000000000Z", "r1"),
+        ("2026-11-30T09:00:00.000000000Z", "r2"),
+    ]
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(a=spans(), b=spans(), runs=st.tuples(st.integers(0, 3), st.integers(0, 3)))
-def test_edges(store: SQLiteStore, a: EdgeSpan, b: EdgeSpan, runs: tuple[int, int]) -> None:
+@given(
+    a=st.tuples(spans(), st.integers(0, 3), LAST_RUNS),
+    b=st.tuples(spans(), st.integers(0, 3), LAST_RUNS),
+)
+def test_edges(store: SQLiteStore, a: Any, b: Any) -> None:
     check(
         store,
         "edges",
-        (a, runs[0]),
-        (b, runs[1]),
-        lambda v: (*graph_rows.span_row(v[0]), v[1]),
-        lambda x, y: (joined_spans(x[0], y[0]), x[1] + y[1]),
+        a,
+        b,
+        lambda v: (*graph_rows.span_row(v[0]), v[1], *v[2]),
+        lambda x, y: (joined_spans(x[0], y[0]), x[1] + y[1], max(x[2], y[2])),
         idempotent=False,  # run_count adds: the projector sends only runs new to the edge
     )
 

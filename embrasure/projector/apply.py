@@ -162,7 +162,8 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
         if key not in stored:
             assert span.seq is not None
             created[span.seq] = created.get(span.seq, 0) + 1
-        rows.append((*key, *graph_rows.span_row(span), runs_added.get(key, 0)))
+        last_run = changes.edge_runs.get(key, ("", ""))
+        rows.append((*key, *graph_rows.span_row(span), runs_added.get(key, 0), *last_run))
     tx.merge("edges", rows)
     return created
 

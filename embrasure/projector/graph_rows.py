@@ -81,6 +81,7 @@ class Contributions:
         dataclasses.field(default_factory=dict)
     )
     edges: dict[EdgeKey, EdgeSpan] = dataclasses.field(default_factory=dict)
+    edge_runs: dict[EdgeKey, tuple[str, str]] = dataclasses.field(default_factory=dict)
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
@@ -124,11 +125,14 @@ class Contributions:
                 if old is None
                 else (max(old[0], flags[0]), max(old[1], flags[1]), max(old[2], flags[2]))
             )
+        run = (tkey, facts.run_id) if facts.run_id is not None else None
         for edge_key in shape.edges:
             span = self.edges.get(edge_key)
             if span is None:
                 span = self.edges[edge_key] = EdgeSpan(seq=seq)
             span.add(time)
+            if run is not None and run > self.edge_runs.get(edge_key, ("", "")):
+                self.edge_runs[edge_key] = run
         if facts.run_id is not None and job is not None:
             self._run(facts, job, shape)
         self._facets(facts, shape)

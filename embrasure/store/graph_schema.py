@@ -14,9 +14,12 @@ so an alias learned later re-points everything learned earlier with no rewrite.
 
 from __future__ import annotations
 
+import re
+
 # 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields;
-# 5: what each event named (events.io_key, io_sets) and when links were first seen
-GRAPH_VERSION = 5
+# 5: what each event named (events.io_key, io_sets) and when links were first seen;
+# 6: edges keep their latest run, and are indexed by direction
+GRAPH_VERSION = 6
 
 GRAPH_TABLES = """
 CREATE TABLE {g}position (
@@ -130,9 +133,11 @@ CREATE TABLE {g}edges (
     first_key TEXT, first_text TEXT,
     last_key TEXT, last_text TEXT,
     run_count INTEGER NOT NULL,
+    last_run_key TEXT NOT NULL,            -- the run that named it last: eventTime key
+    last_run TEXT NOT NULL,                -- ('' unknown), then runId; '' '' for none
     PRIMARY KEY (job_ns, job_name, ds_ns, ds_name, direction, static)
 ){without_rowid};
-CREATE INDEX {g}edges_ds ON {g}edges (ds_ns, ds_name);
+CREATE INDEX {g}edges_ds ON {g}edges (ds_ns, ds_name, direction);
 CREATE TABLE {g}run_io (
     run_id TEXT NOT NULL,
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,  -- the job of the event naming it
@@ -203,9 +208,15 @@ TABLES = (
 )
 
 
-def graph_statements(prefix: str, tokens: dict[str, str]) -> list[str]:
-    text = GRAPH_TABLES.format(g=prefix, **tokens)
+def split_statements(text: str) -> list[str]:
+    """SQL text → statements. ``--`` comments go first (they may hold a ';'); the schema
+    holds no string literal with ``--`` or ';' in it."""
+    text = re.sub(r"--[^\n]*", "", text)
     return [s.strip() for s in text.split(";") if s.strip()]
+
+
+def graph_statements(prefix: str, tokens: dict[str, str]) -> list[str]:
+    return split_statements(GRAPH_TABLES.format(g=prefix, **tokens))
 
 
 def prefix(generation: int) -> str:
@@ -278,7 +289,15 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "edges": (
         ("job_ns", "job_name", "ds_ns", "ds_name", "direction", "static"),
-        ("first_key", "first_text", "last_key", "last_text", "run_count"),
+        (
+            "first_key",
+            "first_text",
+            "last_key",
+            "last_text",
+            "run_count",
+            "last_run_key",
+            "last_run",
+        ),
     ),
     "run_io": (
         ("run_id", "job_ns", "job_name", "ds_ns", "ds_name", "direction"),
@@ -378,7 +397,12 @@ MERGES: dict[str, dict[str, str]] = {
     # A link is as old as the earliest event declaring it ('' — unknown — is older).
     "links": {"first_key": "{least}(first_key, excluded.first_key)"},
     # EdgeSpan, and run_count: the caller sends only runs new to the edge.
-    "edges": {**_span(), "run_count": "run_count + excluded.run_count"},
+    # The latest run naming it (eventTime key, then runId).
+    "edges": {
+        **_span(),
+        "run_count": "run_count + excluded.run_count",
+        **_later(("last_run_key", "last_run"), ("last_run_key", "last_run")),
+    },
     # runs.merge_run_states, and the job and parent from the latest event naming them
     # (eventTime key, then event id).
     "runs": {

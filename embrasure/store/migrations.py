@@ -49,8 +49,7 @@ class Migration:
     sql: str
 
     def statements(self, dialect: str) -> list[str]:
-        text = self.sql.format(**DIALECT_TOKENS[dialect])
-        return [s.strip() for s in text.split(";") if s.strip()]
+        return graph_schema.split_statements(self.sql.format(**DIALECT_TOKENS[dialect]))
 
 
 MIGRATIONS: tuple[Migration, ...] = (
