@@ -118,6 +118,7 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     tx.insert_missing("events", changes.events)  # where each event was first seen
     tx.insert_missing("datasets", sorted(changes.datasets))
     tx.insert_missing("fields", sorted(changes.fields))
+    tx.insert_missing("field_names", sorted({(f[2],) for f in changes.fields}))
     tx.insert_missing(
         "io_sets", [(key, *edge) for key, edges in changes.io_sets.items() for edge in edges]
     )

@@ -18,8 +18,8 @@ import re
 
 # 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields;
 # 5: what each event named (events.io_key, io_sets) and when links were first seen;
-# 6: edges keep their latest run, and are indexed by direction
-GRAPH_VERSION = 6
+# 6: edges keep their latest run, and are indexed by direction; 7: field_names
+GRAPH_VERSION = 7
 
 GRAPH_TABLES = """
 CREATE TABLE {g}position (
@@ -85,6 +85,10 @@ CREATE TABLE {g}fields (
     ns TEXT NOT NULL, name TEXT NOT NULL,  -- a dataset as sent
     field TEXT NOT NULL,                   -- named by its schema facet or column lineage
     PRIMARY KEY (ns, name, field)
+){without_rowid};
+CREATE INDEX {g}fields_field ON {g}fields (field);
+CREATE TABLE {g}field_names (              -- every field name once: search scans these
+    field TEXT PRIMARY KEY                 -- (hundreds) rather than every dataset's fields
 ){without_rowid};
 CREATE TABLE {g}links (
     a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
@@ -195,6 +199,7 @@ TABLES = (
     "io_sets",
     "datasets",
     "fields",
+    "field_names",
     "links",
     "canonical",
     "jobs",
@@ -263,6 +268,7 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "datasets": (("ns", "name"), ()),
     "fields": (("ns", "name", "field"), ()),
+    "field_names": (("field",), ()),
     "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ("type", "first_key")),
     "canonical": (("ns", "name"), ("c_ns", "c_name", "renamed")),
     "jobs": (("ns", "name"), ("run_events", "job_events_out", "job_events_in")),

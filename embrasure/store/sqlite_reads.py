@@ -194,8 +194,9 @@ class SQLiteReader(GraphReader):
                     FROM {self.g}datasets WHERE instr(lower(name), :q) > 0
                 UNION ALL SELECT 'job', ns, name, NULL, name
                     FROM {self.g}jobs WHERE instr(lower(name), :q) > 0
-                UNION ALL SELECT 'field', ns, name, field, field
-                    FROM {self.g}fields WHERE instr(lower(field), :q) > 0
+                UNION ALL SELECT 'field', f.ns, f.name, f.field, f.field
+                    FROM {self.g}field_names n CROSS JOIN {self.g}fields f ON f.field = n.field
+                    WHERE instr(lower(n.field), :q) > 0
             ) ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
         return [tuple(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
 
