@@ -143,8 +143,9 @@ _memo: dict[bytes, Declared | str] = {}
 
 def _declared(event: dict[str, Any], kind: str, job: JobId | None) -> Declared | str:
     """Stages 7 (job facets), 8 and 10 for the event's job and datasets, or the reason
-    they break a rule. A pure function of that part of the event, so it is memoised by
-    its canonical JSON: a job's schema, SQL and column lineage repeat in every run."""
+    they break a rule. A pure function of that part of the event, so it is memoised by a
+    digest of its JSON: a job's schema, SQL and column lineage repeat in every run. The
+    values are shared between events: nothing downstream may change them."""
     part = [kind, event.get("job"), event.get("inputs"), event.get("outputs"), event.get("dataset")]
     try:
         # Key order as sent: a producer sends its keys in one order, and another order
