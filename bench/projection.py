@@ -258,13 +258,6 @@ def wait_for_quiet(max_wait_s: float = 90.0, threshold_cores: float = 0.3) -> fl
     return time.monotonic() - start
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 # -- pre-filling a log ----------------------------------------------------------------
 
 
@@ -609,14 +602,14 @@ def _lag_summary(
         / duration,
         "offered_events_per_s": len(measured) * batch / duration,
         "non_202": dict(statuses),
-        "ack_ms_p50": percentile(ack_ms, 50) if ack_ms else None,
-        "ack_ms_p99": percentile(ack_ms, 99) if ack_ms else None,
+        "ack_ms_p50": servers.percentile(ack_ms, 50) if ack_ms else None,
+        "ack_ms_p99": servers.percentile(ack_ms, 99) if ack_ms else None,
         "max_send_slip_ms": max(((p.sent - p.planned) * 1000 for p in measured), default=0.0),
-        "lag_s_p50": percentile(all_lags, 50) if all_lags else None,
-        "lag_s_p99": percentile(all_lags, 99) if all_lags else None,
+        "lag_s_p50": servers.percentile(all_lags, 50) if all_lags else None,
+        "lag_s_p99": servers.percentile(all_lags, 99) if all_lags else None,
         "lag_s_max": max(all_lags) if all_lags else None,
-        "lag_from_ack_s_p50": percentile(lags_from_ack, 50) if lags_from_ack else None,
-        "lag_from_ack_s_p99": percentile(lags_from_ack, 99) if lags_from_ack else None,
+        "lag_from_ack_s_p50": servers.percentile(lags_from_ack, 50) if lags_from_ack else None,
+        "lag_from_ack_s_p99": servers.percentile(lags_from_ack, 99) if lags_from_ack else None,
         "not_seen_projected": len(unseen),
         "percentiles_are_lower_bounds": bool(unseen),
         "states_seen": dict(Counter(s.state for s in watcher.seen.values())),

@@ -596,13 +596,6 @@ def query_groups(platform: Platform, first_part_jobs: int, calls: int) -> list[G
 # -- measuring over HTTP ----------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 @dataclasses.dataclass
 class Answer:
     """What one call returned: sizes, and what the in-memory walk needs to mirror it."""
@@ -669,8 +662,8 @@ def measure_group(
         "title": group.title,
         "calls": len(answers),
         "roots": len(group.queries),
-        "p50_ms": percentile(times, 50),
-        "p99_ms": percentile(times, 99),
+        "p50_ms": servers.percentile(times, 50),
+        "p99_ms": servers.percentile(times, 99),
         "mean_ms": statistics.fmean(times),
         "max_ms": max(times),
         "non_200": len(bad),
@@ -919,8 +912,8 @@ def measure_memory(
     gc.unfreeze()
     return {
         "calls": len(ms),
-        "p50_ms": percentile(ms, 50),
-        "p99_ms": percentile(ms, 99),
+        "p50_ms": servers.percentile(ms, 50),
+        "p99_ms": servers.percentile(ms, 99),
         "mean_ms": statistics.fmean(ms),
         "count_mismatches": mismatches,
         "mismatch_example": example,

@@ -4,6 +4,7 @@ Each measured server is a fresh child process on a free loopback port: the null 
 (bench/null_receiver.py) or ``embrasure serve`` on its own new SQLite file. The harness
 reads CPU, memory and disk-write counters from /proc (Linux only) rather than from the
 server, so both servers are measured the same way and nothing is added to their hot path.
+``percentile`` is the one every benchmark reports with.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -219,3 +221,10 @@ def copy_source(dest: Path, rev: str | None) -> str:
 def _git(*args: str) -> str:
     result = subprocess.run(["git", *args], cwd=REPO_DIR, capture_output=True, text=True)
     return result.stdout.strip()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
