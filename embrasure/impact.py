@@ -82,6 +82,7 @@ def _dataset_walk(graph: Graph, root: DatasetId, depth: int, found: _Items) -> N
     for distance in range(1, depth + 1):
         nxt: set[DatasetId | JobId] = set()
         hops = step(graph, frontier, "downstream", None)
+        graph.job_types(n for _edge, n in hops if isinstance(n, JobId))
         for edge, neighbour in sorted(hops, key=lambda h: _hop_order(graph, h)):
             if neighbour in paths:
                 continue
@@ -125,6 +126,8 @@ def _field_walk(
     for distance in range(1, depth + 1):
         nxt: list[tuple[DatasetId, str]] = []
         edges = column_edges_of(graph.reader, graph.ids, frontier, "src")
+        # Every job of this hop's edges in two queries, not two per job (bench/query.py).
+        graph.job_types(e.job for e, _span in edges if e.job is not None)
         for edge, _span in sorted(edges, key=lambda e: _edge_order(e[0])):
             target = (edge.target, edge.target_field)
             if target in paths:
