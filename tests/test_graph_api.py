@@ -1819,3 +1819,20 @@ def test_poison_delivery_is_quarantined_whole(
     api.client.post(f"/api/v1/quarantine/{poison['delivery_id']}/1/replay")
     assert api.delivery(poison["delivery_id"])["state"] == "projected"
     assert api.get("/api/v1/quarantine")["items"] == []
+
+
+def test_a_store_that_cannot_be_read_answers_503(tmp_path: Path) -> None:
+    # The database file is gone and a directory stands in its place: a new read
+    # connection cannot open it (SQLITE_CANTOPEN). That is the store's trouble, not the
+    # request's: 503 with Retry-After, not a 500.
+    db = tmp_path / "gone.db"
+    with make_client(db) as client:
+        for leftover in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            leftover.unlink(missing_ok=True)
+        db.mkdir()
+        r = client.get("/api/v1/lineage", params={"namespace": "a", "name": "b"})
+        assert r.status_code == 503, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        assert int(r.headers["retry-after"]) > 0
+        assert "could not be read" in r.json()["detail"]
+    client.app.state.store.close()  # type: ignore[attr-defined]

@@ -308,8 +308,8 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:
-        conn = self._read()
         try:
+            conn = self._read()
             conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
             try:
                 yield SQLiteReader(conn, graph_schema.prefix(self.generation(conn)))
