@@ -28,7 +28,7 @@ from .projector import facets as facet_rules
 from .projector.graph_rows import entity
 from .projector.runs import RunEventFact, resolve_run
 from .projector.symlinks import Link, resolve_group
-from .query import Graph, MergedEdge
+from .query import Graph, MergedEdge, edge_order
 from .store.base import GraphReader, Row
 
 
@@ -85,9 +85,12 @@ class AsOfGraph(Graph):
         rows = self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw)
         return self._edges([r for r in rows if direction in (None, r[5])])
 
-    def edges_of_jobs(self, jobs: Iterable[JobId]) -> list[MergedEdge]:
+    def edges_of_jobs(
+        self, jobs: Iterable[JobId], direction: str | None = None
+    ) -> list[MergedEdge]:
         keys = [(j.namespace, j.name) for j in jobs]
-        return self._edges(self.reader.rows("io_sets", ("job_ns", "job_name"), keys))
+        rows = self.reader.rows("io_sets", ("job_ns", "job_name"), keys)
+        return self._edges([r for r in rows if direction in (None, r[5])])
 
     def _edges(self, io_rows: list[Row]) -> list[MergedEdge]:
         by_key: dict[bytes, list[Row]] = {}
@@ -112,7 +115,7 @@ class AsOfGraph(Graph):
                     edge.last_run = max(edge.last_run, (time_key, run_id))
         for key, edge_runs in runs.items():
             merged[key].run_count = len(edge_runs)
-        return sorted(merged.values(), key=lambda e: (e.job, e.dataset, e.direction, e.static))
+        return sorted(merged.values(), key=edge_order)
 
     def _events(self, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> list[Row]:
         """Events (graph_schema.COLUMNS order) whose ``columns`` equal one of ``values``,

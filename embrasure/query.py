@@ -45,6 +45,11 @@ class MergedEdge:
         self.identities += 1
 
 
+def edge_order(e: MergedEdge) -> tuple[str, str, DatasetId, str, bool]:
+    """Edges by job, dataset, direction, static (strings compare in C; JobId would not)."""
+    return (e.job.namespace, e.job.name, e.dataset, e.direction, e.static)
+
+
 class Resolver(Protocol):
     """Dataset identity resolution: views.Identities (now), as_of.AsOfIdentities (then)."""
 
@@ -62,7 +67,8 @@ class Graph:
         self._kinds: dict[JobId, str] = {}
 
     def job_type(self, job: JobId) -> str:
-        return self.job_types([job])[job]
+        kind = self._kinds.get(job)
+        return kind if kind is not None else self.job_types([job])[job]
 
     def job_types(self, jobs: Iterable[JobId]) -> dict[JobId, str]:
         """Job or service, for many jobs in two queries (views.job_kinds)."""
@@ -86,20 +92,32 @@ class Graph:
             )
         return self._merge(rows)
 
-    def edges_of_jobs(self, jobs: Iterable[JobId]) -> list[MergedEdge]:
-        rows = self.reader.rows(
-            "edges", ("job_ns", "job_name"), [(j.namespace, j.name) for j in jobs]
-        )
+    def edges_of_jobs(
+        self, jobs: Iterable[JobId], direction: str | None = None
+    ) -> list[MergedEdge]:
+        """The edges of the jobs, in one direction or both."""
+        keys = [(j.namespace, j.name) for j in jobs]
+        if direction is None:
+            rows = self.reader.rows("edges", ("job_ns", "job_name"), keys)
+        else:
+            rows = self.reader.rows(
+                "edges", ("job_ns", "job_name", "direction"), [(*k, direction) for k in keys]
+            )
         return self._merge(rows)
 
     def _merge(self, rows: list[Row]) -> list[MergedEdge]:
         canonical = self.ids.canonical(DatasetId(r[2], r[3]) for r in rows)
-        merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
+        # Keyed and sorted by plain strings: JobId's dataclass hash and order run in
+        # Python, and a hub's walk merges thousands of rows (bench/query.py).
+        merged: dict[tuple[str, str, DatasetId, str, int], MergedEdge] = {}
         for row in rows:
-            job, ds = JobId(row[0], row[1]), canonical[DatasetId(row[2], row[3])]
-            key = (job, ds, row[4], bool(row[5]))
-            merged.setdefault(key, MergedEdge(job, ds, row[4], bool(row[5]))).add(row)
-        return sorted(merged.values(), key=lambda e: (e.job, e.dataset, e.direction, e.static))
+            ds = canonical[DatasetId(row[2], row[3])]
+            key = (row[0], row[1], ds, row[4], row[5])
+            edge = merged.get(key)
+            if edge is None:
+                edge = merged[key] = MergedEdge(JobId(row[0], row[1]), ds, row[4], bool(row[5]))
+            edge.add(row)
+        return [merged[k] for k in sorted(merged)]
 
     def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
         """The state of each edge's latest run (the run that named it last)."""
@@ -194,9 +212,7 @@ def lineage(
     return {
         "root": _node(graph, root)["id"],
         "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
-        "edges": graph.edge_json(
-            sorted(kept, key=lambda e: (e.job, e.dataset, e.direction, e.static))
-        ),
+        "edges": graph.edge_json(sorted(kept, key=edge_order)),
         "truncated": truncated,
     }
 
@@ -214,9 +230,7 @@ def step(
     if datasets:
         candidates += [(e, e.job) for e in graph.edges_of_datasets(datasets, wanted_ds)]
     if jobs:
-        candidates += [
-            (e, e.dataset) for e in graph.edges_of_jobs(jobs) if e.direction == wanted_job
-        ]
+        candidates += [(e, e.dataset) for e in graph.edges_of_jobs(jobs, wanted_job)]
     if states is not None:
         edge_list = [e for e, _ in candidates]
         last = graph.last_states(edge_list)
