@@ -116,19 +116,6 @@ class SQLiteReader(GraphReader):
 
     # -- graph -----------------------------------------------------------------------------
 
-    def aliases_of(self, canonical: Iterable[tuple[str, str]]) -> list[Row]:
-        """canonical rows (ns, name, c_ns, c_name, renamed) of the given canonical ids."""
-        return self.rows("canonical", ("c_ns", "c_name"), [tuple(c) for c in canonical])
-
-    def canonical_rows(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        return self.rows("canonical", ("ns", "name"), [tuple(i) for i in identities])
-
-    def edges_of_datasets(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        return self.rows("edges", ("ds_ns", "ds_name"), [tuple(i) for i in identities])
-
-    def edges_of_jobs(self, jobs: Iterable[tuple[str, str]]) -> list[Row]:
-        return self.rows("edges", ("job_ns", "job_name"), [tuple(j) for j in jobs])
-
     def runs_of_job(
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
     ) -> list[Row]:
