@@ -49,7 +49,6 @@ import heapq
 import itertools
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -1027,23 +1026,6 @@ def run_profile(work: Path, source: Path, log_db: Path, stacks: Path) -> dict[st
 # -- report ---------------------------------------------------------------------------
 
 
-def machine_facts() -> dict[str, Any]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "cpu": model,
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "commit": os.environ.get(CODE_ENV, "unknown"),
-    }
-
-
 def _f(value: float | None, digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
@@ -1380,7 +1362,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
         raise RuntimeError(f"embrasure was imported from {imported}, not from the copy")
     everything = not (args.throughput or args.lag or args.profile or args.reproject)
     out_dir = RESULTS_DIR / "tmp" if args.quick else RESULTS_DIR
-    machine = machine_facts()
+    machine = servers.machine_facts(os.environ.get(CODE_ENV, "unknown"))
     run_info = {"date": machine["date"], "commit": machine["commit"]}
     parts: dict[str, Any] = {}
     # The collector settings of `embrasure serve`, `project` and `reproject`, which the

@@ -71,7 +71,6 @@ import dataclasses
 import functools
 import gc
 import os
-import platform as platform_module
 import random
 import shutil
 import signal
@@ -1233,23 +1232,6 @@ def _median(summary: dict[str, float] | None) -> str:
 # -- report -------------------------------------------------------------------------------
 
 
-def machine_facts(code: str) -> dict[str, Any]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": os.cpu_count(),
-        "cpu": model,
-        "python": platform_module.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "commit": code,
-    }
-
-
 def _f(value: float | None, digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
@@ -1592,7 +1574,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "100%", work, source, db, platform, tasks[first:], small["events"], groups, args
         )
         results = {
-            "machine": machine_facts(code),
+            "machine": servers.machine_facts(code),
             "scale": scale,
             "calls": calls,
             "platform": {

@@ -13,15 +13,19 @@ import contextlib
 import dataclasses
 import io
 import os
+import platform
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tarfile
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -228,3 +232,21 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
     return ordered[rank - 1]
+
+
+def machine_facts(code: str) -> dict[str, Any]:
+    """What a report says about the machine and the code it measured."""
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "commit": code,
+    }
