@@ -130,7 +130,7 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     inserted = tx.insert_new("links", link_rows)
     new_links = [link for link, is_new in zip(links, inserted, strict=True) if is_new]
     tx.merge("links", [row for row, is_new in zip(link_rows, inserted, strict=True) if not is_new])
-    _merge_jobs(tx, changes)
+    tx.merge("jobs", [(*key, *flags) for key, flags in changes.jobs.items()])
     tx.merge("runs", [graph_rows.run_row(run_id, part) for run_id, part in changes.runs.items()])
     edges_created = _merge_edges(tx, changes)
     _merge_run_io(tx, changes)
@@ -140,13 +140,9 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     return edges_created
 
 
-def _merge_jobs(tx: ProjectionTx, changes: Contributions) -> None:
-    tx.merge("jobs", [(*key, *flags) for key, flags in changes.jobs.items()])
-
-
 def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
-    # run_count counts distinct runs: a (run, dataset, direction) seen for the first time
-    # adds one to the edge between the run's job and the dataset.
+    # run_count counts distinct runs: a (run, job, dataset, direction) seen for the first
+    # time adds one to that job's edge with the dataset.
     runs_added: dict[graph_rows.EdgeKey, int] = {}
     io_keys = sorted(changes.run_io)
     inserted = tx.insert_new("run_io", [(*k, None, None) for k in io_keys])
