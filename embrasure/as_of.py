@@ -28,7 +28,7 @@ from .projector import facets as facet_rules
 from .projector.graph_rows import entity
 from .projector.runs import RunEventFact, resolve_run
 from .projector.symlinks import Link, resolve_group
-from .query import Graph, MergedEdge, edge_order
+from .query import Graph, Hop, MergedEdge, edge_order
 from .store.base import GraphReader, Row
 
 
@@ -74,23 +74,39 @@ class AsOfGraph(Graph):
         self.key = key
         self.ids = AsOfIdentities(reader, key)
         self._run_states: dict[str, str] = {}  # run → its state at the instant
+        self._whole: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}  # by Hop.key
 
     # -- edges ------------------------------------------------------------------------------
 
-    def edges_of_datasets(
-        self, nodes: Iterable[DatasetId], direction: str | None = None
-    ) -> list[MergedEdge]:
-        members = self.ids.members(nodes)
-        raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
-        rows = self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw)
-        return self._edges([r for r in rows if direction in (None, r[5])])
+    def hops(
+        self, datasets: list[DatasetId], jobs: list[JobId], walk: str
+    ) -> list[tuple[Hop, DatasetId | JobId]]:
+        """As Graph.hops, from the events up to the instant; the edges are whole already
+        (``complete`` returns them)."""
+        wanted_ds = "out" if walk == "upstream" else "in"
+        wanted_job = "in" if walk == "upstream" else "out"
+        out: list[tuple[Hop, DatasetId | JobId]] = []
+        if datasets:
+            members = self.ids.members(datasets)
+            raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
+            rows = self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw)
+            out += [(h, h.job) for h in self._hops([r for r in rows if r[5] == wanted_ds])]
+        if jobs:
+            keys = [(j.namespace, j.name) for j in jobs]
+            rows = self.reader.rows("io_sets", ("job_ns", "job_name"), keys)
+            out += [(h, h.dataset) for h in self._hops([r for r in rows if r[5] == wanted_job])]
+        return out
 
-    def edges_of_jobs(
-        self, jobs: Iterable[JobId], direction: str | None = None
-    ) -> list[MergedEdge]:
-        keys = [(j.namespace, j.name) for j in jobs]
-        rows = self.reader.rows("io_sets", ("job_ns", "job_name"), keys)
-        return self._edges([r for r in rows if direction in (None, r[5])])
+    def _hops(self, io_rows: list[Row]) -> list[Hop]:
+        hops = []
+        for edge in self._edges(io_rows):
+            hop = Hop(edge.job, edge.dataset, edge.direction, edge.static, [])
+            self._whole[hop.key] = edge
+            hops.append(hop)
+        return hops
+
+    def complete(self, hops: Iterable[Hop]) -> list[MergedEdge]:
+        return sorted((self._whole[hop.key] for hop in hops), key=edge_order)
 
     def _edges(self, io_rows: list[Row]) -> list[MergedEdge]:
         by_key: dict[bytes, list[Row]] = {}

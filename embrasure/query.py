@@ -18,6 +18,7 @@ from .projector import graph_rows
 from .projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
 from .projector.graph_rows import EdgeSpan
 from .store.base import GraphReader, Row
+from .store.graph_schema import COLUMNS
 from .views import Identities, dataset_node, job_kinds, job_node, node_id
 
 
@@ -45,9 +46,27 @@ class MergedEdge:
         self.identities += 1
 
 
+@dataclasses.dataclass(slots=True, eq=False)
+class Hop:
+    """An edge a walk crosses, known by its key until ``Graph.complete`` reads the rest."""
+
+    job: JobId
+    dataset: DatasetId  # canonical
+    direction: str
+    static: bool
+    stored: list[Row]  # keys of the stored rows merged into it (one per identity as sent)
+
+    @property
+    def key(self) -> tuple[JobId, DatasetId, str, bool]:
+        return (self.job, self.dataset, self.direction, self.static)
+
+
 def edge_order(e: MergedEdge) -> tuple[str, str, DatasetId, str, bool]:
     """Edges by job, dataset, direction, static (strings compare in C; JobId would not)."""
     return (e.job.namespace, e.job.name, e.dataset, e.direction, e.static)
+
+
+EDGE_KEY = COLUMNS["edges"][0]
 
 
 class Resolver(Protocol):
@@ -78,40 +97,66 @@ class Graph:
             self._kinds.update(job_kinds(self.reader, todo))
         return {j: self._kinds[j] for j in jobs}
 
-    def edges_of_datasets(
-        self, nodes: Iterable[DatasetId], direction: str | None = None
-    ) -> list[MergedEdge]:
-        """The edges of the datasets (every identity of each), in one direction or both."""
+    def edges_of_datasets(self, nodes: Iterable[DatasetId]) -> list[MergedEdge]:
+        """Every edge of the datasets (every identity of each), both directions."""
         members = self.ids.members(nodes)
         raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
-        if direction is None:
-            rows = self.reader.rows("edges", ("ds_ns", "ds_name"), raw)
-        else:
-            rows = self.reader.rows(
-                "edges", ("ds_ns", "ds_name", "direction"), [(*r, direction) for r in raw]
-            )
-        return self._merge(rows)
+        return self._merge(self.reader.rows("edges", ("ds_ns", "ds_name"), raw))
 
-    def edges_of_jobs(
-        self, jobs: Iterable[JobId], direction: str | None = None
-    ) -> list[MergedEdge]:
-        """The edges of the jobs, in one direction or both."""
-        keys = [(j.namespace, j.name) for j in jobs]
-        if direction is None:
-            rows = self.reader.rows("edges", ("job_ns", "job_name"), keys)
-        else:
-            rows = self.reader.rows(
-                "edges", ("job_ns", "job_name", "direction"), [(*k, direction) for k in keys]
+    def hops(
+        self, datasets: list[DatasetId], jobs: list[JobId], walk: str
+    ) -> list[tuple[Hop, DatasetId | JobId]]:
+        """The edges one step of a walk crosses from ``datasets`` and ``jobs``, in
+        edge_order, each with the node it reaches. Only their keys are read (from the
+        edges' covering indexes): a walk keeps a few hundred of a hub's thousands of
+        edges, and reads the rest of those (``complete``) only."""
+        # Upstream of a dataset: the jobs writing it; upstream of a job: the datasets it reads.
+        wanted_ds = "out" if walk == "upstream" else "in"
+        wanted_job = "in" if walk == "upstream" else "out"
+        out: list[tuple[Hop, DatasetId | JobId]] = []
+        if datasets:
+            members = self.ids.members(datasets)
+            raw = [(m.namespace, m.name, wanted_ds) for ms in members.values() for m in ms]
+            found = self._group(
+                self.reader.pick("edges", EDGE_KEY, ("ds_ns", "ds_name", "direction"), raw)
             )
-        return self._merge(rows)
+            out += [(hop, hop.job) for hop in found]
+        if jobs:
+            raw = [(j.namespace, j.name, wanted_job) for j in jobs]
+            found = self._group(
+                self.reader.pick("edges", EDGE_KEY, ("job_ns", "job_name", "direction"), raw)
+            )
+            out += [(hop, hop.dataset) for hop in found]
+        return out
+
+    def _group(self, stored: list[Row]) -> list[Hop]:
+        """Stored edge keys grouped by the edge they merge into, in edge_order."""
+        canonical = self._canonical(stored)
+        # Keyed and sorted by plain strings: JobId's dataclass hash and order run in
+        # Python, and a hub's walk groups thousands of rows (bench/query.py).
+        groups: dict[tuple[str, str, DatasetId, str, int], list[Row]] = {}
+        for k in stored:
+            key = (k[0], k[1], canonical[k[2], k[3]], k[4], k[5])
+            groups.setdefault(key, []).append(k)
+        return [Hop(JobId(k[0], k[1]), k[2], k[3], bool(k[4]), groups[k]) for k in sorted(groups)]
+
+    def _canonical(self, rows: list[Row]) -> dict[tuple[str, str], DatasetId]:
+        """The canonical node of each edge row's dataset, by its (ns, name) as stored: a
+        hub's thousands of rows name a handful of datasets."""
+        pairs = {(r[2], r[3]) for r in rows}
+        found = self.ids.canonical(DatasetId(*p) for p in pairs)
+        return {(d.namespace, d.name): c for d, c in found.items()}
+
+    def complete(self, hops: Iterable[Hop]) -> list[MergedEdge]:
+        """The merged edges of ``hops`` (one read of their stored rows), in edge_order."""
+        keys = [k for hop in hops for k in hop.stored]
+        return self._merge(self.reader.rows("edges", EDGE_KEY, keys)) if keys else []
 
     def _merge(self, rows: list[Row]) -> list[MergedEdge]:
-        canonical = self.ids.canonical(DatasetId(r[2], r[3]) for r in rows)
-        # Keyed and sorted by plain strings: JobId's dataclass hash and order run in
-        # Python, and a hub's walk merges thousands of rows (bench/query.py).
+        canonical = self._canonical(rows)
         merged: dict[tuple[str, str, DatasetId, str, int], MergedEdge] = {}
         for row in rows:
-            ds = canonical[DatasetId(row[2], row[3])]
+            ds = canonical[row[2], row[3]]
             key = (row[0], row[1], ds, row[4], row[5])
             edge = merged.get(key)
             if edge is None:
@@ -122,9 +167,9 @@ class Graph:
     def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
         """The state of each edge's latest run (the run that named it last)."""
         run_ids = sorted({e.last_run[1] for e in edges if e.last_run[1]})
-        states = {
-            r[0]: r[3] for r in self.reader.rows("runs", ("run_id",), [(x,) for x in run_ids])
-        }
+        states: dict[str, str | None] = dict(
+            self.reader.pick("runs", ("run_id", "state"), ("run_id",), [(x,) for x in run_ids])
+        )
         return {i: states.get(e.last_run[1]) for i, e in enumerate(edges)}
 
     def count_runs(self, edges: list[MergedEdge]) -> None:
@@ -184,7 +229,7 @@ def lineage(
     if isinstance(root, DatasetId):
         root = graph.ids.canonical([root])[root]
     nodes: dict[DatasetId | JobId, int] = {root: 0}
-    edges: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
+    hops: dict[tuple[JobId, DatasetId, str, bool], Hop] = {}
     truncated = False
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
         # Each walk has its own visited set: ``both`` is the union of two complete walks,
@@ -194,49 +239,46 @@ def lineage(
         for distance in range(1, depth + 1):
             found = step(graph, frontier, walk, states)
             frontier = set()
-            for edge, neighbour in found:
+            for hop, neighbour in found:
                 if neighbour not in nodes:
                     if len(nodes) >= limit:
                         truncated = True
                         continue
                     nodes[neighbour] = distance
                 nodes[neighbour] = min(nodes[neighbour], distance)
-                edges[(edge.job, edge.dataset, edge.direction, edge.static)] = edge
+                hops[hop.key] = hop
                 if neighbour not in seen:
                     seen.add(neighbour)
                     frontier.add(neighbour)
             if not frontier:
                 break
-    kept = [e for e in edges.values() if e.job in nodes and e.dataset in nodes]
+    kept = graph.complete(h for h in hops.values() if h.job in nodes and h.dataset in nodes)
     graph.job_types(n for n in nodes if isinstance(n, JobId))
     return {
         "root": _node(graph, root)["id"],
         "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
-        "edges": graph.edge_json(sorted(kept, key=edge_order)),
+        "edges": graph.edge_json(kept),
         "truncated": truncated,
     }
 
 
 def step(
     graph: Graph, frontier: set[DatasetId | JobId], walk: str, states: set[str] | None
-) -> list[tuple[MergedEdge, DatasetId | JobId]]:
+) -> list[tuple[Hop, DatasetId | JobId]]:
+    """One breadth-first step: the edges leaving ``frontier`` in the walk's direction,
+    each with the node it reaches; with ``states``, only edges whose latest run ended in
+    one of them."""
     datasets = [n for n in frontier if isinstance(n, DatasetId)]
     jobs = [n for n in frontier if isinstance(n, JobId)]
-    # Upstream of a dataset: the jobs writing it; upstream of a job: the datasets it reads.
-    wanted_ds = "out" if walk == "upstream" else "in"
-    wanted_job = "in" if walk == "upstream" else "out"
-    found: list[tuple[MergedEdge, DatasetId | JobId]] = []
-    candidates: list[tuple[MergedEdge, DatasetId | JobId]] = []
-    if datasets:
-        candidates += [(e, e.job) for e in graph.edges_of_datasets(datasets, wanted_ds)]
-    if jobs:
-        candidates += [(e, e.dataset) for e in graph.edges_of_jobs(jobs, wanted_job)]
-    if states is not None:
-        edge_list = [e for e, _ in candidates]
-        last = graph.last_states(edge_list)
-        candidates = [c for i, c in enumerate(candidates) if last[i] in states]
-    found.extend(candidates)
-    return found
+    found = graph.hops(datasets, jobs, walk)
+    if states is None:
+        return found
+    edges = graph.complete(hop for hop, _ in found)
+    last = graph.last_states(edges)
+    wanted = {
+        (e.job, e.dataset, e.direction, e.static) for i, e in enumerate(edges) if last[i] in states
+    }
+    return [(hop, n) for hop, n in found if hop.key in wanted]
 
 
 def _node(graph: Graph, node: DatasetId | JobId) -> dict[str, Any]:

@@ -53,6 +53,11 @@ class SQLiteReader(GraphReader):
             return [tuple(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
         return select_where_in(self.conn, self.g + table, keys + rest, columns, values)
 
+    def pick(
+        self, table: str, picked: Sequence[str], columns: Sequence[str], values: Iterable[Row]
+    ) -> list[Row]:
+        return select_where_in(self.conn, self.g + table, picked, columns, values)
+
     # -- deliveries ----------------------------------------------------------------------
 
     def delivery(self, delivery_id: str) -> Row | None:
