@@ -13,13 +13,13 @@ from typing import Any
 import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from . import query
 from .as_of import AsOfGraph
 from .errors import Problem, StoreUnavailable
-from .export import export_bytes
+from .export import open_export
 from .impact import impact
 from .model import DatasetId, JobId, Rejection
 from .params import (
@@ -224,10 +224,11 @@ class ReadApi:
         return json_response(result)
 
     async def export(self, request: Request) -> Response:
-        def work(reader: GraphReader) -> Response:
-            return Response(export_bytes(reader), media_type="application/json")
-
-        return await self._answer(work)
+        try:
+            pieces = await open_export(self.store)
+        except StoreUnavailable as exc:
+            return self._unavailable(exc)
+        return StreamingResponse(pieces, media_type="application/json")
 
     # -- entities ----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import threading
 from typing import Any
@@ -161,16 +162,22 @@ def reproject(**flags: Any) -> None:
 )
 def export(output: str, **flags: Any) -> None:
     """Write the whole graph as canonical JSON (the same as GET /api/v1/export)."""
-    from .export import export_bytes
+    from .export import export_chunks
 
+    # A file appears only once whole: the export is written beside it, then renamed
+    # (not standard output, a pipe or a device such as /dev/null).
+    direct = output == "-" or (os.path.exists(output) and not os.path.isfile(output))
+    target = output if direct else output + ".partial"
     store = open_db(flags)
     try:
-        with store.reader() as reader:
-            data = export_bytes(reader)
+        with store.reader() as reader, click.open_file(target, "wb") as out:
+            for piece in export_chunks(reader):
+                out.write(piece)
+            out.write(b"\n")
     finally:
         store.close()
-    with click.open_file(output, "wb") as out:
-        out.write(data + b"\n")
+    if target != output:
+        os.replace(target, output)
 
 
 @main.command("settings")

@@ -97,11 +97,16 @@ class Graph:
             self._kinds.update(job_kinds(self.reader, todo))
         return {j: self._kinds[j] for j in jobs}
 
-    def edges_of_datasets(self, nodes: Iterable[DatasetId]) -> list[MergedEdge]:
-        """Every edge of the datasets (every identity of each), both directions."""
+    def edges_of_datasets(self, nodes: Iterable[DatasetId], direction: str) -> list[MergedEdge]:
+        """The edges of the datasets (every identity of each) in one direction."""
         members = self.ids.members(nodes)
-        raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
-        return self._merge(self.reader.rows("edges", ("ds_ns", "ds_name"), raw))
+        raw = [(m.namespace, m.name, direction) for ms in members.values() for m in ms]
+        return self._merge(self.reader.rows("edges", ("ds_ns", "ds_name", "direction"), raw))
+
+    def edges_of_jobs(self, jobs: Iterable[JobId], direction: str) -> list[MergedEdge]:
+        """The edges of the jobs in one direction."""
+        raw = [(j.namespace, j.name, direction) for j in jobs]
+        return self._merge(self.reader.rows("edges", ("job_ns", "job_name", "direction"), raw))
 
     def hops(
         self, datasets: list[DatasetId], jobs: list[JobId], walk: str

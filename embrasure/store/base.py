@@ -110,6 +110,10 @@ class GraphReader(abc.ABC):
         index on ``columns`` covers them, or the table's rows are wide."""
 
     @abc.abstractmethod
+    def distinct(self, table: str, picked: Sequence[str]) -> list[Row]:
+        """The distinct values of the ``picked`` columns over the whole table, sorted."""
+
+    @abc.abstractmethod
     def page(
         self,
         table: str,

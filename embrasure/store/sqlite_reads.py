@@ -58,6 +58,11 @@ class SQLiteReader(GraphReader):
     ) -> list[Row]:
         return select_where_in(self.conn, self.g + table, picked, columns, values)
 
+    def distinct(self, table: str, picked: Sequence[str]) -> list[Row]:
+        listed = ", ".join(picked)
+        sql = f"SELECT DISTINCT {listed} FROM {self.g}{table} ORDER BY {listed}"
+        return [tuple(r) for r in self.conn.execute(sql)]
+
     # -- deliveries ----------------------------------------------------------------------
 
     def delivery(self, delivery_id: str) -> Row | None:
