@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from . import query
 from .as_of import AsOfGraph
+from .auth import public, requires
 from .errors import Problem, StoreUnavailable
 from .export import open_export
 from .impact import impact
@@ -455,24 +456,29 @@ class ReadApi:
         return json_response({"status": "ready"})
 
     def routes(self) -> list[Route]:
+        read, admin = requires("read"), requires("admin")
         return [
-            Route("/api/v1/deliveries", self.list_deliveries, methods=["GET"]),
-            Route("/api/v1/deliveries/{delivery_id}", self.get_delivery, methods=["GET"]),
-            Route("/api/v1/quarantine", self.list_quarantine, methods=["GET"]),
-            Route("/api/v1/quarantine/{delivery_id}/{index}/replay", self.replay, methods=["POST"]),
-            Route("/api/v1/export", self.export, methods=["GET"]),
-            Route("/api/v1/runs", self.list_runs, methods=["GET"]),
-            Route("/api/v1/runs/{run_id}", self.get_run, methods=["GET"]),
-            Route("/api/v1/datasets", self.list_datasets, methods=["GET"]),
-            Route("/api/v1/jobs", self.list_jobs, methods=["GET"]),
-            Route("/api/v1/lineage", self.lineage, methods=["GET"]),
-            Route("/api/v1/column-lineage", self.column_lineage, methods=["GET"]),
-            Route("/api/v1/impact", self.impact, methods=["GET"]),
-            Route("/api/v1/namespaces", self.namespaces, methods=["GET"]),
-            Route("/api/v1/search", self.search, methods=["GET"]),
-            Route("/api/v1/events", self.events, methods=["GET"]),
-            Route("/healthz", self.healthz, methods=["GET"]),
-            Route("/readyz", self.readyz, methods=["GET"]),
+            Route("/api/v1/deliveries", read(self.list_deliveries), methods=["GET"]),
+            Route("/api/v1/deliveries/{delivery_id}", read(self.get_delivery), methods=["GET"]),
+            Route("/api/v1/quarantine", read(self.list_quarantine), methods=["GET"]),
+            Route(
+                "/api/v1/quarantine/{delivery_id}/{index}/replay",
+                admin(self.replay),
+                methods=["POST"],
+            ),
+            Route("/api/v1/export", read(self.export), methods=["GET"]),
+            Route("/api/v1/runs", read(self.list_runs), methods=["GET"]),
+            Route("/api/v1/runs/{run_id}", read(self.get_run), methods=["GET"]),
+            Route("/api/v1/datasets", read(self.list_datasets), methods=["GET"]),
+            Route("/api/v1/jobs", read(self.list_jobs), methods=["GET"]),
+            Route("/api/v1/lineage", read(self.lineage), methods=["GET"]),
+            Route("/api/v1/column-lineage", read(self.column_lineage), methods=["GET"]),
+            Route("/api/v1/impact", read(self.impact), methods=["GET"]),
+            Route("/api/v1/namespaces", read(self.namespaces), methods=["GET"]),
+            Route("/api/v1/search", read(self.search), methods=["GET"]),
+            Route("/api/v1/events", read(self.events), methods=["GET"]),
+            Route("/healthz", public(self.healthz), methods=["GET"]),
+            Route("/readyz", public(self.readyz), methods=["GET"]),
         ]
 
 

@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from . import openapi
 from .api import ReadApi
+from .auth import Guard
 from .errors import Problem
 from .projector.worker import Projector
 from .receiver import Limits, Receiver
@@ -79,4 +80,5 @@ def build_app(
     )
     app.state.store = store
     app.state.committer = committer
+    app.state.guard = Guard(store)
     return app

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from . import cli_graph, cli_ingest
+from . import cli_graph, cli_ingest, cli_tokens
 from .cli_options import fail, load_settings, setting_options
 from .errors import EmbrasureError
 from .settings import markdown_table
@@ -44,6 +44,7 @@ def main() -> None:
 @setting_options(
     "host",
     "port",
+    "insecure",
     "db",
     "group_commit_max",
     "group_commit_max_bytes",
@@ -55,13 +56,14 @@ def main() -> None:
 @click.option(
     "--no-projector",
     is_flag=True,
-    help="Run the receiver only (the projector is not part of this build yet).",
+    help="Run the receiver only; run `embrasure project` beside it.",
 )
 def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     """Run the server (receiver) on --host:--port."""
     import uvicorn
 
     from .app import build_app
+    from .auth import is_loopback
     from .projector.worker import Projector
     from .store import open_store
 
@@ -73,6 +75,14 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         store = open_store(settings.db, upgrade=upgrade)
     except EmbrasureError as exc:
         fail(str(exc))
+    # DESIGN §9: no token means auth is off, which only loopback may get away with.
+    if not (is_loopback(settings.host) or settings.insecure or store.tokens()):
+        store.close()
+        fail(
+            f"refusing to serve {settings.host} with auth off (no bearer token exists): "
+            "create one with `embrasure tokens create --scope ... --db ...`, or pass "
+            "--insecure to serve anyone who can reach this address"
+        )
     app = build_app(settings, store, projector=None if no_projector else Projector(store))
     config = uvicorn.Config(
         app,
@@ -206,7 +216,7 @@ def upgrade(**flags: Any) -> None:
     click.echo(f"{settings.db}: schema is up to date")
 
 
-for command in cli_ingest.COMMANDS + cli_graph.COMMANDS:
+for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS:
     main.add_command(command)
 
 

@@ -114,7 +114,7 @@ def ingest(
 
 
 @click.command()
-@setting_options("url", "db")
+@setting_options("url", "token", "db")
 @click.option("--json", "as_json", is_flag=True, help="Print the ingest summary as JSON.")
 def demo(as_json: bool, **flags: Any) -> None:
     """Load a small sample platform, so the graph has something to show.

@@ -30,12 +30,13 @@ def setting_options(*names: str) -> Callable[[F], F]:
     def decorate(func: F) -> F:
         for name in reversed(names):
             s = BY_NAME[name]
+            kind: dict[str, Any] = {"is_flag": True} if s.type is bool else {"type": s.type}
             func = click.option(
                 s.flag,
                 name,
-                type=s.type,
                 default=None,
                 help=f"{s.help} [env {s.env}; default {s.default}]",
+                **kind,
             )(func)
         return func
 
@@ -63,7 +64,7 @@ def client_options(func: F) -> F:
         is_flag=True,
         help="Print JSON instead of text: the API's answer (for ingest, the summary).",
     )(func)
-    return setting_options("url", "db")(func)
+    return setting_options("url", "token", "db")(func)
 
 
 @contextlib.contextmanager

@@ -117,12 +117,13 @@ class Client(abc.ABC):
 class HttpClient(Client):
     """A running server, over HTTP."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str = "") -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ClientError(f"--url {url!r} is not an http:// or https:// URL")
         self.target = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.target, timeout=TIMEOUT)
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.target, timeout=TIMEOUT, headers=auth)
 
     def request(
         self,
@@ -176,6 +177,7 @@ class LocalClient(Client):
 
     def __init__(self, db: str, settings: Settings, *, create: bool) -> None:
         from .app import build_app
+        from .auth import Guard
         from .store import open_store
 
         if db.startswith("sqlite:///") and not create:
@@ -188,6 +190,8 @@ class LocalClient(Client):
             raise ClientError(f"--db {db}: {exc}") from None
         self.target = db
         self._app = build_app(dataclasses.replace(settings, db=db), self.store, projector=None)
+        # Whoever can open the database needs no token to read it through the API.
+        self._app.state.guard = Guard(self.store, enforce=False)
         self._runner = asyncio.Runner()
         self._to_app: asyncio.Queue[dict[str, Any]] | None = None
         self._from_app: asyncio.Queue[dict[str, Any]] | None = None
@@ -288,9 +292,9 @@ def open_client(
     if db_flag is not None:
         return LocalClient(str(db_flag), settings, create=create)
     if url_flag is not None:
-        return HttpClient(str(url_flag))
+        return HttpClient(str(url_flag), settings.token)
     if _given("url", {}, environ) is not None:
-        return HttpClient(settings.url)
+        return HttpClient(settings.url, settings.token)
     if _given("db", {}, environ) is not None or prefer_db:
         return LocalClient(settings.db, settings, create=create)
-    return HttpClient(settings.url)
+    return HttpClient(settings.url, settings.token)

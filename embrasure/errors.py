@@ -21,7 +21,8 @@ class Problem(EmbrasureError):
 
     ``limit`` and ``actual`` are the extension members DESIGN §2 asks for when a bound is
     broken. ``retry_after`` becomes the Retry-After header (RFC 9110 §10.2.3); only 429
-    and 503 carry it, since retrying a 400 or 413 cannot help.
+    and 503 carry it, since retrying a 400 or 413 cannot help. ``headers`` are further
+    response headers (WWW-Authenticate on 401 and 403, RFC 6750 §3).
     """
 
     def __init__(
@@ -34,6 +35,7 @@ class Problem(EmbrasureError):
         limit: int | None = None,
         actual: int | None = None,
         retry_after: int | None = None,
+        headers: dict[str, str] | None = None,
         **extra: Any,
     ) -> None:
         super().__init__(detail)
@@ -45,6 +47,7 @@ class Problem(EmbrasureError):
         self.limit = limit
         self.actual = actual
         self.retry_after = retry_after
+        self.headers = headers or {}
         self.extra = extra
 
     def body(self) -> dict[str, Any]:

@@ -79,6 +79,22 @@ class DeliveryDraft:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Token:
+    """A bearer token as stored (auth.py): its digest, never its text."""
+
+    token_id: str
+    digest: str  # hex SHA-256 of the whole token text
+    scopes: frozenset[str]
+    provider_key: str | None
+    name: str
+    created_at: str
+    revoked_at: str | None
+
+    def allows(self, scope: str) -> bool:
+        return self.revoked_at is None and (scope in self.scopes or "admin" in self.scopes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Receipt:
     """The 202 body (DESIGN §2)."""
 

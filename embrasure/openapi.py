@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from . import __version__
+from .auth import public
 from .openapi_paths import (
     JSON,
     Operation,
@@ -222,6 +223,6 @@ def routes(limits: Limits | None = None) -> list[Route]:
         return HTMLResponse(page)
 
     return [
-        Route("/openapi.json", openapi_json, methods=["GET"]),
-        Route("/docs", docs, methods=["GET"]),
+        Route("/openapi.json", public(openapi_json), methods=["GET"]),
+        Route("/docs", public(docs), methods=["GET"]),
     ]

@@ -19,8 +19,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import jsonguard
+from .auth import requires
 from .errors import IdempotencyConflict, Problem, StoreUnavailable
-from .model import DeliveryDraft, Rejection, utc_now
+from .model import DeliveryDraft, Rejection, Token, utc_now
 from .responses import json_response, problem_response
 from .store.group_commit import GroupCommitter
 
@@ -107,7 +108,11 @@ def _check_headers(request: Request, limits: Limits) -> tuple[str, str | None]:
             limit=limits.idempotency_key_chars,
             actual=len(key),
         )
-    provider = request.query_params.get("provider_key", DEFAULT_PROVIDER_KEY)
+    token: Token | None = getattr(request.state, "token", None)
+    if token is not None and token.provider_key is not None:
+        provider = token.provider_key  # DESIGN §9: a bound token's key, whatever the query says
+    else:
+        provider = request.query_params.get("provider_key", DEFAULT_PROVIDER_KEY)
     if not 1 <= len(provider) <= limits.provider_key_chars:
         raise _bad_request(
             "provider-key-length",
@@ -326,6 +331,7 @@ class Receiver:
     def routes(self) -> list[Route]:
         routes = []
         for prefix in ("/api/v1", "/api/v1/openlineage"):
-            routes.append(Route(f"{prefix}/lineage", self.ingest_one, methods=["POST"]))
-            routes.append(Route(f"{prefix}/lineage/batch", self.ingest_batch, methods=["POST"]))
+            one, batch = requires("ingest")(self.ingest_one), requires("ingest")(self.ingest_batch)
+            routes.append(Route(f"{prefix}/lineage", one, methods=["POST"]))
+            routes.append(Route(f"{prefix}/lineage/batch", batch, methods=["POST"]))
         return routes

@@ -17,7 +17,7 @@ def json_response(content: Any, status_code: int = 200) -> Response:
 
 
 def problem_response(problem: Problem) -> Response:
-    headers = {}
+    headers = dict(problem.headers)
     if problem.retry_after is not None:
         headers["Retry-After"] = str(problem.retry_after)
     return Response(

@@ -48,7 +48,18 @@ SETTINGS: tuple[Setting, ...] = (
         "http://127.0.0.1:5000",
         "Server that the client commands (ingest, lineage, runs…) talk to, unless --db is given.",
     ),
+    Setting(
+        "token",
+        "",
+        "Bearer token the client commands send to --url (see `embrasure tokens`).",
+    ),
     Setting("host", "127.0.0.1", "Address the server binds."),
+    Setting(
+        "insecure",
+        False,
+        "Serve a non-loopback address with no bearer token created (auth off): only for a"
+        " network you trust.",
+    ),
     Setting("port", 5000, "TCP port the server listens on."),
     Setting("group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold."),
     Setting(
@@ -81,7 +92,9 @@ class Settings:
 
     db: str = BY_NAME["db"].default
     url: str = BY_NAME["url"].default
+    token: str = BY_NAME["token"].default
     host: str = BY_NAME["host"].default
+    insecure: bool = BY_NAME["insecure"].default
     port: int = BY_NAME["port"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default
     group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default

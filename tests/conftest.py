@@ -14,12 +14,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import settings
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
 from embrasure.receiver import Limits
 from embrasure.settings import Settings
 from embrasure.store import open_store
+
+# No per-example deadline: these tests check behaviour, not speed (bench/ measures that),
+# and on a loaded 2-core machine a pure function can take longer than hypothesis's 200 ms.
+settings.register_profile("embrasure", deadline=None)
+settings.load_profile("embrasure")
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 OPENLINEAGE = SHARED / "openlineage"

@@ -15,10 +15,22 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import IdempotencyConflict
-from ..model import Delivery, DeliveryDraft, Receipt, Rejection
+from ..model import Delivery, DeliveryDraft, Receipt, Rejection, Token
 
 AppendResult = Receipt | IdempotencyConflict
 Row = tuple[Any, ...]
+
+TOKEN_COLUMNS = "token_id, digest, scopes, provider_key, name, created_at, revoked_at"
+
+
+def token_row(t: Token) -> Row:
+    """A token as its tokens row (TOKEN_COLUMNS), scopes space-separated (RFC 6749 §3.3)."""
+    scopes = " ".join(sorted(t.scopes))
+    return (t.token_id, t.digest, scopes, t.provider_key, t.name, t.created_at, t.revoked_at)
+
+
+def token_of(row: Row) -> Token:
+    return Token(row[0], row[1], frozenset(row[2].split()), row[3], row[4], row[5], row[6])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -228,6 +240,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def reader(self) -> contextlib.AbstractContextManager[GraphReader]:
         """A read snapshot of the log and the served graph."""
+
+    @abc.abstractmethod
+    def tokens(self) -> list[Token]:
+        """Every bearer token ever created, revoked ones included (auth.py)."""
+
+    @abc.abstractmethod
+    def add_token(self, token: Token) -> None:
+        """Store a new token (its digest, never its text)."""
+
+    @abc.abstractmethod
+    def revoke_token(self, token_id: str, at: str) -> bool:
+        """Mark a token revoked at ``at``; False when no live token has that id."""
 
     @abc.abstractmethod
     def ping(self) -> None:

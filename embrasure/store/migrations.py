@@ -96,6 +96,24 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        3,
+        "bearer tokens",
+        """
+        CREATE TABLE tokens (
+            token_id TEXT PRIMARY KEY,       -- public: the part of the token after emb_
+            digest TEXT NOT NULL,            -- hex SHA-256 of the whole token; never the token
+            scopes TEXT NOT NULL,            -- space-separated, as OAuth scopes (RFC 6749 §3.3)
+            provider_key TEXT,               -- deliveries of this token carry it
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )
+    """,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 SCHEMA_TABLE = """

@@ -16,9 +16,18 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from ..errors import IdempotencyConflict, SchemaError, StoreError, StoreUnavailable
-from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, utc_now
+from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, Token, utc_now
 from . import graph_schema, migrations
-from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from .base import (
+    TOKEN_COLUMNS,
+    AppendResult,
+    GraphReader,
+    LogEntry,
+    ProjectionTx,
+    Store,
+    token_of,
+    token_row,
+)
 from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log, select_where_in
 from .sqlite_reads import SQLiteReader
 
@@ -322,6 +331,42 @@ class SQLiteStore(Store):
             if exc.sqlite_errorcode & 0xFF not in UNAVAILABLE_CODES:
                 raise
             raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
+
+    # -- tokens ---------------------------------------------------------------------
+
+    def tokens(self) -> list[Token]:
+        try:
+            rows = self._read().execute(f"SELECT {TOKEN_COLUMNS} FROM tokens").fetchall()
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
+        return [token_of(r) for r in rows]
+
+    def add_token(self, token: Token) -> None:
+        with self._short_write() as conn:
+            conn.execute(
+                f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                token_row(token),
+            )
+
+    def revoke_token(self, token_id: str, at: str) -> bool:
+        with self._short_write() as conn:
+            cursor = conn.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
+                (at, token_id),
+            )
+            return cursor.rowcount == 1
+
+    @contextlib.contextmanager
+    def _short_write(self) -> Iterator[sqlite3.Connection]:
+        """A transaction on a connection of its own: the writer belongs to group commit."""
+        with contextlib.closing(_connect(self.path)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def ping(self) -> None:
         try:
