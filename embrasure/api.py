@@ -36,6 +36,7 @@ from .params import (
 )
 from .projector.apply import split_items
 from .projector.worker import replay_item
+from .receiver import Backpressure
 from .responses import json_response, problem_response
 from .search import search
 from .store import Store
@@ -121,9 +122,10 @@ def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str,
 
 
 class ReadApi:
-    def __init__(self, store: Store, retry_after: int) -> None:
+    def __init__(self, store: Store, retry_after: int, backpressure: Backpressure) -> None:
         self.store = store
         self.retry_after = retry_after
+        self.backpressure = backpressure
 
     def _read(self, work: Callable[[GraphReader], Any]) -> Callable[[], Any]:
         def run() -> Any:
@@ -447,13 +449,18 @@ class ReadApi:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
+        """503 when the store does not answer. Refusing ingest for overload is reported,
+        but the server stays ready: reads are still served, and every replica shares the
+        backlog, so taking them out of the load balancer would turn a slow projector into
+        an outage."""
         try:
             await run_in_threadpool(self.store.ping)
+            load = await self.backpressure.load()
         except StoreUnavailable as exc:
             return problem_response(
                 Problem(503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after)
             )
-        return json_response({"status": "ready"})
+        return json_response({"status": "ready", "ingest": load.to_json()})
 
     def routes(self) -> list[Route]:
         read, admin = requires("read"), requires("admin")

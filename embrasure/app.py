@@ -10,13 +10,14 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 
 from . import openapi
 from .api import ReadApi
 from .auth import Guard
 from .errors import Problem
 from .projector.worker import Projector
-from .receiver import Limits, Receiver
+from .receiver import Backpressure, BodyBudget, Limits, MiB, Receiver
 from .responses import problem_response
 from .settings import Settings
 from .store import Store
@@ -57,8 +58,12 @@ def build_app(
 ) -> Starlette:
     """The ASGI app. With ``projector``, the lifespan also runs it in a thread."""
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
-    receiver = Receiver(committer, limits or Limits(), settings.retry_after)
-    read_api = ReadApi(store, settings.retry_after)
+    backpressure = Backpressure(
+        store, settings.max_backlog_items, settings.min_free_disk_mb * MiB, settings.retry_after
+    )
+    budget = BodyBudget(settings.max_body_memory_mb * MiB, settings.retry_after)
+    receiver = Receiver(committer, limits or Limits(), settings.retry_after, backpressure, budget)
+    read_api = ReadApi(store, settings.retry_after, backpressure)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -73,8 +78,9 @@ def build_app(
             if projector is not None:
                 projector.stop()
 
+    routes: list[BaseRoute] = [*receiver.routes(), *read_api.routes()]
     app = Starlette(
-        routes=receiver.routes() + read_api.routes() + openapi.routes(limits),
+        routes=[*routes, *openapi.routes(limits, routes)],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )

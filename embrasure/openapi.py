@@ -15,16 +15,17 @@ nothing fetched from elsewhere, nothing vendored to keep up to date.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from . import __version__
-from .auth import public
+from .auth import public, required_scope
 from .openapi_paths import (
     JSON,
     Operation,
@@ -112,6 +113,11 @@ def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
                 "409": problem("The Idempotency-Key names a delivery with another body."),
                 "413": problem("The body is over the size limit. Nothing stored."),
                 "415": problem("Compressed, not JSON, or not UTF-8 per Content-Type."),
+                "429": problem(
+                    "Overloaded: the projection backlog, free disk or the bodies held in "
+                    "memory are past their bound (DESIGN §2). Nothing stored.",
+                    retry_after=True,
+                ),
                 "503": problem("The log cannot commit: nothing acknowledged.", retry_after=True),
             },
             request_body={"required": True, "content": {JSON: {"schema": schema}}},
@@ -173,8 +179,37 @@ def _service() -> dict[str, dict[str, Operation]]:
     }
 
 
-def document(limits: Limits | None = None) -> dict[str, Any]:
-    """The OpenAPI document, stating the receiver bounds of ``limits``."""
+Scopes = Mapping[tuple[str, str], str | None]
+
+
+def route_scopes(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], str | None]:
+    """(METHOD, path) → the scope each served route declared (auth.requires/public)."""
+    found: dict[tuple[str, str], str | None] = {}
+    for route in routes:
+        if isinstance(route, Route):
+            for method in route.methods or ():
+                if method != "HEAD":
+                    found[method, route.path] = required_scope(route.endpoint)
+    return found
+
+
+def _secure(paths: dict[str, dict[str, Operation]], scopes: Scopes) -> None:
+    """Each operation's bearer-token scope (OpenAPI 3.1 lets a non-OAuth scheme list
+    roles), and its 401/403 answers (RFC 6750)."""
+    for path, item in paths.items():
+        for method, op in item.items():
+            scope = scopes.get((method.upper(), path))
+            if scope is None:
+                op["security"] = []
+                continue
+            op["security"] = [{"bearer": [scope]}]
+            op["responses"]["401"] = problem("No valid bearer token (once auth is on).")
+            op["responses"]["403"] = problem(f"The token lacks scope `{scope}`.")
+
+
+def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict[str, Any]:
+    """The OpenAPI document, stating the receiver bounds of ``limits`` and, with
+    ``scopes`` (route_scopes of the app), what token each operation needs."""
     limits = limits or Limits()
     paths: dict[str, dict[str, Operation]] = {}
     for compat in (False, True):
@@ -184,6 +219,8 @@ def document(limits: Limits | None = None) -> dict[str, Any]:
     for path, item in (read_paths() | _service()).items():
         # POST /api/v1/lineage ingests, GET reads: one path item with both methods.
         paths.setdefault(path, {}).update(item)
+    if scopes is not None:
+        _secure(paths, scopes)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -207,13 +244,25 @@ def document(limits: Limits | None = None) -> dict[str, Any]:
             {"name": "service", "description": "Health and this documentation."},
         ],
         "paths": dict(sorted(paths.items())),
-        "components": {"schemas": component_schemas()},
+        "components": {
+            "schemas": component_schemas(),
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A token from `embrasure tokens create` (docs/security.md):"
+                    " needed once any token exists. Scopes: ingest, read, admin (all).",
+                }
+            },
+        },
     }
 
 
-def routes(limits: Limits | None = None) -> list[Route]:
-    """GET /openapi.json and GET /docs. The document is serialised once per app."""
-    body = orjson.dumps(document(limits))
+def routes(limits: Limits | None, served: list[BaseRoute]) -> list[Route]:
+    """GET /openapi.json and GET /docs, documenting ``served`` and themselves. The
+    document is serialised once per app."""
+    own = {("GET", "/openapi.json"): None, ("GET", "/docs"): None}
+    body = orjson.dumps(document(limits, route_scopes(served) | own))
     page = resources.files("embrasure").joinpath("openapi_docs.html").read_bytes()
 
     async def openapi_json(request: Request) -> Response:

@@ -458,5 +458,22 @@ def component_schemas() -> dict[str, Schema]:
         **_graph(),
         **_entities(),
         "Health": obj("The process is up.", {"status": enum(("ok",))}),
-        "Ready": obj("The store is reachable.", {"status": enum(("ready",))}),
+        "Ready": obj(
+            "The store is reachable; whether ingest is refused for overload (DESIGN §2) is"
+            " reported, not a reason to be unready.",
+            {
+                "status": enum(("ready",)),
+                "ingest": obj(
+                    "The load the receiver's overload bounds are checked against.",
+                    {
+                        "backlog_deliveries": integer("Deliveries not yet projected."),
+                        "backlog_items": integer("Their items (those not rejected on receipt)."),
+                        "free_disk_bytes": nullable(
+                            integer("Free bytes beside the SQLite log; null on PostgreSQL.")
+                        ),
+                        "refusing": nullable(string("Why ingest answers 429 now, or null.")),
+                    },
+                ),
+            },
+        ),
     }

@@ -6,14 +6,23 @@ strict JSON (jsonguard) → shape (single object; batch array or envelope, 1-1,0
 per-event bounds (transport-boundary rejection of the item, not the request). Then the
 delivery is appended to the log through group commit, and the 202 receipt is sent only
 after the commit holding it returned: the delivery is fsync'd.
+
+Before any of that, overload (DESIGN §2): past the bound on projection backlog or on free
+disk (``Backpressure``), or when the bodies held in memory would pass their bound
+(``BodyBudget``, after a short wait), the answer is 429 with Retry-After, nothing stored.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import hashlib
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -21,8 +30,9 @@ from starlette.routing import Route
 from . import jsonguard
 from .auth import requires
 from .errors import IdempotencyConflict, Problem, StoreUnavailable
-from .model import DeliveryDraft, Rejection, Token, utc_now
+from .model import DeliveryDraft, Receipt, Rejection, Token, utc_now
 from .responses import json_response, problem_response
+from .store import Store
 from .store.group_commit import GroupCommitter
 
 MiB = 1024 * 1024
@@ -136,6 +146,15 @@ def _too_large(limit: int, actual: int | None) -> Problem:
         limit=limit,
         actual=actual,
     )
+
+
+def _declared_size(request: Request, limit: int) -> int:
+    """What a body will hold in memory: its Content-Length, or the cap when chunked (or
+    when the header is unreadable: read_body refuses that one)."""
+    try:
+        return min(int(request.headers["content-length"]), limit)
+    except (KeyError, ValueError):
+        return limit
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -283,13 +302,130 @@ def check_body(
     )
 
 
+# How long a body waits for room under BodyBudget before it is refused.
+BODY_WAIT_SECONDS = 2.0
+# How long Backpressure trusts what it measured (a COUNT over the unprojected log).
+LOAD_CACHE_SECONDS = 1.0
+
+
+def _overloaded(detail: str, retry_after: int, **extra: Any) -> Problem:
+    return Problem(
+        429,
+        "overloaded",
+        "Too many pending deliveries",
+        f"{detail} Nothing was stored; retry after the delay.",
+        retry_after=retry_after,
+        **extra,
+    )
+
+
+class BodyBudget:
+    """A bound on the request bodies held in memory at once: a body reserves its
+    Content-Length (a chunked one, the body cap) from arrival until its receipt is sent."""
+
+    def __init__(self, limit_bytes: int, retry_after: int) -> None:
+        self.limit = limit_bytes
+        self.held = 0
+        self.retry_after = retry_after
+        self._room = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, size: int) -> AsyncIterator[None]:
+        size = min(size, self.limit)  # one body alone is always let through
+        async with self._room:
+            try:
+                fits = lambda: self.held + size <= self.limit  # noqa: E731
+                await asyncio.wait_for(self._room.wait_for(fits), BODY_WAIT_SECONDS)
+            except TimeoutError:
+                raise _overloaded(
+                    f"The server holds {self.held:,} bytes of request bodies, its bound is "
+                    f"{self.limit:,} and this one needs {size:,} more.",
+                    self.retry_after,
+                    limit=self.limit,
+                    actual=self.held + size,
+                ) from None
+            self.held += size
+        try:
+            yield
+        finally:
+            async with self._room:
+                self.held -= size
+                self._room.notify_all()
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What Backpressure measured: the projection backlog and the log's free disk."""
+
+    backlog_deliveries: int
+    backlog_items: int
+    free_disk_bytes: int | None  # None: not on this machine (PostgreSQL)
+    refusing: str | None  # why ingest is refused, or None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Backpressure:
+    """DESIGN §2 overload: past ``max_backlog_items`` items not yet projected, or under
+    ``min_free_disk_bytes`` free beside the log, ingest is refused (429) until the
+    projector catches up or space is freed. Measured at most once per LOAD_CACHE_SECONDS,
+    off the event loop."""
+
+    def __init__(
+        self, store: Store, max_backlog_items: int, min_free_disk_bytes: int, retry_after: int
+    ) -> None:
+        self.store = store
+        self.max_backlog_items = max_backlog_items
+        self.min_free_disk_bytes = min_free_disk_bytes
+        self.retry_after = retry_after
+        self._load: Load | None = None
+        self._measured_at = 0.0
+
+    async def load(self) -> Load:
+        if self._load is None or time.monotonic() - self._measured_at >= LOAD_CACHE_SECONDS:
+            self._load = await run_in_threadpool(self._measure)
+            self._measured_at = time.monotonic()
+        return self._load
+
+    def _measure(self) -> Load:
+        deliveries, items = self.store.backlog()
+        free = self.store.free_disk_bytes()
+        refusing = None
+        if items > self.max_backlog_items:
+            refusing = (
+                f"The projection backlog is {items:,} items, over the bound of "
+                f"{self.max_backlog_items:,}: the projector is behind."
+            )
+        elif free is not None and free < self.min_free_disk_bytes:
+            refusing = (
+                f"Only {free:,} bytes are free beside the delivery log, under the bound of "
+                f"{self.min_free_disk_bytes:,}."
+            )
+        return Load(deliveries, items, free, refusing)
+
+    async def check(self) -> None:
+        load = await self.load()
+        if load.refusing is not None:
+            raise _overloaded(load.refusing, self.retry_after)
+
+
 class Receiver:
     """The ingest endpoints, bound to the log's group committer."""
 
-    def __init__(self, committer: GroupCommitter, limits: Limits, retry_after: int) -> None:
+    def __init__(
+        self,
+        committer: GroupCommitter,
+        limits: Limits,
+        retry_after: int,
+        backpressure: Backpressure,
+        budget: BodyBudget,
+    ) -> None:
         self.committer = committer
         self.limits = limits
         self.retry_after = retry_after
+        self.backpressure = backpressure
+        self.budget = budget
 
     async def ingest_one(self, request: Request) -> Response:
         return await self._ingest(request, single=True)
@@ -301,19 +437,9 @@ class Receiver:
         limits = self.limits
         try:
             provider, key = _check_headers(request, limits)
-            body = await read_body(request, limits.body_bytes)
-            draft = check_body(body, single, provider, key, limits)
-            try:
-                receipt = await self.committer.append(draft)
-            except IdempotencyConflict as exc:
-                raise Problem(
-                    409,
-                    "idempotency-key-reused",
-                    "Idempotency-Key reused with another body",
-                    f"Idempotency-Key {key!r} already names delivery {exc.delivery_id} with "
-                    "a different body. Use a new key for new content.",
-                    delivery_id=exc.delivery_id,
-                ) from None
+            await self.backpressure.check()
+            async with self.budget.hold(_declared_size(request, limits.body_bytes)):
+                receipt = await self._append(request, single, provider, key)
         except Problem as problem:
             return problem_response(problem)
         except StoreUnavailable as exc:
@@ -327,6 +453,23 @@ class Receiver:
                 )
             )
         return json_response(receipt.to_json(), status_code=202)
+
+    async def _append(
+        self, request: Request, single: bool, provider: str, key: str | None
+    ) -> Receipt:
+        body = await read_body(request, self.limits.body_bytes)
+        draft = check_body(body, single, provider, key, self.limits)
+        try:
+            return await self.committer.append(draft)
+        except IdempotencyConflict as exc:
+            raise Problem(
+                409,
+                "idempotency-key-reused",
+                "Idempotency-Key reused with another body",
+                f"Idempotency-Key {key!r} already names delivery {exc.delivery_id} with "
+                "a different body. Use a new key for new content.",
+                delivery_id=exc.delivery_id,
+            ) from None
 
     def routes(self) -> list[Route]:
         routes = []

@@ -65,6 +65,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "group_commit_max_bytes", 64 * 1024 * 1024, "Most body bytes one log transaction may hold."
     ),
+    Setting(
+        "max_backlog_items",
+        1_000_000,
+        "Items received but not yet projected past which ingest answers 429 (DESIGN §2).",
+    ),
+    Setting(
+        "min_free_disk_mb",
+        1024,
+        "Free MiB beside the SQLite log under which ingest answers 429.",
+    ),
+    Setting(
+        "max_body_memory_mb",
+        256,
+        "MiB of request bodies held in memory at once; past it a new body waits up to 2 s, "
+        "then gets 429.",
+    ),
     Setting("retry_after", 1, "Seconds a client is told to wait (Retry-After) on 503 and 429."),
     Setting(
         "graceful_shutdown_seconds",
@@ -98,6 +114,9 @@ class Settings:
     port: int = BY_NAME["port"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default
     group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default
+    max_backlog_items: int = BY_NAME["max_backlog_items"].default
+    min_free_disk_mb: int = BY_NAME["min_free_disk_mb"].default
+    max_body_memory_mb: int = BY_NAME["max_body_memory_mb"].default
     retry_after: int = BY_NAME["retry_after"].default
     graceful_shutdown_seconds: int = BY_NAME["graceful_shutdown_seconds"].default
     log_level: str = BY_NAME["log_level"].default

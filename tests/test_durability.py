@@ -549,7 +549,8 @@ def test_full_disk_answers_503_then_recovers(tmp_path: Path) -> None:
         filler = disk / "filler"
         filler.write_bytes(b"\0" * (1024 * 1024))
         db_path = disk / "embrasure.db"
-        server = ServerProcess(db_path)
+        # The free-disk bound off, to reach the real thing: a commit that fails (ENOSPC).
+        server = ServerProcess(db_path, "--min-free-disk-mb", "0")
         server.log_path = tmp_path / "server.log"  # not on the disk we fill
         server.start()
         assert server.proc is not None
@@ -601,5 +602,33 @@ def test_full_disk_answers_503_then_recovers(tmp_path: Path) -> None:
                 f"\nfull disk: {len(acks) - 2} acknowledged before the 503 "
                 f"({problem['detail']!r}), 2 after freeing space"
             )
+        finally:
+            server.stop()
+
+
+def test_the_free_disk_bound_refuses_with_429_before_the_disk_is_full(tmp_path: Path) -> None:
+    """With the bound (8 MiB of a 16 MiB disk here, far more than a second of this
+    client's writes) the receiver stops first: 429, not a failed commit."""
+    with small_tmpfs(tmp_path / "small", "16m") as disk:
+        db_path = disk / "embrasure.db"
+        server = ServerProcess(db_path, "--min-free-disk-mb", "8", "--no-projector")
+        server.log_path = tmp_path / "server.log"
+        server.start()
+        try:
+            acks: list[Ack] = []
+            with httpx.Client(base_url=server.url, timeout=15.0) as http:
+                for i in range(400):
+                    body = encode(run_event(f"bounded-{i}", padding=64 * 1024))
+                    r = http.post(SINGLE, content=body, headers=JSON_HEADERS)
+                    if r.status_code != 202:
+                        break
+                    acks.append(Ack(SINGLE, body, 1, r.json(), time.monotonic()))
+                    time.sleep(0.02)  # let the 1 s load measurement see the disk fill
+                assert r.status_code == 429, r.text
+                assert "free beside the delivery log" in r.json()["detail"]
+                assert int(r.headers["retry-after"]) >= 1
+                assert acks
+                verify_stored(server.url, acks)
+                assert http.get("/readyz").json()["ingest"]["refusing"]
         finally:
             server.stop()

@@ -38,7 +38,7 @@ from test_graph_api import (
     symlinks,
 )
 
-from embrasure.openapi import document
+from embrasure.openapi import document, route_scopes
 from embrasure.receiver import Limits
 
 from conftest import make_client
@@ -88,6 +88,20 @@ def test_every_route_is_documented_and_every_documented_route_is_served(
     assert {"/openapi.json", "/docs", "/healthz", "/readyz"} <= set(served)
 
 
+def test_each_operation_states_the_scope_its_route_asks_for(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    scopes = route_scopes(client.app.routes)  # type: ignore[attr-defined]
+    assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            scope = scopes.get((method.upper(), path))
+            if scope is None:
+                assert op["security"] == [], (method, path)
+                continue
+            assert op["security"] == [{"bearer": [scope]}], (method, path)
+            assert {"401", "403"} <= set(op["responses"]), (method, path)
+
+
 # -- the document -------------------------------------------------------------------------------
 
 
@@ -104,7 +118,8 @@ def test_openapi_json_serves_the_document_with_the_apps_limits(
 ) -> None:
     r = client.get("/openapi.json")
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-    assert r.json() == orjson.loads(orjson.dumps(document()))
+    scopes = route_scopes(client.app.routes)  # type: ignore[attr-defined]
+    assert r.json() == orjson.loads(orjson.dumps(document(scopes=scopes)))
     # The receiver bounds it states are the app's own (a deployment's or a test's).
     small = Limits(batch_events=10, provider_key_chars=20)
     with make_client(tmp_path / "small.db", small) as other:
@@ -149,7 +164,7 @@ class Contract:
 
     def __init__(self, client: TestClient) -> None:
         self.client = client
-        self.doc = document()
+        self.doc = document(scopes=route_scopes(client.app.routes))  # type: ignore[attr-defined]
         self.components = closed(self.doc["components"])
         self.checked: set[tuple[str, str, str]] = set()
         # Literal paths before templates, so /api/v1/deliveries is not {delivery_id}.

@@ -219,6 +219,16 @@ class Store(abc.ABC):
         stopping after the one that brings the bodies past ``max_bytes``."""
 
     @abc.abstractmethod
+    def backlog(self) -> tuple[int, int]:
+        """(deliveries, items) in the log past the served graph's position: the items the
+        projector has still to project (those rejected on receipt are not counted)."""
+
+    @abc.abstractmethod
+    def free_disk_bytes(self) -> int | None:
+        """Bytes free on the filesystem holding the log, or None when that is not on
+        this machine (a database server's)."""
+
+    @abc.abstractmethod
     def projection(
         self, generation: int | None = None
     ) -> contextlib.AbstractContextManager[ProjectionTx]:
