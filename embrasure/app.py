@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from . import openapi
+from . import openapi, ui
 from .api import ReadApi
 from .errors import Problem
 from .projector.worker import Projector
@@ -73,7 +73,7 @@ def build_app(
                 projector.stop()
 
     app = Starlette(
-        routes=receiver.routes() + read_api.routes() + openapi.routes(limits),
+        routes=receiver.routes() + read_api.routes() + openapi.routes(limits) + ui.routes(),
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )

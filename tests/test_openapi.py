@@ -340,6 +340,7 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     call("GET", "/readyz")
     call("GET", "/openapi.json")
     call("GET", "/docs")
+    call("GET", "/")
 
     success = {
         (path, method, status)

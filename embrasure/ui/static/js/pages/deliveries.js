@@ -1,0 +1,168 @@
+// Deliveries: recent receipts (newest first) with each one's items and outcomes on
+// demand, and the quarantine with each item's reason and a replay button (DESIGN §5).
+
+import { get, post } from "../api.js";
+import { h } from "../dom.js";
+import { count, time } from "../format.js";
+
+const STATES = ["", "accepted", "projected", "partially_projected", "quarantined"];
+
+export async function render(params, page) {
+  const state = params.get("state") || "";
+  const [deliveries, quarantine] = await Promise.all([
+    get("/api/v1/deliveries", { state, limit: 50 }),
+    get("/api/v1/quarantine", { limit: 50 }),
+  ]);
+  page.append(
+    h("h1", {}, "Deliveries"),
+    h(
+      "section",
+      { "aria-label": "Quarantine" },
+      h("h2", {}, "Quarantine ", h("span", { class: "count" }, quarantine.items.length + (quarantine.next_cursor ? "+" : ""))),
+      quarantineTable(quarantine.items),
+    ),
+    h(
+      "section",
+      { "aria-label": "Recent deliveries" },
+      h("h2", {}, "Recent deliveries"),
+      h(
+        "label",
+        { class: "filter" },
+        "State ",
+        h(
+          "select",
+          {
+            "aria-label": "Delivery state",
+            onchange: (event) => {
+              location.hash = event.target.value ? `#/deliveries?state=${event.target.value}` : "#/deliveries";
+            },
+          },
+          STATES.map((s) => h("option", { value: s, selected: s === state }, s || "any")),
+        ),
+      ),
+      deliveryTable(deliveries.deliveries),
+      deliveries.next_cursor ? h("p", { class: "muted" }, "Showing the 50 newest.") : null,
+    ),
+  );
+}
+
+function deliveryState(state) {
+  return h("span", { class: `state delivery-${state}` }, state.replace("_", " "));
+}
+
+function deliveryTable(deliveries) {
+  if (!deliveries.length) return h("p", { class: "muted" }, "No deliveries.");
+  return h(
+    "table",
+    { class: "deliveries" },
+    h(
+      "thead",
+      {},
+      h("tr", {}, h("th", {}, "Received"), h("th", {}, "Delivery"), h("th", {}, "Provider"), h("th", {}, "State"), h("th", { class: "num" }, "Items"), h("th", { class: "num" }, "Projected"), h("th", { class: "num" }, "Quarantined"), h("th", { class: "num" }, "Edges")),
+    ),
+    h("tbody", {}, deliveries.map(deliveryRows)),
+  );
+}
+
+function deliveryRows(d) {
+  const items = h("tr", { class: "delivery-items", hidden: true }, h("td", { colspan: 8 }));
+  const toggle = h(
+    "button",
+    {
+      type: "button",
+      class: "link mono small",
+      "aria-expanded": "false",
+      onclick: async () => {
+        const open = toggle.getAttribute("aria-expanded") === "true";
+        toggle.setAttribute("aria-expanded", String(!open));
+        items.hidden = open;
+        if (!open) {
+          const full = await get(`/api/v1/deliveries/${encodeURIComponent(d.delivery_id)}`);
+          items.firstChild.replaceChildren(itemTable(full.items));
+        }
+      },
+    },
+    d.delivery_id,
+  );
+  return [
+    h(
+      "tr",
+      { class: "delivery" },
+      h("td", {}, time(d.received_at)),
+      h("td", {}, toggle),
+      h("td", {}, d.provider_key),
+      h("td", {}, deliveryState(d.state)),
+      h("td", { class: "num" }, count(d.summary.received)),
+      h("td", { class: "num" }, count(d.summary.projected)),
+      h("td", { class: "num" }, count(d.summary.quarantined)),
+      h("td", { class: "num" }, count(d.edges_created)),
+    ),
+    items,
+  ];
+}
+
+function itemTable(items) {
+  return h(
+    "table",
+    { class: "items" },
+    h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Kind"), h("th", {}, "Outcome"), h("th", {}, "Reason / warnings"))),
+    h(
+      "tbody",
+      {},
+      items.map((item) =>
+        h(
+          "tr",
+          {},
+          h("td", { class: "num" }, item.index),
+          h("td", {}, item.kind ?? "—"),
+          h("td", {}, h("span", { class: `state outcome-${item.outcome}` }, item.outcome)),
+          h("td", {}, item.reason ? h("span", { class: "reason" }, item.reason) : null, item.warnings.map((w) => h("div", { class: "warning small" }, w))),
+        ),
+      ),
+    ),
+  );
+}
+
+function quarantineTable(items) {
+  if (!items.length) return h("p", { class: "muted" }, "Nothing quarantined.");
+  return h(
+    "table",
+    { class: "quarantine" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Received"), h("th", {}, "Delivery / item"), h("th", {}, "Kind"), h("th", {}, "Reason"), h("th", {}, ""))),
+    h(
+      "tbody",
+      {},
+      items.map((item) => {
+        const result = h("span", { class: "replay-result", role: "status" });
+        const button = h(
+          "button",
+          {
+            type: "button",
+            "aria-label": `Replay item ${item.index} of delivery ${item.delivery_id}`,
+            onclick: async () => {
+              button.disabled = true;
+              result.textContent = "Replaying…";
+              try {
+                const answer = await post(`/api/v1/quarantine/${encodeURIComponent(item.delivery_id)}/${item.index}/replay`);
+                result.textContent = answer.outcome === "projected" ? "Projected" : `Still quarantined: ${answer.reason}`;
+              } catch (error) {
+                result.textContent = error.message;
+              }
+              button.disabled = false;
+            },
+          },
+          "Replay",
+        );
+        return h(
+          "tr",
+          { class: "quarantined-item" },
+          h("td", {}, time(item.received_at)),
+          h("td", { class: "mono small" }, `${item.delivery_id} #${item.index}`),
+          h("td", {}, item.kind ?? "—"),
+          h("td", { class: "reason" }, item.reason),
+          h("td", {}, button, " ", result),
+        );
+      }),
+    ),
+  );
+}
