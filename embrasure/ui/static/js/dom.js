@@ -1,5 +1,7 @@
-// Building DOM nodes: h("a", {href}, "text", child…). Text is always set as text, never
-// parsed as HTML, so names from events (which anyone can send) cannot inject markup.
+// Building DOM nodes: h("a", {href}, "text", child…) makes one; append(el, [children])
+// adds to an existing one. Both skip null, undefined and false, so optional parts can be
+// written inline. Text is always set as text, never parsed as HTML, so names from events
+// (which anyone can send) cannot inject markup.
 
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -14,7 +16,7 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-function append(el, children) {
+export function append(el, children) {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);

@@ -4,7 +4,7 @@
 
 import { get } from "../api.js";
 import { createCanvas, draw } from "../canvas.js";
-import { h } from "../dom.js";
+import { append, h } from "../dom.js";
 import { columnHref, datasetHref, nodeHref } from "../links.js";
 
 export async function render(params, page) {
@@ -24,7 +24,7 @@ export async function render(params, page) {
       if (node && id !== graph.root) location.hash = nodeHref(node);
     },
   });
-  page.append(
+  append(page, [
     h("p", { class: "crumb" }, h("span", { class: "kind kind-field" }, "field"), " ", h("a", { href: datasetHref(dataset.namespace, dataset.name) }, dataset.name)),
     h("h1", {}, `${dataset.name}.${field}`),
     fieldPicker(dataset, field),
@@ -36,7 +36,7 @@ export async function render(params, page) {
       legend(),
     ),
     h("section", { "aria-label": "Impact" }, h("h2", {}, "Impact downstream"), impactTable(impact)),
-  );
+  ]);
   draw(cy, elements(graph));
   return () => cy.destroy();
 }

@@ -1,7 +1,7 @@
 // A dataset: its lineage graph, schema, facets, aliases and the runs that wrote it.
 
 import { get } from "../api.js";
-import { h } from "../dom.js";
+import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
 import { columnHref, datasetHref } from "../links.js";
@@ -16,7 +16,7 @@ export async function render(params, page) {
   ]);
   const dataset = datasets[0];
   const explorer = lineageExplorer(dataset);
-  page.append(
+  append(page, [
     h("p", { class: "crumb" }, h("span", { class: "kind kind-dataset" }, "dataset"), " ", dataset.namespace),
     h("h1", {}, dataset.name, dataset.dropped ? h("span", { class: "badge dropped" }, "dropped") : null),
     identities(dataset),
@@ -38,7 +38,7 @@ export async function render(params, page) {
       h("h2", {}, "Runs that wrote it"),
       runTable(runs.runs, { showJob: true }),
     ),
-  );
+  ]);
   return explorer.destroy;
 }
 

@@ -2,7 +2,7 @@
 // demand, and the quarantine with each item's reason and a replay button (DESIGN §5).
 
 import { get, post } from "../api.js";
-import { h } from "../dom.js";
+import { append, h } from "../dom.js";
 import { count, time } from "../format.js";
 
 const STATES = ["", "accepted", "projected", "partially_projected", "quarantined"];
@@ -13,7 +13,7 @@ export async function render(params, page) {
     get("/api/v1/deliveries", { state, limit: 50 }),
     get("/api/v1/quarantine", { limit: 50 }),
   ]);
-  page.append(
+  append(page, [
     h("h1", {}, "Deliveries"),
     h(
       "section",
@@ -43,7 +43,7 @@ export async function render(params, page) {
       deliveryTable(deliveries.deliveries),
       deliveries.next_cursor ? h("p", { class: "muted" }, "Showing the 50 newest.") : null,
     ),
-  );
+  ]);
 }
 
 function deliveryState(state) {
@@ -101,7 +101,26 @@ function deliveryRows(d) {
   ];
 }
 
-function itemTable(items) {
+const ITEMS_SHOWN = 50;
+
+// A batch holds up to 1,000 items: the ones that need a look (quarantined, or projected
+// with warnings) come first, and a long tail of plain successes is cut short.
+function itemTable(all) {
+  const weight = (item) => (item.outcome === "quarantined" ? 0 : item.warnings.length ? 1 : 2);
+  const items = [...all].sort((a, b) => weight(a) - weight(b) || a.index - b.index);
+  const rest = items.slice(ITEMS_SHOWN);
+  const plain = rest.every((item) => weight(item) === 2);
+  return h(
+    "div",
+    {},
+    itemRows(items.slice(0, ITEMS_SHOWN)),
+    rest.length
+      ? h("p", { class: "muted small" }, `and ${rest.length} more items${plain ? ", all projected without warnings" : ""}`)
+      : null,
+  );
+}
+
+function itemRows(items) {
   return h(
     "table",
     { class: "items" },

@@ -2,7 +2,7 @@
 // backlog), the latest runs, and the namespaces to start from.
 
 import { get } from "../api.js";
-import { h } from "../dom.js";
+import { append, h } from "../dom.js";
 import { count } from "../format.js";
 import { runTable } from "../runs.js";
 
@@ -13,7 +13,7 @@ export async function render(params, page) {
   ]);
   const d = overview.deliveries;
   const items = overview.items;
-  page.append(
+  append(page, [
     h("h1", {}, "Lineage overview"),
     h(
       "section",
@@ -31,7 +31,7 @@ export async function render(params, page) {
     ),
     h("section", { "aria-label": "Recent runs" }, h("h2", {}, "Recent runs"), runTable(overview.recent_runs, { showJob: true })),
     h("section", { "aria-label": "Namespaces" }, h("h2", {}, "Namespaces"), namespaceTable(namespaces.namespaces)),
-  );
+  ]);
 }
 
 function card(title, value, parts, tone = "") {

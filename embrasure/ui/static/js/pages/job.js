@@ -2,7 +2,7 @@
 // and other facets, its inputs and outputs, and its lineage graph.
 
 import { get } from "../api.js";
-import { h } from "../dom.js";
+import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
 import { datasetHref, jobHref } from "../links.js";
@@ -18,7 +18,7 @@ export async function render(params, page) {
     get("/api/v1/lineage", { type: job.type, namespace, name, depth: 1 }),
   ]);
   const explorer = lineageExplorer(job);
-  page.append(
+  append(page, [
     h("p", { class: "crumb" }, h("span", { class: `kind kind-${job.type}` }, job.type), " ", job.namespace),
     h("h1", {}, job.name),
     job.parent_job
@@ -28,7 +28,7 @@ export async function render(params, page) {
     explorer.element,
     h("section", { "aria-label": "Runs" }, h("h2", {}, "Runs"), runTable(runs.runs)),
     h("section", { "aria-label": "Facets" }, h("h2", {}, "Facets"), facetList(job.facets)),
-  );
+  ]);
   return explorer.destroy;
 }
 

@@ -1,0 +1,329 @@
+"""The web UI in a real browser (DESIGN §8): Debian's chromium driven by Playwright,
+against a real server process loaded through the API.
+
+The fixture graph is the demo platform (embrasure/demo.py: an Airflow DAG, Spark, dbt
+models with a masked column, a dashboard) plus what the demo lacks: a failed run with
+an error and SQL, a hub read by more jobs than the graph draws, a fan-out of about 500
+nodes, and a quarantined event. One server and one browser serve every test here.
+
+`EMBRASURE_SCREENSHOTS=DIR` saves a screenshot of each page into DIR
+(scripts/screenshots writes docs/screenshots/ this way).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from embrasure import demo
+
+from conftest import ServerProcess
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} is absent (scripts/test installs it)"
+    ),
+]
+
+WAREHOUSE = demo.WAREHOUSE
+ORDERS_CLEAN = f"dataset:{WAREHOUSE}:{demo.TABLE}"
+HUB_READERS = 40  # more than the graph draws around one node (summarize.js CAP = 25)
+FAN_JOBS, FAN_WIDTH = 16, 15  # root → 16 jobs → 240 datasets → 240 jobs: 497 nodes
+FAN_NODES = 1 + FAN_JOBS + 2 * FAN_JOBS * FAN_WIDTH
+SCREENSHOTS = os.environ.get("EMBRASURE_SCREENSHOTS")
+
+
+def _run(
+    job: str,
+    n: int,
+    state: str,
+    minute: int,
+    *,
+    job_facets: dict[str, Any] | None = None,
+    run_facets: dict[str, Any] | None = None,
+    inputs: list[dict[str, str]] | None = None,
+    outputs: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "eventType": state,
+        "eventTime": f"{demo.DAY}T04:{minute:02d}:00Z",
+        "producer": demo.SPARK,
+        "schemaURL": f"{demo.CORE}#/$defs/RunEvent",
+        "run": {"runId": f"01943c00-0000-7000-9000-{n:012x}", "facets": run_facets or {}},
+        "job": {"namespace": "ui-tests", "name": job, "facets": job_facets or {}},
+        "inputs": inputs or [],
+        "outputs": outputs or [],
+    }
+
+
+def _facet(name: str, version: str, **fields: Any) -> dict[str, Any]:
+    url = f"https://openlineage.io/spec/facets/{version}/{name}.json#/$defs/{name}"
+    return {"_producer": demo.SPARK, "_schemaURL": url, **fields}
+
+
+def _ds(namespace: str, name: str) -> dict[str, str]:
+    return {"namespace": namespace, "name": name}
+
+
+def extra_events() -> list[Any]:
+    sql = _facet(
+        "SQLJobFacet",
+        "1-1-0",
+        query="INSERT INTO analytics.refunds\nSELECT order_id, amount\nFROM analytics.orders_clean",
+    )
+    error = _facet(
+        "ErrorMessageRunFacet",
+        "1-0-1",
+        message="division by zero in refunds.amount",
+        programmingLanguage="SQL",
+    )
+    ins, outs = [_ds(WAREHOUSE, demo.TABLE)], [_ds(WAREHOUSE, "analytics.refunds")]
+    events: list[Any] = [
+        _run("refunds", 1, "START", 0, job_facets={"sql": sql}, inputs=ins, outputs=outs),
+        _run("refunds", 1, "FAIL", 3, job_facets={"sql": sql}, run_facets={"errorMessage": error}),
+    ]
+    for n in range(HUB_READERS):
+        events.append(
+            _run(f"report_{n:02d}", 100 + n, "COMPLETE", 5, inputs=[_ds(WAREHOUSE, demo.MODELS[2])])
+        )
+    for j in range(FAN_JOBS):
+        outputs = [_ds("s3://fan", f"part_{j:02d}_{k:02d}") for k in range(FAN_WIDTH)]
+        events.append(
+            _run(
+                f"split_{j:02d}",
+                200 + j,
+                "COMPLETE",
+                6,
+                inputs=[_ds("s3://fan", "root")],
+                outputs=outputs,
+            )
+        )
+        for k, out in enumerate(outputs):
+            n = 300 + j * FAN_WIDTH + k
+            events.append(_run(f"load_{j:02d}_{k:02d}", n, "COMPLETE", 7, inputs=[out]))
+    events.append(_run("bad", 0, "COMPLETE", 8) | {"run": {"runId": "not-a-uuid"}})
+    return events
+
+
+def _projected(http: httpx.Client, delivery_id: str) -> bool:
+    state: str = http.get(f"/api/v1/deliveries/{delivery_id}").json()["state"]
+    return state != "accepted"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("ui") / "ui.db").start()
+    try:
+        with httpx.Client(base_url=proc.url, timeout=30) as http:
+            ids = []
+            for batch in (demo.events(), extra_events()):
+                r = http.post(
+                    "/api/v1/lineage/batch",
+                    content=orjson.dumps(batch),
+                    headers={"Content-Type": "application/json"},
+                )
+                assert r.status_code == 202, r.text
+                ids.append(r.json()["delivery_id"])
+            deadline = time.monotonic() + 30
+            while not all(_projected(http, i) for i in ids):
+                assert time.monotonic() < deadline, "the projector did not catch up"
+                time.sleep(0.1)
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    # Debian's chromium, never a browser Playwright downloads; --no-sandbox because the
+    # tests run as root in CI, where chromium's sandbox refuses to start.
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: ServerProcess) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server.url)
+    errors: list[str] = []
+    p = context.new_page()
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    p.set_default_timeout(10_000)
+    yield p
+    # Whatever the test looked at: no uncaught script error, and no JavaScript value
+    # that leaked into the text where a name or a number belongs.
+    shown = p.inner_text("main")
+    context.close()
+    assert errors == [], errors
+    assert not re.search(r"\b(null|undefined|NaN)\b|\[object Object\]", shown), shown
+
+
+def shot(page: Page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.wait_for_timeout(300)  # let the canvas paint its last frame
+        page.screenshot(path=f"{SCREENSHOTS}/{name}.png", full_page=True)
+
+
+def graph_nodes(page: Page) -> Any:
+    return page.get_by_role("list", name="Nodes in the lineage graph")
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+def test_home_page_shows_counters_backlog_and_recent_runs(page: Page) -> None:
+    page.goto("/")
+    counters = page.get_by_role("region", name="Ingest counters")
+    expect(counters).to_contain_text("Deliveries")
+    expect(counters.locator(".card").nth(2)).to_contain_text("0 deliveries waiting")
+    events = counters.locator(".card").nth(1)
+    expect(events.locator(".big")).to_have_text(str(len(demo.events()) + len(extra_events())))
+    expect(events).to_contain_text("1 quarantined")
+    recent = page.get_by_role("region", name="Recent runs")
+    expect(recent.locator("tr.run").first).to_contain_text("COMPLETE")
+    shot(page, "home")
+
+
+def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> None:
+    page.goto("/")
+    page.keyboard.press("/")  # the shortcut focuses the search box
+    page.keyboard.type("orders_clean")
+    options = page.get_by_role("option")
+    expect(options).to_have_count(2)
+    expect(options.nth(0)).to_contain_text("job")  # the exact match first
+    expect(options.nth(1)).to_contain_text("analytics.orders_clean")
+    page.keyboard.press("ArrowDown")
+    expect(options.nth(1)).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_role("heading", level=1)).to_have_text("analytics.orders_clean")
+    nodes = graph_nodes(page)
+    # Two edges each way from the Spark-written table (its alias is the same node).
+    for name in (
+        "orders",
+        "orders_clean",
+        "demo_shop.customer_orders",
+        "analytics.customer_orders",
+    ):
+        expect(nodes.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(nodes.get_by_role("link", name="analytics.daily_revenue", exact=True)).to_have_count(0)
+    expect(page.locator(".canvas canvas").first).to_be_visible()  # cytoscape drew
+    expect(page.get_by_role("region", name="Runs that wrote it")).to_contain_text("orders_clean")
+    expect(page.get_by_role("link", name="warehouse/orders_clean")).to_be_visible()  # alias
+    shot(page, "dataset")
+
+
+def test_expand_and_collapse_a_node(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    nodes = graph_nodes(page)
+    revenue = nodes.get_by_role("link", name="analytics.daily_revenue", exact=True)
+    expect(nodes.get_by_role("link", name="analytics.customer_orders")).to_be_visible()
+    expect(revenue).to_have_count(0)
+
+    page.get_by_role("button", name="Expand analytics.customer_orders").click()
+    expect(revenue).to_be_visible()
+    expect(nodes.get_by_role("link", name="revenue_dashboard")).to_be_visible()
+    collapse = page.get_by_role("button", name="Collapse analytics.customer_orders")
+    expect(collapse).to_have_attribute("aria-expanded", "true")
+    shot(page, "dataset-expanded")
+
+    collapse.click()
+    expect(revenue).to_have_count(0)
+    expect(nodes.get_by_role("link", name="analytics.customer_orders")).to_be_visible()
+
+
+def test_a_big_neighbourhood_is_summarized_until_asked_for(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.MODELS[2]}")
+    more = page.get_by_role("button", name="downstream neighbours of analytics.daily_revenue")
+    # 41 readers: the reports and the dashboard service. 25 are drawn (the first by id:
+    # jobs sort before services), the rest summarized.
+    expect(more).to_have_text(f"+{HUB_READERS + 1 - 25} more")
+    jobs, services = (graph_nodes(page).locator(f"li.kind-{k}") for k in ("job", "service"))
+    expect(jobs).to_have_count(25 + 1)  # and the job that writes it
+    expect(services).to_have_count(0)
+    more.click()
+    expect(jobs).to_have_count(HUB_READERS + 1)
+    expect(services).to_have_count(1)
+    expect(more).to_have_count(0)
+
+
+def test_about_five_hundred_nodes_draw_without_freezing(page: Page) -> None:
+    page.goto("/")
+    start = time.monotonic()
+    page.goto("/#/dataset?namespace=s3://fan&name=root")
+    page.get_by_label("Downstream depth").fill("3")
+    page.get_by_label("Downstream depth").dispatch_event("change")
+    status = page.locator(".graph-status")
+    expect(status).to_contain_text(f"{FAN_NODES} nodes", timeout=20_000)
+    elapsed = time.monotonic() - start
+    assert elapsed < 15, f"{elapsed:.1f} s to draw {FAN_NODES} nodes"
+    # The page still answers at once: the layout is done, not hogging the main thread.
+    assert page.evaluate("() => 1 + 1") == 2
+    expect(graph_nodes(page).locator("li")).to_have_count(FAN_NODES)
+    shot(page, "fan-out")
+
+
+def test_column_view_marks_the_masked_path(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.CUSTOMERS}")
+    page.get_by_role("region", name="Schema").get_by_role("link", name="email").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("analytics.customers.email")
+    edges = page.get_by_role("list", name="Column lineage edges")
+    masked = edges.locator("li.masked")
+    expect(masked).to_have_count(1)
+    expect(masked).to_contain_text("analytics.customers_masked.email_hash")
+    expect(masked.locator(".badge.masked")).to_have_text("masked")
+    expect(masked).to_contain_text("expression")
+    impact = page.get_by_role("region", name="Impact")
+    expect(impact.locator("tr.masked").first).to_contain_text("masked path")
+    shot(page, "column-masked")
+
+    # Pick another field: a join key, whose downstream includes an indirect dependency.
+    page.get_by_label("Field", exact=True).select_option("customer_id")
+    expect(page.get_by_role("heading", level=1)).to_have_text("analytics.customers.customer_id")
+    expect(page.get_by_role("list", name="Column lineage edges")).to_contain_text("direct")
+    expect(
+        page.get_by_role("list", name="Column lineage edges").locator("li.masked")
+    ).to_have_count(0)
+
+
+def test_job_page_shows_the_failed_run_its_error_and_sql(page: Page) -> None:
+    page.goto("/#/job?namespace=ui-tests&name=refunds")
+    runs = page.get_by_role("region", name="Runs")
+    expect(runs.locator(".state").first).to_have_text("FAIL")
+    expect(runs.get_by_role("note")).to_have_text("division by zero in refunds.amount")
+    expect(page.locator("pre.code")).to_contain_text("INSERT INTO analytics.refunds")
+    expect(page.get_by_role("region", name="Inputs")).to_contain_text("analytics.orders_clean")
+    expect(page.get_by_role("region", name="Outputs")).to_contain_text("analytics.refunds")
+    shot(page, "job")
+
+
+def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> None:
+    page.goto("/#/deliveries")
+    quarantine = page.get_by_role("region", name="Quarantine")
+    item = quarantine.locator("tr.quarantined-item")
+    expect(item).to_have_count(1)
+    expect(item.locator(".reason")).to_contain_text("runId")
+    deliveries = page.get_by_role("region", name="Recent deliveries")
+    expect(deliveries.locator("tr.delivery")).to_have_count(2)
+    expect(deliveries.locator(".delivery-partially_projected")).to_have_count(1)
+    # A delivery's items, with their outcomes, open in place.
+    deliveries.locator("tr.delivery").first.get_by_role("button").click()
+    expect(deliveries.locator("table.items .outcome-quarantined")).to_have_count(1)
+    shot(page, "deliveries")
+
+    item.get_by_role("button", name="Replay").click()
+    expect(item.get_by_role("status")).to_contain_text("Still quarantined")
