@@ -327,3 +327,18 @@ def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> 
 
     item.get_by_role("button", name="Replay").click()
     expect(item.get_by_role("status")).to_contain_text("Still quarantined")
+
+
+def test_job_page_opens_a_dag_runs_children(page: Page) -> None:
+    page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.DAG}")
+    children = page.get_by_role("button", name="3 child runs")
+    children.click()
+    tasks = page.locator(".child-runs li")
+    expect(tasks).to_have_count(3)
+    for task in demo.TASKS:
+        expect(tasks.get_by_role("link", name=task, exact=True)).to_be_visible()
+    expect(tasks.locator(".state-complete")).to_have_count(3)
+    # A task names its DAG as parent job; its page links back.
+    tasks.get_by_role("link", name=demo.TASKS[0]).click()
+    expect(page.get_by_role("link", name=demo.DAG, exact=True).first).to_be_visible()
+    expect(page.get_by_role("region", name="Outputs")).to_contain_text("orders")

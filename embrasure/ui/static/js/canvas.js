@@ -168,9 +168,9 @@ function frame(cy) {
   if (cy.zoom() > 1.2) {
     cy.zoom(1.2);
     cy.center();
-  } else if (cy.zoom() < 0.55) {
+  } else if (cy.zoom() < 0.4) {
     const root = cy.$(".root");
-    cy.zoom(0.55);
+    cy.zoom(0.4);
     cy.center(root.length ? root : undefined);
   }
 }

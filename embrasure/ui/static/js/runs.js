@@ -1,6 +1,7 @@
 // Runs as a table: state, times, duration, error, parent (the job and dataset pages and
 // the home page list runs the same way).
 
+import { get } from "./api.js";
 import { h } from "./dom.js";
 import { duration, time } from "./format.js";
 import { jobHref } from "./links.js";
@@ -73,13 +74,38 @@ function runDetails(run) {
       ),
     );
   }
-  if (run.children?.length) {
-    parts.push(h("span", { class: "children" }, `${run.children.length} child runs`));
-  }
+  if (run.children?.length) parts.push(childRuns(run.children));
   if (run.inputs || run.outputs) {
     const io = (list) => list.map((d) => d.name + (d.version ? ` @${d.version}` : "")).join(", ");
     if (run.inputs?.length) parts.push(h("span", { class: "io" }, `read ${io(run.inputs)}`));
     if (run.outputs?.length) parts.push(h("span", { class: "io" }, `wrote ${io(run.outputs)}`));
   }
   return parts.length ? h("div", { class: "run-extra" }, parts) : null;
+}
+
+// A run lists its children by runId only (an Airflow DAG run's tasks, a Spark
+// application's queries): their jobs and states are fetched when asked for.
+function childRuns(ids) {
+  const list = h("ul", { class: "child-runs" });
+  const button = h(
+    "button",
+    {
+      type: "button",
+      class: "link",
+      "aria-expanded": "false",
+      onclick: async () => {
+        button.disabled = true;
+        const runs = await Promise.all(ids.map((id) => get(`/api/v1/runs/${id}`)));
+        list.replaceChildren(
+          ...runs.map((r) =>
+            h("li", {}, stateBadge(r.state), " ", h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name), " ", duration(r.duration_s)),
+          ),
+        );
+        button.setAttribute("aria-expanded", "true");
+        button.hidden = true;
+      },
+    },
+    `${ids.length} child runs`,
+  );
+  return h("span", { class: "children" }, button, list);
 }
