@@ -291,13 +291,17 @@ def test_column_view_marks_the_masked_path(page: Page) -> None:
     expect(impact.locator("tr.masked").first).to_contain_text("masked path")
     shot(page, "column-masked")
 
-    # Pick another field: a join key, whose downstream includes an indirect dependency.
+    # Pick another field: a join key. Downstream, it is copied (direct), joins on (the
+    # indirect JOIN dependency of every customer_orders field) and is counted (aggregate).
     page.get_by_label("Field", exact=True).select_option("customer_id")
     expect(page.get_by_role("heading", level=1)).to_have_text("analytics.customers.customer_id")
-    expect(page.get_by_role("list", name="Column lineage edges")).to_contain_text("direct")
-    expect(
-        page.get_by_role("list", name="Column lineage edges").locator("li.masked")
-    ).to_have_count(0)
+    edges = page.get_by_role("list", name="Column lineage edges")
+    expect(edges.locator("li.masked")).to_have_count(0)
+    expect(edges.locator("li.direct")).to_have_count(2)
+    expect(edges.locator("li.indirect")).to_have_count(7)
+    expect(edges.locator("li.aggregate")).to_have_count(2)
+    expect(edges.locator("li.indirect", has_text="indirect JOIN")).to_have_count(5)
+    shot(page, "column-classes")
 
 
 def test_job_page_shows_the_failed_run_its_error_and_sql(page: Page) -> None:

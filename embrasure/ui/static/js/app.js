@@ -47,7 +47,11 @@ async function route() {
     cleanup = typeof result === "function" ? result : null;
     loading.remove();
     document.title = `${content.querySelector("h1")?.textContent || "Embrasure"} · Embrasure`;
-    main.focus({ preventScroll: true });
+    // Move focus to the new page, so a screen reader starts there — unless the user is
+    // already typing somewhere (the search box) while the page loaded.
+    if (!document.activeElement || document.activeElement === document.body) {
+      main.focus({ preventScroll: true });
+    }
   } catch (error) {
     console.error(error);
     if (mine !== drawn) return;

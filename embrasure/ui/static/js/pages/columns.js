@@ -107,7 +107,13 @@ function edgeList(graph) {
         " → ",
         h("a", { href: nodeHref(byId.get(edge.target)) }, label(edge.target)),
         " ",
-        h("span", { class: `cl-class cl-${edge.kind === "indirect" ? "indirect" : edge.class}` }, edge.kind === "indirect" ? `indirect ${edge.indirect.join(", ")}` : edge.class),
+        h(
+          "span",
+          { class: `cl-class cl-${edge.kind === "indirect" ? "indirect" : edge.class}` },
+          // A mapping can carry INDIRECT subtypes too (a GROUP_BY key copied as is).
+          edge.kind === "indirect" ? "indirect" : edge.class,
+          edge.indirect.length ? ` ${edge.indirect.join(", ")}` : "",
+        ),
         edge.masked ? h("span", { class: "badge masked", title: "A masking transformation lies on this mapping" }, "masked") : null,
         edge.derived ? h("span", { class: "badge" }, `from ${edge.derived}`) : null,
       ),

@@ -101,23 +101,25 @@ function deliveryRows(d) {
   ];
 }
 
-const ITEMS_SHOWN = 50;
+const ITEMS_SHOWN = 12;
 
 // A batch holds up to 1,000 items: the ones that need a look (quarantined, or projected
-// with warnings) come first, and a long tail of plain successes is cut short.
+// with warnings) come first, and a long tail is cut short until asked for.
 function itemTable(all) {
   const weight = (item) => (item.outcome === "quarantined" ? 0 : item.warnings.length ? 1 : 2);
   const items = [...all].sort((a, b) => weight(a) - weight(b) || a.index - b.index);
   const rest = items.slice(ITEMS_SHOWN);
   const plain = rest.every((item) => weight(item) === 2);
-  return h(
-    "div",
-    {},
-    itemRows(items.slice(0, ITEMS_SHOWN)),
-    rest.length
-      ? h("p", { class: "muted small" }, `and ${rest.length} more items${plain ? ", all projected without warnings" : ""}`)
-      : null,
-  );
+  const box = h("div", {}, itemRows(items.slice(0, ITEMS_SHOWN)));
+  if (rest.length) {
+    const more = h(
+      "button",
+      { type: "button", class: "link small", onclick: () => box.replaceChildren(itemRows(items)) },
+      `Show ${rest.length} more items${plain ? ", all projected without warnings" : ""}`,
+    );
+    box.append(h("p", {}, more));
+  }
+  return box;
 }
 
 function itemRows(items) {
