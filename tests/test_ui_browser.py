@@ -346,3 +346,25 @@ def test_job_page_opens_a_dag_runs_children(page: Page) -> None:
     tasks.get_by_role("link", name=demo.TASKS[0]).click()
     expect(page.get_by_role("link", name=demo.DAG, exact=True).first).to_be_visible()
     expect(page.get_by_role("region", name="Outputs")).to_contain_text("orders")
+
+
+def test_the_graph_filters_by_last_run_state_and_by_time(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    nodes = graph_nodes(page)
+    refunds = nodes.get_by_role("link", name="refunds", exact=True)
+    spark = nodes.get_by_role("link", name="orders_clean", exact=True)
+    expect(refunds).to_be_visible()
+    expect(spark).to_be_visible()
+
+    # Only edges whose last run failed: the refunds job's, not the Spark job's.
+    page.get_by_role("checkbox", name="FAIL").check()
+    expect(spark).to_have_count(0)
+    expect(refunds).to_be_visible()
+    page.get_by_role("checkbox", name="FAIL").uncheck()
+    expect(spark).to_be_visible()
+
+    # As of 02:30, after Spark wrote the table and before dbt or refunds read it.
+    page.get_by_label("As of (UTC)").fill(f"{demo.DAY}T02:30:00")
+    expect(refunds).to_have_count(0)
+    expect(nodes.get_by_role("link", name="demo_shop.customer_orders")).to_have_count(0)
+    expect(spark).to_be_visible()

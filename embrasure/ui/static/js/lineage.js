@@ -94,7 +94,10 @@ export function lineageExplorer(rootNode) {
         step: 1,
         "aria-label": "As of (UTC)",
         onchange: (event) => {
-          view.asOf = event.target.value ? `${event.target.value}Z` : "";
+          // The input's value is local wall time without a zone, and without seconds
+          // when they are zero: read it as UTC, in the RFC 3339 form the API takes.
+          const value = event.target.value;
+          view.asOf = value ? `${value.length === 16 ? `${value}:00` : value}Z` : "";
           load();
         },
       }),
