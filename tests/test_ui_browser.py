@@ -25,7 +25,7 @@ import orjson
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from embrasure import demo
+from embrasure import demo, ui
 
 from conftest import ServerProcess
 
@@ -161,6 +161,8 @@ def page(browser: Browser, server: ServerProcess) -> Iterator[Page]:
     errors: list[str] = []
     p = context.new_page()
     p.on("pageerror", lambda e: errors.append(str(e)))
+    # Console errors too: a failed API call, a blocked load (the page's CSP).
+    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     p.set_default_timeout(10_000)
     yield p
     # Whatever the test looked at: no uncaught script error, and no JavaScript value
@@ -368,3 +370,28 @@ def test_the_graph_filters_by_last_run_state_and_by_time(page: Page) -> None:
     expect(refunds).to_have_count(0)
     expect(nodes.get_by_role("link", name="demo_shop.customer_orders")).to_have_count(0)
     expect(spark).to_be_visible()
+
+
+def test_an_unknown_dataset_shows_the_servers_problem(
+    browser: Browser, server: ServerProcess
+) -> None:
+    # Its own page: the 404 is logged to the console, which the `page` fixture refuses.
+    page = browser.new_page(base_url=server.url)
+    page.goto("/#/dataset?namespace=s3://nowhere&name=nothing")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Could not load this page")
+    expect(page.get_by_role("alert")).to_contain_text("404 No dataset s3://nowhere nothing")
+    page.close()
+
+
+def test_the_shell_and_its_modules_are_served_with_a_strict_policy(server: ServerProcess) -> None:
+    shell = httpx.get(server.url + "/")
+    assert shell.status_code == 200 and shell.headers["content-type"].startswith("text/html")
+    policy = shell.headers["content-security-policy"]
+    assert policy == ui.CONTENT_SECURITY_POLICY
+    assert "default-src 'self'" in policy and "script-src" not in policy  # no inline script
+    # Module scripts run only when served as JavaScript, .mjs included.
+    for path in ("js/app.js", "vendor/cytoscape.esm.min.mjs", "vendor/cytoscape-dagre.min.mjs"):
+        r = httpx.get(f"{server.url}/ui/static/{path}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+    # StaticFiles keeps to its folder: the package's Python files are not served.
+    assert httpx.get(server.url + "/ui/static/%2e%2e/__init__.py").status_code == 404
