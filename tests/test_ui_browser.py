@@ -200,6 +200,23 @@ def test_home_page_shows_counters_backlog_and_recent_runs(page: Page) -> None:
     shot(page, "home")
 
 
+def test_a_namespace_lists_its_datasets_a_page_at_a_time(page: Page) -> None:
+    page.goto("/")
+    page.get_by_role("region", name="Namespaces").get_by_role("link", name="s3://fan").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("s3://fan")
+    datasets = page.get_by_role("region", name="Datasets")
+    expect(datasets.get_by_role("listitem")).to_have_count(100)
+    more = datasets.get_by_role("button", name="More")
+    more.click()
+    expect(datasets.get_by_role("listitem")).to_have_count(200)
+    more.click()
+    expect(datasets.get_by_role("listitem")).to_have_count(FAN_JOBS * FAN_WIDTH + 1)
+    expect(more).to_be_hidden()
+    expect(page.get_by_role("region", name="Jobs")).to_contain_text("None.")
+    datasets.get_by_role("link", name="root", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("root")
+
+
 def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> None:
     page.goto("/")
     page.keyboard.press("/")  # the shortcut focuses the search box

@@ -10,6 +10,7 @@ import * as dataset from "./pages/dataset.js";
 import * as deliveries from "./pages/deliveries.js";
 import * as home from "./pages/home.js";
 import * as job from "./pages/job.js";
+import * as namespace from "./pages/namespace.js";
 
 const PAGES = {
   "/": home,
@@ -17,6 +18,7 @@ const PAGES = {
   "/job": job,
   "/column": columns,
   "/deliveries": deliveries,
+  "/namespace": namespace,
 };
 
 const main = document.getElementById("page");

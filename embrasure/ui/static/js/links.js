@@ -15,6 +15,10 @@ export function columnHref(namespace, name, field) {
   return "#" + url("/column", { namespace, name, field });
 }
 
+export function namespaceHref(name) {
+  return "#" + url("/namespace", { name });
+}
+
 export function nodeHref(node) {
   if (node.type === "field") return columnHref(node.namespace, node.name, node.field);
   if (node.type === "dataset") return datasetHref(node.namespace, node.name);

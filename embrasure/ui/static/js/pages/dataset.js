@@ -4,7 +4,7 @@ import { get } from "../api.js";
 import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
-import { columnHref, datasetHref } from "../links.js";
+import { columnHref, datasetHref, namespaceHref } from "../links.js";
 import { runTable } from "../runs.js";
 
 export async function render(params, page) {
@@ -17,7 +17,7 @@ export async function render(params, page) {
   const dataset = datasets[0];
   const explorer = lineageExplorer(dataset);
   append(page, [
-    h("p", { class: "crumb" }, h("span", { class: "kind kind-dataset" }, "dataset"), " ", dataset.namespace),
+    h("p", { class: "crumb" }, h("span", { class: "kind kind-dataset" }, "dataset"), " ", h("a", { href: namespaceHref(dataset.namespace) }, dataset.namespace)),
     h("h1", {}, dataset.name, dataset.dropped ? h("span", { class: "badge dropped" }, "dropped") : null),
     identities(dataset),
     explorer.element,

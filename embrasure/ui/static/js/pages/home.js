@@ -4,6 +4,7 @@
 import { get } from "../api.js";
 import { append, h } from "../dom.js";
 import { count } from "../format.js";
+import { namespaceHref } from "../links.js";
 import { runTable } from "../runs.js";
 
 export async function render(params, page) {
@@ -55,7 +56,7 @@ function namespaceTable(namespaces) {
     h(
       "tbody",
       {},
-      namespaces.map((ns) => h("tr", {}, h("td", { class: "mono" }, ns.name), h("td", { class: "num" }, count(ns.datasets)), h("td", { class: "num" }, count(ns.jobs)))),
+      namespaces.map((ns) => h("tr", {}, h("td", { class: "mono" }, h("a", { href: namespaceHref(ns.name) }, ns.name)), h("td", { class: "num" }, count(ns.datasets)), h("td", { class: "num" }, count(ns.jobs)))),
     ),
   );
 }

@@ -5,7 +5,7 @@ import { get } from "../api.js";
 import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
-import { datasetHref, jobHref } from "../links.js";
+import { datasetHref, jobHref, namespaceHref } from "../links.js";
 import { runTable } from "../runs.js";
 
 export async function render(params, page) {
@@ -19,7 +19,7 @@ export async function render(params, page) {
   ]);
   const explorer = lineageExplorer(job);
   append(page, [
-    h("p", { class: "crumb" }, h("span", { class: `kind kind-${job.type}` }, job.type), " ", job.namespace),
+    h("p", { class: "crumb" }, h("span", { class: `kind kind-${job.type}` }, job.type), " ", h("a", { href: namespaceHref(job.namespace) }, job.namespace)),
     h("h1", {}, job.name),
     job.parent_job
       ? h("p", {}, "Part of ", h("a", { href: jobHref(job.parent_job.namespace, job.parent_job.name) }, job.parent_job.name))
