@@ -41,6 +41,7 @@ WAREHOUSE = demo.WAREHOUSE
 ORDERS_CLEAN = f"dataset:{WAREHOUSE}:{demo.TABLE}"
 HUB_READERS = 40  # more than the graph draws around one node (summarize.js CAP = 25)
 FAN_JOBS, FAN_WIDTH = 16, 15  # root → 16 jobs → 240 datasets → 240 jobs: 497 nodes
+HOURLY_RUNS = 30  # more than a page of runs (25 on a job page, 20 on a dataset page)
 FAN_NODES = 1 + FAN_JOBS + 2 * FAN_JOBS * FAN_WIDTH
 SCREENSHOTS = os.environ.get("EMBRASURE_SCREENSHOTS")
 
@@ -58,7 +59,7 @@ def _run(
 ) -> dict[str, Any]:
     return {
         "eventType": state,
-        "eventTime": f"{demo.DAY}T04:{minute:02d}:00Z",
+        "eventTime": f"{demo.DAY}T{4 + minute // 60:02d}:{minute % 60:02d}:00Z",
         "producer": demo.SPARK,
         "schemaURL": f"{demo.CORE}#/$defs/RunEvent",
         "run": {"runId": f"01943c00-0000-7000-9000-{n:012x}", "facets": run_facets or {}},
@@ -113,6 +114,14 @@ def extra_events() -> list[Any]:
         for k, out in enumerate(outputs):
             n = 300 + j * FAN_WIDTH + k
             events.append(_run(f"load_{j:02d}_{k:02d}", n, "COMPLETE", 7, inputs=[out]))
+    # An hourly job with more runs than a page shows, in every state.
+    hourly = [_ds(WAREHOUSE, "analytics.hourly")]
+    for i in range(HOURLY_RUNS):
+        start = 60 + 2 * i
+        events.append(_run("hourly", 600 + i, "START", start, outputs=hourly))
+        if i < HOURLY_RUNS - 1:  # the last one is still running
+            end = "FAIL" if i % 7 == 3 else "ABORT" if i % 11 == 5 else "COMPLETE"
+            events.append(_run("hourly", 600 + i, end, start + 1, outputs=hourly))
     events.append(_run("bad", 0, "COMPLETE", 8) | {"run": {"runId": "not-a-uuid"}})
     return events
 
@@ -196,7 +205,9 @@ def test_home_page_shows_counters_backlog_and_recent_runs(page: Page) -> None:
     expect(events.locator(".big")).to_have_text(str(len(demo.events()) + len(extra_events())))
     expect(events).to_contain_text("1 quarantined")
     recent = page.get_by_role("region", name="Recent runs")
-    expect(recent.locator("tr.run").first).to_contain_text("COMPLETE")
+    # The hourly job's last run, started at 05:58 and still going, has the latest event.
+    expect(recent.locator("tr.run").first).to_contain_text("hourly")
+    expect(recent.locator("tr.run").first.locator(".state")).to_have_text("START")
     shot(page, "home")
 
 
@@ -412,3 +423,21 @@ def test_the_shell_and_its_modules_are_served_with_a_strict_policy(server: Serve
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
     # StaticFiles keeps to its folder: the package's Python files are not served.
     assert httpx.get(server.url + "/ui/static/%2e%2e/__init__.py").status_code == 404
+
+
+def test_runs_page_through_older_ones(page: Page) -> None:
+    page.goto("/#/job?namespace=ui-tests&name=hourly")
+    runs = page.get_by_role("region", name="Runs").locator("tr.run")
+    expect(runs).to_have_count(25)
+    expect(runs.first.locator(".state")).to_have_text("START")  # newest first, still going
+    page.get_by_role("button", name="Older runs").click()
+    expect(runs).to_have_count(HOURLY_RUNS)
+    expect(page.get_by_role("button", name="Older runs")).to_be_hidden()
+    states = set(runs.locator(".state").all_inner_texts())
+    assert states == {"START", "COMPLETE", "FAIL", "ABORT"}
+
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name=analytics.hourly")
+    writers = page.get_by_role("region", name="Runs that wrote it").locator("tr.run")
+    expect(writers).to_have_count(20)
+    page.get_by_role("button", name="Older runs").click()
+    expect(writers).to_have_count(HOURLY_RUNS)

@@ -165,7 +165,13 @@ export function lineageExplorer(rootNode) {
     // A dataset's neighbours are jobs: walk two edges so the next datasets show too.
     const depth = node.type === "dataset" ? 2 : 1;
     const before = new Set(view.nodes.keys());
-    const graph = await get("/api/v1/lineage", params({ ...nodeParams(node), direction: "both", depth }));
+    let graph;
+    try {
+      graph = await get("/api/v1/lineage", params({ ...nodeParams(node), direction: "both", depth }));
+    } catch (error) {
+      status.textContent = `Could not expand ${node.name}: ${error.message}`;
+      return;
+    }
     const added = merge(graph).filter((n) => !before.has(n));
     view.expanded.set(id, added);
     // Show everything the user asked for, however big the neighbourhood.

@@ -11,6 +11,28 @@ export function stateBadge(state) {
   return h("span", { class: `state state-${text.toLowerCase()}` }, text);
 }
 
+// A page of runs from a cursor-paginated listing, and a button that appends the next
+// page (``next(cursor)`` fetches it) while there is one.
+export function pagedRunTable(first, next, options = {}) {
+  const table = runTable(first.runs, options);
+  if (!first.next_cursor) return table;
+  let cursor = first.next_cursor;
+  const more = h(
+    "button",
+    {
+      type: "button",
+      onclick: async () => {
+        const page = await next(cursor);
+        table.tBodies[0].append(...page.runs.flatMap((run) => runRows(run, options.showJob)));
+        cursor = page.next_cursor;
+        more.hidden = !cursor;
+      },
+    },
+    "Older runs",
+  );
+  return h("div", {}, table, h("p", {}, more));
+}
+
 export function runTable(runs, { showJob = false, caption = null } = {}) {
   if (!runs.length) return h("p", { class: "muted" }, "No runs.");
   return h(

@@ -5,14 +5,16 @@ import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
 import { columnHref, datasetHref, namespaceHref } from "../links.js";
-import { runTable } from "../runs.js";
+import { pagedRunTable } from "../runs.js";
+
+const RUNS = 20;
 
 export async function render(params, page) {
   const namespace = params.get("namespace");
   const name = params.get("name");
   const [{ datasets }, runs] = await Promise.all([
     get("/api/v1/datasets", { namespace, name }),
-    get("/api/v1/runs", { type: "dataset", namespace, name, limit: 20 }),
+    get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS }),
   ]);
   const dataset = datasets[0];
   const explorer = lineageExplorer(dataset);
@@ -36,7 +38,7 @@ export async function render(params, page) {
       "section",
       { "aria-label": "Runs that wrote it" },
       h("h2", {}, "Runs that wrote it"),
-      runTable(runs.runs, { showJob: true }),
+      pagedRunTable(runs, (cursor) => get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS, cursor }), { showJob: true }),
     ),
   ]);
   return explorer.destroy;

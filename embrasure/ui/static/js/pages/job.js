@@ -6,7 +6,9 @@ import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
 import { datasetHref, jobHref, namespaceHref } from "../links.js";
-import { runTable } from "../runs.js";
+import { pagedRunTable } from "../runs.js";
+
+const RUNS = 25;
 
 export async function render(params, page) {
   const namespace = params.get("namespace");
@@ -14,7 +16,7 @@ export async function render(params, page) {
   const { jobs } = await get("/api/v1/jobs", { namespace, name });
   const job = jobs[0];
   const [runs, around] = await Promise.all([
-    get("/api/v1/runs", { namespace, name, limit: 50 }),
+    get("/api/v1/runs", { namespace, name, limit: RUNS }),
     get("/api/v1/lineage", { type: job.type, namespace, name, depth: 1 }),
   ]);
   const explorer = lineageExplorer(job);
@@ -26,7 +28,7 @@ export async function render(params, page) {
       : null,
     io(around),
     explorer.element,
-    h("section", { "aria-label": "Runs" }, h("h2", {}, "Runs"), runTable(runs.runs)),
+    h("section", { "aria-label": "Runs" }, h("h2", {}, "Runs"), pagedRunTable(runs, (cursor) => get("/api/v1/runs", { namespace, name, limit: RUNS, cursor }))),
     h("section", { "aria-label": "Facets" }, h("h2", {}, "Facets"), facetList(job.facets)),
   ]);
   return explorer.destroy;
