@@ -47,10 +47,13 @@ const STYLE = [
     selector: "node.summary",
     style: {
       shape: "round-rectangle",
-      width: 110,
-      "background-color": "#f5f7fa",
-      "border-style": "dotted",
-      color: "#52606d",
+      width: 130,
+      "background-color": "#fff7e0",
+      "border-color": "#d48a1b",
+      "border-style": "dashed",
+      "font-weight": 600,
+      "font-size": 14,
+      color: "#8a5a00",
     },
   },
   {
@@ -168,9 +171,9 @@ function frame(cy) {
   if (cy.zoom() > 1.2) {
     cy.zoom(1.2);
     cy.center();
-  } else if (cy.zoom() < 0.4) {
+  } else if (cy.zoom() < 0.5) {
     const root = cy.$(".root");
-    cy.zoom(0.4);
+    cy.zoom(0.5);
     cy.center(root.length ? root : undefined);
   }
 }

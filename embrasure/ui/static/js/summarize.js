@@ -5,7 +5,7 @@
 // Walks breadth-first from the root over edges either way round; a neighbour is "new"
 // when no node nearer the root has shown it yet. Pure: nodes and edges in, ids out.
 
-export const CAP = 25;
+export const CAP = 12;
 
 export function summarize(rootId, nodeIds, edges, openedHubs = new Set(), cap = CAP) {
   const upstream = new Map(); // node → the nodes with an edge into it
