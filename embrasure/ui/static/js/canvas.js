@@ -39,10 +39,19 @@ const STYLE = [
     },
   },
   { selector: "node.dataset", style: { "background-color": "#eef4fb", "border-color": "#5b8bc9" } },
-  { selector: "node.job", style: { shape: "rectangle", "background-color": "#f4f0fa", "border-color": "#8466c4" } },
-  { selector: "node.service", style: { shape: "cut-rectangle", "background-color": "#fdf3e7", "border-color": "#c98a3c" } },
+  {
+    selector: "node.job",
+    style: { shape: "rectangle", "background-color": "#f4f0fa", "border-color": "#8466c4" },
+  },
+  {
+    selector: "node.service",
+    style: { shape: "cut-rectangle", "background-color": "#fdf3e7", "border-color": "#c98a3c" },
+  },
   { selector: "node.dropped", style: { "border-style": "dashed", color: "#7b8794" } },
-  { selector: "node.root", style: { "border-width": 3.5, "border-color": INK, "font-weight": 600 } },
+  {
+    selector: "node.root",
+    style: { "border-width": 3.5, "border-color": INK, "font-weight": 600 },
+  },
   {
     selector: "node.summary",
     style: {
@@ -69,8 +78,14 @@ const STYLE = [
       padding: 10,
     },
   },
-  { selector: "node.field", style: { width: 150, height: 28, "font-size": 11, "text-max-width": 140 } },
-  { selector: "node:selected", style: { "overlay-color": "#2f6fcb", "overlay-opacity": 0.15, "overlay-padding": 4 } },
+  {
+    selector: "node.field",
+    style: { width: 150, height: 28, "font-size": 11, "text-max-width": 140 },
+  },
+  {
+    selector: "node:selected",
+    style: { "overlay-color": "#2f6fcb", "overlay-opacity": 0.15, "overlay-padding": 4 },
+  },
   { selector: "node.highlight", style: { "border-color": "#f0b429", "border-width": 4 } },
   {
     selector: "edge",
@@ -91,12 +106,26 @@ const STYLE = [
   { selector: "edge.summary", style: { "line-style": "dotted", "line-color": "#c5cfdb" } },
   // Column lineage (DESIGN §3): the class of a mapping, indirect dependencies dashed,
   // masked mappings red with a marker.
-  { selector: "edge.direct", style: { "line-color": "#2f6fcb", "target-arrow-color": "#2f6fcb", width: 2 } },
-  { selector: "edge.expression", style: { "line-color": "#8466c4", "target-arrow-color": "#8466c4", width: 2 } },
-  { selector: "edge.aggregate", style: { "line-color": "#d48a1b", "target-arrow-color": "#d48a1b", width: 3 } },
+  {
+    selector: "edge.direct",
+    style: { "line-color": "#2f6fcb", "target-arrow-color": "#2f6fcb", width: 2 },
+  },
+  {
+    selector: "edge.expression",
+    style: { "line-color": "#8466c4", "target-arrow-color": "#8466c4", width: 2 },
+  },
+  {
+    selector: "edge.aggregate",
+    style: { "line-color": "#d48a1b", "target-arrow-color": "#d48a1b", width: 3 },
+  },
   {
     selector: "edge.indirect",
-    style: { "line-style": "dashed", "line-color": "#8a94a3", "target-arrow-color": "#8a94a3", width: 1.4 },
+    style: {
+      "line-style": "dashed",
+      "line-color": "#8a94a3",
+      "target-arrow-color": "#8a94a3",
+      width: 1.4,
+    },
   },
   {
     selector: "edge.masked",

@@ -13,7 +13,9 @@ const SPECIAL = {
     h(
       "ul",
       { class: "owners" },
-      (f.owners || []).map((o) => h("li", {}, o.name, o.type ? h("span", { class: "muted" }, ` (${o.type})`) : null)),
+      (f.owners || []).map((o) =>
+        h("li", {}, o.name, o.type ? h("span", { class: "muted" }, ` (${o.type})`) : null),
+      ),
     ),
   datasource: (f) => h("p", {}, f.name ?? "", " ", h("span", { class: "mono" }, f.uri ?? "")),
   sql: (f) => code(f.query, f.dialect || "sql"),
@@ -31,7 +33,9 @@ function content(facet) {
 }
 
 export function facetList(facets, { skip = [] } = {}) {
-  const names = Object.keys(facets || {}).filter((name) => !skip.includes(name)).sort();
+  const names = Object.keys(facets || {})
+    .filter((name) => !skip.includes(name))
+    .sort();
   if (!names.length) return h("p", { class: "muted" }, "No facets.");
   return h(
     "div",

@@ -5,7 +5,10 @@ export function time(text) {
   const date = new Date(text);
   if (Number.isNaN(date.getTime())) return text;
   // ISO-like and in UTC, as the API gives it: lineage spans time zones.
-  return date.toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC");
+  return date
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$|Z$/, " UTC");
 }
 
 export function duration(seconds) {

@@ -32,7 +32,11 @@ export function lineageExplorer(rootNode) {
   const rootId = rootNode.id;
 
   const status = h("p", { class: "graph-status muted", "aria-live": "polite" });
-  const canvas = h("div", { class: "canvas", role: "img", "aria-label": `Lineage graph of ${rootNode.name}` });
+  const canvas = h("div", {
+    class: "canvas",
+    role: "img",
+    "aria-label": `Lineage graph of ${rootNode.name}`,
+  });
   const list = h("ol", { class: "graph-nodes", "aria-label": "Nodes in the lineage graph" });
   const details = h("div", { class: "node-details" });
   const cy = createCanvas(canvas, {
@@ -138,8 +142,14 @@ export function lineageExplorer(rootNode) {
     status.textContent = "Loading…";
     const walks = [];
     const base = nodeParams(rootNode);
-    if (view.up) walks.push(get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })));
-    if (view.down) walks.push(get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })));
+    if (view.up)
+      walks.push(
+        get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })),
+      );
+    if (view.down)
+      walks.push(
+        get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
+      );
     if (!walks.length) walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
     try {
       const graphs = await Promise.all(walks);
@@ -167,7 +177,10 @@ export function lineageExplorer(rootNode) {
     const before = new Set(view.nodes.keys());
     let graph;
     try {
-      graph = await get("/api/v1/lineage", params({ ...nodeParams(node), direction: "both", depth }));
+      graph = await get(
+        "/api/v1/lineage",
+        params({ ...nodeParams(node), direction: "both", depth }),
+      );
     } catch (error) {
       status.textContent = `Could not expand ${node.name}: ${error.message}`;
       return;
@@ -210,14 +223,23 @@ export function lineageExplorer(rootNode) {
         {},
         h("a", { href: nodeHref(node) }, "Open page"),
         " ",
-        h("button", { type: "button", onclick: () => toggle(id) }, view.expanded.has(id) ? "Collapse" : "Expand"),
+        h(
+          "button",
+          { type: "button", onclick: () => toggle(id) },
+          view.expanded.has(id) ? "Collapse" : "Expand",
+        ),
       ),
     );
   }
 
   function render() {
     const edges = [...view.edges.values()];
-    const { visible, summaries } = summarize(rootId, [...view.nodes.keys()], edges, view.openedHubs);
+    const { visible, summaries } = summarize(
+      rootId,
+      [...view.nodes.keys()],
+      edges,
+      view.openedHubs,
+    );
     const elements = [];
     for (const id of visible) {
       const node = view.nodes.get(id);
@@ -230,13 +252,25 @@ export function lineageExplorer(rootNode) {
       if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
       const classes = [`state-${(edge.last_state || "other").toLowerCase()}`];
       if (edge.static) classes.push("static");
-      elements.push({ group: "edges", data: { id: `${edge.source}→${edge.target}`, source: edge.source, target: edge.target }, classes: classes.join(" ") });
+      elements.push({
+        group: "edges",
+        data: { id: `${edge.source}→${edge.target}`, source: edge.source, target: edge.target },
+        classes: classes.join(" "),
+      });
     }
     for (const s of summaries) {
       const id = `more:${s.key}`;
-      elements.push({ group: "nodes", data: { id, label: `+${s.count} more` }, classes: "summary" });
+      elements.push({
+        group: "nodes",
+        data: { id, label: `+${s.count} more` },
+        classes: "summary",
+      });
       const [source, target] = s.side === "up" ? [id, s.node] : [s.node, id];
-      elements.push({ group: "edges", data: { id: `${id}-edge`, source, target }, classes: "summary" });
+      elements.push({
+        group: "edges",
+        data: { id: `${id}-edge`, source, target },
+        classes: "summary",
+      });
     }
     draw(cy, elements);
     renderList(visible, summaries);
@@ -291,7 +325,11 @@ export function lineageExplorer(rootNode) {
             },
             `+${s.count} more`,
           ),
-          h("span", { class: "muted small" }, ` ${s.side === "up" ? "upstream of" : "downstream of"} ${hub.name}`),
+          h(
+            "span",
+            { class: "muted small" },
+            ` ${s.side === "up" ? "upstream of" : "downstream of"} ${hub.name}`,
+          ),
         ),
       );
     }

@@ -53,7 +53,11 @@ export function runTable(runs, { showJob = false, caption = null } = {}) {
         h("th", {}, "Run"),
       ),
     ),
-    h("tbody", {}, runs.map((run) => runRows(run, showJob))),
+    h(
+      "tbody",
+      {},
+      runs.map((run) => runRows(run, showJob)),
+    ),
   );
 }
 
@@ -120,7 +124,15 @@ function childRuns(ids) {
         const runs = await Promise.all(ids.map((id) => get(`/api/v1/runs/${id}`)));
         list.replaceChildren(
           ...runs.map((r) =>
-            h("li", {}, stateBadge(r.state), " ", h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name), " ", duration(r.duration_s)),
+            h(
+              "li",
+              {},
+              stateBadge(r.state),
+              " ",
+              h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name),
+              " ",
+              duration(r.duration_s),
+            ),
           ),
         );
         button.setAttribute("aria-expanded", "true");

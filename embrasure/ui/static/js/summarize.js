@@ -24,7 +24,10 @@ export function summarize(rootId, nodeIds, edges, openedHubs = new Set(), cap = 
   const queue = [rootId];
   while (queue.length) {
     const id = queue.shift();
-    for (const [side, neighbours] of [["up", upstream], ["down", downstream]]) {
+    for (const [side, neighbours] of [
+      ["up", upstream],
+      ["down", downstream],
+    ]) {
       const fresh = [...new Set(neighbours.get(id) || [])].filter((n) => !visible.has(n)).sort();
       const key = `${id}|${side}`;
       const shown = openedHubs.has(key) ? fresh : fresh.slice(0, cap);

@@ -17,7 +17,11 @@ export async function render(params, page) {
     get("/api/v1/impact", { namespace, name, field, depth: 10 }),
   ]);
   const dataset = datasets[0];
-  const canvas = h("div", { class: "canvas", role: "img", "aria-label": `Column lineage of ${name}.${field}` });
+  const canvas = h("div", {
+    class: "canvas",
+    role: "img",
+    "aria-label": `Column lineage of ${name}.${field}`,
+  });
   const cy = createCanvas(canvas, {
     onTap: (id) => {
       const node = graph.nodes.find((n) => n.id === id);
@@ -25,14 +29,31 @@ export async function render(params, page) {
     },
   });
   append(page, [
-    h("p", { class: "crumb" }, h("span", { class: "kind kind-field" }, "field"), " ", h("a", { href: datasetHref(dataset.namespace, dataset.name) }, dataset.name)),
+    h(
+      "p",
+      { class: "crumb" },
+      h("span", { class: "kind kind-field" }, "field"),
+      " ",
+      h("a", { href: datasetHref(dataset.namespace, dataset.name) }, dataset.name),
+    ),
     h("h1", {}, `${dataset.name}.${field}`),
     fieldPicker(dataset, field),
     h(
       "section",
       { class: "lineage", "aria-label": "Column lineage" },
-      h("div", { class: "graph-area" }, canvas, h("aside", { class: "graph-side" }, edgeList(graph))),
-      graph.truncated ? h("p", { class: "muted" }, "The server stopped at its node limit: not every field is shown.") : null,
+      h(
+        "div",
+        { class: "graph-area" },
+        canvas,
+        h("aside", { class: "graph-side" }, edgeList(graph)),
+      ),
+      graph.truncated
+        ? h(
+            "p",
+            { class: "muted" },
+            "The server stopped at its node limit: not every field is shown.",
+          )
+        : null,
       legend(),
     ),
     h("section", { "aria-label": "Impact" }, h("h2", {}, "Impact downstream"), impactTable(impact)),
@@ -72,10 +93,18 @@ function elements(graph) {
     }
     const classes = ["field"];
     if (node.id === graph.root) classes.push("root");
-    out.push({ group: "nodes", data: { id: node.id, parent: group, label: node.field }, classes: classes.join(" ") });
+    out.push({
+      group: "nodes",
+      data: { id: node.id, parent: group, label: node.field },
+      classes: classes.join(" "),
+    });
   }
   for (const edge of graph.edges) {
-    out.push({ group: "edges", data: { id: edgeId(edge), source: edge.source, target: edge.target }, classes: edgeClasses(edge) });
+    out.push({
+      group: "edges",
+      data: { id: edgeId(edge), source: edge.source, target: edge.target },
+      classes: edgeClasses(edge),
+    });
   }
   return out;
 }
@@ -114,7 +143,13 @@ function edgeList(graph) {
           edge.kind === "indirect" ? "indirect" : edge.class,
           edge.indirect.length ? ` ${edge.indirect.join(", ")}` : "",
         ),
-        edge.masked ? h("span", { class: "badge masked", title: "A masking transformation lies on this mapping" }, "masked") : null,
+        edge.masked
+          ? h(
+              "span",
+              { class: "badge masked", title: "A masking transformation lies on this mapping" },
+              "masked",
+            )
+          : null,
         edge.derived ? h("span", { class: "badge" }, `from ${edge.derived}`) : null,
       ),
     ),
@@ -126,7 +161,18 @@ function impactTable(impact) {
   return h(
     "table",
     { class: "impact" },
-    h("thead", {}, h("tr", {}, h("th", {}, "What"), h("th", {}, "Kind"), h("th", { class: "num" }, "Distance"), h("th", {}, "Path"))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", {}, "What"),
+        h("th", {}, "Kind"),
+        h("th", { class: "num" }, "Distance"),
+        h("th", {}, "Path"),
+      ),
+    ),
     h(
       "tbody",
       {},
@@ -136,7 +182,12 @@ function impactTable(impact) {
         return h(
           "tr",
           { class: item.masked ? "masked" : null },
-          h("td", {}, h("a", { href: nodeHref(node) }, title), item.masked ? h("span", { class: "badge masked" }, "masked path") : null),
+          h(
+            "td",
+            {},
+            h("a", { href: nodeHref(node) }, title),
+            item.masked ? h("span", { class: "badge masked" }, "masked path") : null,
+          ),
           h("td", {}, h("span", { class: `kind kind-${node.type}` }, node.type)),
           h("td", { class: "num" }, item.distance),
           h("td", { class: "path small" }, item.path.map(shortId).join(" → ")),
@@ -149,7 +200,9 @@ function impactTable(impact) {
 // The last part of a node id (DESIGN §5: ids split from the right; ':' is encoded).
 function shortId(id) {
   const parts = id.split(":");
-  return decodeURIComponent(parts[0] === "field" ? `${parts.at(-2)}.${parts.at(-1)}` : parts.at(-1));
+  return decodeURIComponent(
+    parts[0] === "field" ? `${parts.at(-2)}.${parts.at(-1)}` : parts.at(-1),
+  );
 }
 
 function legend() {

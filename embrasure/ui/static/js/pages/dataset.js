@@ -19,8 +19,19 @@ export async function render(params, page) {
   const dataset = datasets[0];
   const explorer = lineageExplorer(dataset);
   append(page, [
-    h("p", { class: "crumb" }, h("span", { class: "kind kind-dataset" }, "dataset"), " ", h("a", { href: namespaceHref(dataset.namespace) }, dataset.namespace)),
-    h("h1", {}, dataset.name, dataset.dropped ? h("span", { class: "badge dropped" }, "dropped") : null),
+    h(
+      "p",
+      { class: "crumb" },
+      h("span", { class: "kind kind-dataset" }, "dataset"),
+      " ",
+      h("a", { href: namespaceHref(dataset.namespace) }, dataset.namespace),
+    ),
+    h(
+      "h1",
+      {},
+      dataset.name,
+      dataset.dropped ? h("span", { class: "badge dropped" }, "dropped") : null,
+    ),
     identities(dataset),
     explorer.element,
     h(
@@ -38,7 +49,11 @@ export async function render(params, page) {
       "section",
       { "aria-label": "Runs that wrote it" },
       h("h2", {}, "Runs that wrote it"),
-      pagedRunTable(runs, (cursor) => get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS, cursor }), { showJob: true }),
+      pagedRunTable(
+        runs,
+        (cursor) => get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS, cursor }),
+        { showJob: true },
+      ),
     ),
   ]);
   return explorer.destroy;
@@ -60,7 +75,14 @@ function identities(dataset) {
       ),
     ),
     dataset.locations.length ? h("dt", {}, "Locations") : null,
-    dataset.locations.map((l) => h("dd", {}, h("span", { class: "mono" }, `${l.namespace}/${l.name}`), h("span", { class: "muted" }, ` ${l.type}`))),
+    dataset.locations.map((l) =>
+      h(
+        "dd",
+        {},
+        h("span", { class: "mono" }, `${l.namespace}/${l.name}`),
+        h("span", { class: "muted" }, ` ${l.type}`),
+      ),
+    ),
   );
 }
 
@@ -68,7 +90,8 @@ function identities(dataset) {
 // nested `fields` for structs); each field opens its column lineage.
 function schema(dataset) {
   const fields = dataset.facets.schema?.fields;
-  if (!Array.isArray(fields) || !fields.length) return h("p", { class: "muted" }, "No schema facet.");
+  if (!Array.isArray(fields) || !fields.length)
+    return h("p", { class: "muted" }, "No schema facet.");
   const rows = [];
   const walk = (list, prefix) => {
     for (const f of list) {
@@ -77,7 +100,15 @@ function schema(dataset) {
         h(
           "tr",
           {},
-          h("td", {}, h("a", { href: columnHref(dataset.namespace, dataset.name, path), class: "field-link" }, path)),
+          h(
+            "td",
+            {},
+            h(
+              "a",
+              { href: columnHref(dataset.namespace, dataset.name, path), class: "field-link" },
+              path,
+            ),
+          ),
           h("td", { class: "mono" }, f.type ?? ""),
           h("td", {}, f.description ?? ""),
         ),
@@ -89,7 +120,11 @@ function schema(dataset) {
   return h(
     "table",
     { class: "schema" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Field"), h("th", {}, "Type"), h("th", {}, "Description"))),
+    h(
+      "thead",
+      {},
+      h("tr", {}, h("th", {}, "Field"), h("th", {}, "Type"), h("th", {}, "Description")),
+    ),
     h("tbody", {}, rows),
   );
 }

@@ -18,7 +18,16 @@ export async function render(params, page) {
     h(
       "section",
       { "aria-label": "Quarantine" },
-      h("h2", {}, "Quarantine ", h("span", { class: "count" }, quarantine.items.length + (quarantine.next_cursor ? "+" : ""))),
+      h(
+        "h2",
+        {},
+        "Quarantine ",
+        h(
+          "span",
+          { class: "count" },
+          quarantine.items.length + (quarantine.next_cursor ? "+" : ""),
+        ),
+      ),
       quarantineTable(quarantine.items),
     ),
     h(
@@ -34,7 +43,9 @@ export async function render(params, page) {
           {
             "aria-label": "Delivery state",
             onchange: (event) => {
-              location.hash = event.target.value ? `#/deliveries?state=${event.target.value}` : "#/deliveries";
+              location.hash = event.target.value
+                ? `#/deliveries?state=${event.target.value}`
+                : "#/deliveries";
             },
           },
           STATES.map((s) => h("option", { value: s, selected: s === state }, s || "any")),
@@ -58,7 +69,18 @@ function deliveryTable(deliveries) {
     h(
       "thead",
       {},
-      h("tr", {}, h("th", {}, "Received"), h("th", {}, "Delivery"), h("th", {}, "Provider"), h("th", {}, "State"), h("th", { class: "num" }, "Items"), h("th", { class: "num" }, "Projected"), h("th", { class: "num" }, "Quarantined"), h("th", { class: "num" }, "Edges")),
+      h(
+        "tr",
+        {},
+        h("th", {}, "Received"),
+        h("th", {}, "Delivery"),
+        h("th", {}, "Provider"),
+        h("th", {}, "State"),
+        h("th", { class: "num" }, "Items"),
+        h("th", { class: "num" }, "Projected"),
+        h("th", { class: "num" }, "Quarantined"),
+        h("th", { class: "num" }, "Edges"),
+      ),
     ),
     h("tbody", {}, deliveries.map(deliveryRows)),
   );
@@ -126,7 +148,18 @@ function itemRows(items) {
   return h(
     "table",
     { class: "items" },
-    h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Kind"), h("th", {}, "Outcome"), h("th", {}, "Reason / warnings"))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { class: "num" }, "#"),
+        h("th", {}, "Kind"),
+        h("th", {}, "Outcome"),
+        h("th", {}, "Reason / warnings"),
+      ),
+    ),
     h(
       "tbody",
       {},
@@ -137,7 +170,12 @@ function itemRows(items) {
           h("td", { class: "num" }, item.index),
           h("td", {}, item.kind ?? "—"),
           h("td", {}, h("span", { class: `state outcome-${item.outcome}` }, item.outcome)),
-          h("td", {}, item.reason ? h("span", { class: "reason" }, item.reason) : null, item.warnings.map((w) => h("div", { class: "warning small" }, w))),
+          h(
+            "td",
+            {},
+            item.reason ? h("span", { class: "reason" }, item.reason) : null,
+            item.warnings.map((w) => h("div", { class: "warning small" }, w)),
+          ),
         ),
       ),
     ),
@@ -149,7 +187,19 @@ function quarantineTable(items) {
   return h(
     "table",
     { class: "quarantine" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Received"), h("th", {}, "Delivery / item"), h("th", {}, "Kind"), h("th", {}, "Reason"), h("th", {}, ""))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", {}, "Received"),
+        h("th", {}, "Delivery / item"),
+        h("th", {}, "Kind"),
+        h("th", {}, "Reason"),
+        h("th", {}, ""),
+      ),
+    ),
     h(
       "tbody",
       {},
@@ -164,8 +214,13 @@ function quarantineTable(items) {
               button.disabled = true;
               result.textContent = "Replaying…";
               try {
-                const answer = await post(`/api/v1/quarantine/${encodeURIComponent(item.delivery_id)}/${item.index}/replay`);
-                result.textContent = answer.outcome === "projected" ? "Projected" : `Still quarantined: ${answer.reason}`;
+                const answer = await post(
+                  `/api/v1/quarantine/${encodeURIComponent(item.delivery_id)}/${item.index}/replay`,
+                );
+                result.textContent =
+                  answer.outcome === "projected"
+                    ? "Projected"
+                    : `Still quarantined: ${answer.reason}`;
               } catch (error) {
                 result.textContent = error.message;
               }

@@ -28,10 +28,25 @@ export async function render(params, page) {
         ["projected", items.projected],
         ["quarantined", items.quarantined],
       ]),
-      card("Backlog", count(overview.backlog.items), [["deliveries waiting", overview.backlog.deliveries]], overview.backlog.items ? "busy" : "idle"),
+      card(
+        "Backlog",
+        count(overview.backlog.items),
+        [["deliveries waiting", overview.backlog.deliveries]],
+        overview.backlog.items ? "busy" : "idle",
+      ),
     ),
-    h("section", { "aria-label": "Recent runs" }, h("h2", {}, "Recent runs"), runTable(overview.recent_runs, { showJob: true })),
-    h("section", { "aria-label": "Namespaces" }, h("h2", {}, "Namespaces"), namespaceTable(namespaces.namespaces)),
+    h(
+      "section",
+      { "aria-label": "Recent runs" },
+      h("h2", {}, "Recent runs"),
+      runTable(overview.recent_runs, { showJob: true }),
+    ),
+    h(
+      "section",
+      { "aria-label": "Namespaces" },
+      h("h2", {}, "Namespaces"),
+      namespaceTable(namespaces.namespaces),
+    ),
   ]);
 }
 
@@ -41,22 +56,48 @@ function card(title, value, parts, tone = "") {
     { class: `card ${tone}` },
     h("h2", {}, title),
     h("p", { class: "big" }, value),
-    h("ul", {}, parts.map(([label, n]) => h("li", {}, h("span", { class: "num" }, count(n)), ` ${label}`))),
+    h(
+      "ul",
+      {},
+      parts.map(([label, n]) => h("li", {}, h("span", { class: "num" }, count(n)), ` ${label}`)),
+    ),
   );
 }
 
 function namespaceTable(namespaces) {
   if (!namespaces.length) {
-    return h("p", { class: "muted" }, "Nothing yet: POST OpenLineage events to /api/v1/lineage, or run `embrasure demo`.");
+    return h(
+      "p",
+      { class: "muted" },
+      "Nothing yet: POST OpenLineage events to /api/v1/lineage, or run `embrasure demo`.",
+    );
   }
   return h(
     "table",
     { class: "namespaces" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Namespace"), h("th", { class: "num" }, "Datasets"), h("th", { class: "num" }, "Jobs"))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", {}, "Namespace"),
+        h("th", { class: "num" }, "Datasets"),
+        h("th", { class: "num" }, "Jobs"),
+      ),
+    ),
     h(
       "tbody",
       {},
-      namespaces.map((ns) => h("tr", {}, h("td", { class: "mono" }, h("a", { href: namespaceHref(ns.name) }, ns.name)), h("td", { class: "num" }, count(ns.datasets)), h("td", { class: "num" }, count(ns.jobs)))),
+      namespaces.map((ns) =>
+        h(
+          "tr",
+          {},
+          h("td", { class: "mono" }, h("a", { href: namespaceHref(ns.name) }, ns.name)),
+          h("td", { class: "num" }, count(ns.datasets)),
+          h("td", { class: "num" }, count(ns.jobs)),
+        ),
+      ),
     ),
   );
 }

@@ -21,14 +21,36 @@ export async function render(params, page) {
   ]);
   const explorer = lineageExplorer(job);
   append(page, [
-    h("p", { class: "crumb" }, h("span", { class: `kind kind-${job.type}` }, job.type), " ", h("a", { href: namespaceHref(job.namespace) }, job.namespace)),
+    h(
+      "p",
+      { class: "crumb" },
+      h("span", { class: `kind kind-${job.type}` }, job.type),
+      " ",
+      h("a", { href: namespaceHref(job.namespace) }, job.namespace),
+    ),
     h("h1", {}, job.name),
     job.parent_job
-      ? h("p", {}, "Part of ", h("a", { href: jobHref(job.parent_job.namespace, job.parent_job.name) }, job.parent_job.name))
+      ? h(
+          "p",
+          {},
+          "Part of ",
+          h(
+            "a",
+            { href: jobHref(job.parent_job.namespace, job.parent_job.name) },
+            job.parent_job.name,
+          ),
+        )
       : null,
     io(around),
     explorer.element,
-    h("section", { "aria-label": "Runs" }, h("h2", {}, "Runs"), pagedRunTable(runs, (cursor) => get("/api/v1/runs", { namespace, name, limit: RUNS, cursor }))),
+    h(
+      "section",
+      { "aria-label": "Runs" },
+      h("h2", {}, "Runs"),
+      pagedRunTable(runs, (cursor) =>
+        get("/api/v1/runs", { namespace, name, limit: RUNS, cursor }),
+      ),
+    ),
     h("section", { "aria-label": "Facets" }, h("h2", {}, "Facets"), facetList(job.facets)),
   ]);
   return explorer.destroy;
@@ -40,14 +62,29 @@ function io(graph) {
   const byId = new Map(graph.nodes.map((n) => [n.id, n]));
   const link = (id) => {
     const node = byId.get(id);
-    return h("li", {}, h("a", { href: datasetHref(node.namespace, node.name) }, node.name), h("span", { class: "muted small" }, ` ${node.namespace}`));
+    return h(
+      "li",
+      {},
+      h("a", { href: datasetHref(node.namespace, node.name) }, node.name),
+      h("span", { class: "muted small" }, ` ${node.namespace}`),
+    );
   };
   const inputs = graph.edges.filter((e) => e.target === graph.root).map((e) => link(e.source));
   const outputs = graph.edges.filter((e) => e.source === graph.root).map((e) => link(e.target));
   return h(
     "div",
     { class: "io-lists" },
-    h("section", { "aria-label": "Inputs" }, h("h2", {}, "Inputs"), inputs.length ? h("ul", {}, inputs) : h("p", { class: "muted" }, "None.")),
-    h("section", { "aria-label": "Outputs" }, h("h2", {}, "Outputs"), outputs.length ? h("ul", {}, outputs) : h("p", { class: "muted" }, "None.")),
+    h(
+      "section",
+      { "aria-label": "Inputs" },
+      h("h2", {}, "Inputs"),
+      inputs.length ? h("ul", {}, inputs) : h("p", { class: "muted" }, "None."),
+    ),
+    h(
+      "section",
+      { "aria-label": "Outputs" },
+      h("h2", {}, "Outputs"),
+      outputs.length ? h("ul", {}, outputs) : h("p", { class: "muted" }, "None."),
+    ),
   );
 }

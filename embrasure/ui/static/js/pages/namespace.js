@@ -20,8 +20,18 @@ export async function render(params, page) {
     h(
       "div",
       { class: "columns" },
-      h("section", { "aria-label": "Datasets" }, h("h2", {}, "Datasets"), listing(datasets, "datasets", namespace, datasetItem)),
-      h("section", { "aria-label": "Jobs" }, h("h2", {}, "Jobs and services"), listing(jobs, "jobs", namespace, jobItem)),
+      h(
+        "section",
+        { "aria-label": "Datasets" },
+        h("h2", {}, "Datasets"),
+        listing(datasets, "datasets", namespace, datasetItem),
+      ),
+      h(
+        "section",
+        { "aria-label": "Jobs" },
+        h("h2", {}, "Jobs and services"),
+        listing(jobs, "jobs", namespace, jobItem),
+      ),
     ),
   ]);
 }
@@ -55,7 +65,9 @@ function datasetItem(d) {
     "li",
     {},
     h("a", { href: datasetHref(d.namespace, d.name) }, d.name),
-    d.aliases.length ? h("span", { class: "muted small" }, ` also ${d.aliases.map((a) => a.name).join(", ")}`) : null,
+    d.aliases.length
+      ? h("span", { class: "muted small" }, ` also ${d.aliases.map((a) => a.name).join(", ")}`)
+      : null,
     d.dropped ? h("span", { class: "badge dropped" }, "dropped") : null,
   );
 }
