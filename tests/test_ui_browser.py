@@ -47,6 +47,9 @@ FAN_JOBS, FAN_WIDTH = 12, 12
 PAGE_NODES = 500
 HOURLY_RUNS = 30  # more than a page of runs (25 on a job page, 20 on a dataset page)
 SCREENSHOTS = os.environ.get("EMBRASURE_SCREENSHOTS")
+# Generous waits: CI's two cores may be busy with the rest of the suite (or another
+# checkout's); a page that never shows what is expected still fails, just later.
+expect.set_options(timeout=15_000)
 
 
 def _run(
@@ -178,7 +181,7 @@ def page(browser: Browser, server: ServerProcess) -> Iterator[Page]:
     p.on("pageerror", lambda e: errors.append(str(e)))
     # Console errors too: a failed API call, a blocked load (the page's CSP).
     p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    p.set_default_timeout(10_000)
+    p.set_default_timeout(15_000)
     yield p
     # Whatever the test looked at: no uncaught script error, and no JavaScript value
     # that leaked into the text where a name or a number belongs.
@@ -307,7 +310,8 @@ def test_a_page_of_five_hundred_nodes_draws_without_freezing(page: Page) -> None
     status = page.locator(".graph-status")
     expect(status).to_contain_text(f"{PAGE_NODES} nodes", timeout=20_000)
     elapsed = time.monotonic() - start
-    assert elapsed < 10, f"{elapsed:.1f} s to fetch, lay out and draw {PAGE_NODES} nodes"
+    # About 3 s on an idle 2-core machine; the bound catches a layout gone quadratic.
+    assert elapsed < 20, f"{elapsed:.1f} s to fetch, lay out and draw {PAGE_NODES} nodes"
     expect(status).to_contain_text(f"the server stopped at {PAGE_NODES} nodes")
     # The page still answers at once: the layout is done, not hogging the main thread.
     assert page.evaluate("() => 1 + 1") == 2
