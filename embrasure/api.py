@@ -39,7 +39,7 @@ from .responses import json_response, problem_response
 from .search import search
 from .store import Store
 from .store.base import GraphReader, LogEntry, Row
-from .views import Identities, dataset_view, job_view, run_summary, run_view
+from .views import RUN_KEYS, Identities, dataset_view, job_view, run_summary, run_view
 
 MAX_LIMIT = 1000
 MAX_DEPTH = 20
@@ -521,8 +521,10 @@ def _writer_runs(
     reader: GraphReader, dataset: DatasetId, before: Any, limit: int
 ) -> dict[str, Any]:
     """The runs that wrote a dataset (under any of its aliases), newest first, paged
-    like a job's runs. Read from run_io, so a dataset written by many runs costs one row
-    per run: the dataset page asks for a page at a time."""
+    like a job's runs. Every page reads the dataset's run_io rows and its writers' run
+    rows by index and sorts them: one row per writer run, cheap for thousands of runs; a
+    store query ordered by time would be the next step for a table written millions of
+    times."""
     ids = Identities(reader)
     node = ids.canonical([dataset])[dataset]
     if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
@@ -532,17 +534,18 @@ def _writer_runs(
         "run_io", ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
     )
     run_ids = sorted({r[0] for r in io})
+    latest = RUN_KEYS.index("latest_key")  # the order (and cursor) of runs_of_job
     rows = sorted(
         reader.rows("runs", ("run_id",), [(i,) for i in run_ids]),
-        key=lambda r: (r[8], r[0]),
+        key=lambda r: (r[latest], r[0]),
         reverse=True,
     )
     if before is not None:
-        rows = [r for r in rows if (r[8], r[0]) < tuple(before)]
+        rows = [r for r in rows if (r[latest], r[0]) < tuple(before)]
     last = rows[limit - 1] if len(rows) > limit else None
     return {
         "runs": [run_view(reader, r) for r in rows[:limit]],
-        "next_cursor": encode_cursor([last[8], last[0]]) if last else None,
+        "next_cursor": encode_cursor([last[latest], last[0]]) if last else None,
     }
 
 
