@@ -75,8 +75,8 @@ def _run(
     }
 
 
-def _facet(name: str, version: str, **fields: Any) -> dict[str, Any]:
-    url = f"https://openlineage.io/spec/facets/{version}/{name}.json#/$defs/{name}"
+def _facet(schema: str, version: str, /, **fields: Any) -> dict[str, Any]:
+    url = f"https://openlineage.io/spec/facets/{version}/{schema}.json#/$defs/{schema}"
     return {"_producer": demo.SPARK, "_schemaURL": url, **fields}
 
 
@@ -123,6 +123,28 @@ def extra_events() -> list[Any]:
             load = f"load_{j:02d}_{k:02d}"
             events.append(_run(load, n, "COMPLETE", 7, inputs=[out], outputs=[loaded]))
             events.append(_run(f"use_{j:02d}_{k:02d}", n + 1, "COMPLETE", 8, inputs=[loaded]))
+    # What a catalog says about the Spark table (a DatasetEvent: no job, no run).
+    about = {
+        "documentation": _facet(
+            "DocumentationDatasetFacet", "1-1-0", description="Orders, deduplicated, in EUR."
+        ),
+        "ownership": _facet(
+            "OwnershipDatasetFacet",
+            "1-0-1",
+            owners=[{"name": "team:data-platform", "type": "MAINTAINER"}],
+        ),
+        "datasource": _facet(
+            "DatasourceDatasetFacet", "1-0-1", name="metastore", uri="hive://metastore.demo:9083"
+        ),
+    }
+    events.append(
+        {
+            "eventTime": f"{demo.DAY}T04:09:00Z",
+            "producer": demo.DBT,
+            "schemaURL": f"{demo.CORE}#/$defs/DatasetEvent",
+            "dataset": {"namespace": WAREHOUSE, "name": demo.TABLE, "facets": about},
+        }
+    )
     # An hourly job with more runs than a page shows, in every state.
     hourly = [_ds(WAREHOUSE, "analytics.hourly")]
     for i in range(HOURLY_RUNS):
@@ -262,6 +284,16 @@ def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> 
     expect(nodes.get_by_role("link", name="analytics.daily_revenue", exact=True)).to_have_count(0)
     expect(page.locator(".canvas canvas").first).to_be_visible()  # cytoscape drew
     expect(page.get_by_role("region", name="Runs that wrote it")).to_contain_text("orders_clean")
+    facets = page.get_by_role("region", name="Facets")
+    expect(facets.get_by_role("region", name="documentation facet")).to_contain_text(
+        "Orders, deduplicated, in EUR."
+    )
+    expect(facets.get_by_role("region", name="ownership facet")).to_contain_text(
+        "team:data-platform (MAINTAINER)"
+    )
+    expect(facets.get_by_role("region", name="datasource facet")).to_contain_text("metastore")
+    schema = page.get_by_role("region", name="Schema")
+    expect(schema.get_by_role("row")).to_have_count(5)  # the header and 4 fields
     expect(page.get_by_role("link", name="warehouse/orders_clean")).to_be_visible()  # alias
     shot(page, "dataset")
 
