@@ -292,6 +292,7 @@ def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> 
         "team:data-platform (MAINTAINER)"
     )
     expect(facets.get_by_role("region", name="datasource facet")).to_contain_text("metastore")
+    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "datasource"])
     schema = page.get_by_role("region", name="Schema")
     expect(schema.get_by_role("row")).to_have_count(5)  # the header and 4 fields
     expect(page.get_by_role("link", name="warehouse/orders_clean")).to_be_visible()  # alias

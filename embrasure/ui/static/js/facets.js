@@ -33,9 +33,12 @@ function content(facet) {
 }
 
 export function facetList(facets, { skip = [] } = {}) {
+  // The ones a person looks for first (what is it, whose is it, where is it), then the
+  // rest by name.
+  const rank = (name) => (name in SPECIAL ? Object.keys(SPECIAL).indexOf(name) : 99);
   const names = Object.keys(facets || {})
     .filter((name) => !skip.includes(name))
-    .sort();
+    .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   if (!names.length) return h("p", { class: "muted" }, "No facets.");
   return h(
     "div",
