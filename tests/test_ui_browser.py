@@ -354,6 +354,11 @@ def test_a_page_of_five_hundred_nodes_draws_without_freezing(page: Page) -> None
 
 def test_column_view_marks_the_masked_path(page: Page) -> None:
     page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.CUSTOMERS}")
+    # The dataset's impact, asked for when opened: the masked e-mail reaches the models.
+    page.get_by_text("Impact downstream").click()
+    dataset_impact = page.locator("details.impact-section table.impact")
+    expect(dataset_impact.locator("tr.masked").first).to_contain_text("masked path")
+    expect(dataset_impact).to_contain_text("analytics.daily_revenue")
     page.get_by_role("region", name="Schema").get_by_role("link", name="email").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("analytics.customers.email")
     edges = page.get_by_role("list", name="Column lineage edges")

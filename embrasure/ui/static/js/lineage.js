@@ -106,7 +106,13 @@ export function lineageExplorer(rootNode) {
         },
       }),
     ),
-    h("button", { type: "button", onclick: () => cy.fit(undefined, 24) }, "Fit"),
+    h(
+      "span",
+      { class: "zoom" },
+      h("button", { type: "button", "aria-label": "Zoom in", onclick: () => zoomBy(1.25) }, "+"),
+      h("button", { type: "button", "aria-label": "Zoom out", onclick: () => zoomBy(0.8) }, "−"),
+      h("button", { type: "button", onclick: () => cy.fit(undefined, 24) }, "Fit"),
+    ),
   );
 
   const element = h(
@@ -117,6 +123,12 @@ export function lineageExplorer(rootNode) {
     status,
     legend(),
   );
+
+  // The buttons zoom about the centre of the canvas, as the wheel does about the pointer.
+  function zoomBy(factor) {
+    const renderedPosition = { x: cy.width() / 2, y: cy.height() / 2 };
+    cy.zoom({ level: cy.zoom() * factor, renderedPosition });
+  }
 
   function params(extra) {
     return {

@@ -5,6 +5,7 @@
 import { get } from "../api.js";
 import { createCanvas, draw } from "../canvas.js";
 import { append, h } from "../dom.js";
+import { impactTable } from "../impact.js";
 import { columnHref, datasetHref, nodeHref } from "../links.js";
 
 export async function render(params, page) {
@@ -153,55 +154,6 @@ function edgeList(graph) {
         edge.derived ? h("span", { class: "badge" }, `from ${edge.derived}`) : null,
       ),
     ),
-  );
-}
-
-function impactTable(impact) {
-  if (!impact.items.length) return h("p", { class: "muted" }, "Nothing downstream.");
-  return h(
-    "table",
-    { class: "impact" },
-    h(
-      "thead",
-      {},
-      h(
-        "tr",
-        {},
-        h("th", {}, "What"),
-        h("th", {}, "Kind"),
-        h("th", { class: "num" }, "Distance"),
-        h("th", {}, "Path"),
-      ),
-    ),
-    h(
-      "tbody",
-      {},
-      impact.items.map((item) => {
-        const node = item.node;
-        const title = node.type === "field" ? `${node.name}.${node.field}` : node.name;
-        return h(
-          "tr",
-          { class: item.masked ? "masked" : null },
-          h(
-            "td",
-            {},
-            h("a", { href: nodeHref(node) }, title),
-            item.masked ? h("span", { class: "badge masked" }, "masked path") : null,
-          ),
-          h("td", {}, h("span", { class: `kind kind-${node.type}` }, node.type)),
-          h("td", { class: "num" }, item.distance),
-          h("td", { class: "path small" }, item.path.map(shortId).join(" → ")),
-        );
-      }),
-    ),
-  );
-}
-
-// The last part of a node id (DESIGN §5: ids split from the right; ':' is encoded).
-function shortId(id) {
-  const parts = id.split(":");
-  return decodeURIComponent(
-    parts[0] === "field" ? `${parts.at(-2)}.${parts.at(-1)}` : parts.at(-1),
   );
 }
 

@@ -3,6 +3,7 @@
 import { get } from "../api.js";
 import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
+import { impactTable } from "../impact.js";
 import { lineageExplorer } from "../lineage.js";
 import { columnHref, datasetHref, namespaceHref } from "../links.js";
 import { pagedRunTable } from "../runs.js";
@@ -55,8 +56,34 @@ export async function render(params, page) {
         { showJob: true },
       ),
     ),
+    impactSection(dataset),
   ]);
   return explorer.destroy;
+}
+
+// Everything downstream, fields included, can run to a thousand items: asked for only
+// when the section is opened.
+function impactSection(dataset) {
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const section = h(
+    "details",
+    {
+      class: "impact-section",
+      ontoggle: async () => {
+        if (!section.open || section.dataset.loaded) return;
+        section.dataset.loaded = "yes";
+        const params = { namespace: dataset.namespace, name: dataset.name, depth: 10 };
+        try {
+          body.replaceChildren(impactTable(await get("/api/v1/impact", params)));
+        } catch (error) {
+          body.replaceChildren(h("p", { class: "error" }, error.message));
+        }
+      },
+    },
+    h("summary", {}, h("h2", {}, "Impact downstream")),
+    body,
+  );
+  return section;
 }
 
 function identities(dataset) {
