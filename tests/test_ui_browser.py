@@ -168,11 +168,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     try:
         with httpx.Client(base_url=proc.url, timeout=30) as http:
             ids = []
-            for batch in (demo.events(), extra_events()):
+            for provider, batch in ((demo.PROVIDER_KEY, demo.events()), (None, extra_events())):
                 r = http.post(
                     "/api/v1/lineage/batch",
                     content=orjson.dumps(batch),
                     headers={"Content-Type": "application/json"},
+                    params={"provider_key": provider} if provider else {},
                 )
                 assert r.status_code == 202, r.text
                 ids.append(r.json()["delivery_id"])
@@ -411,6 +412,17 @@ def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> 
 
     item.get_by_role("button", name="Replay").click()
     expect(item.get_by_role("status")).to_contain_text("Still quarantined")
+
+    # Filters: by provider (the demo's), then by state; each is part of the address.
+    page.get_by_label("Provider key").fill(demo.PROVIDER_KEY)
+    page.get_by_label("Provider key").press("Enter")
+    expect(page).to_have_url(re.compile(f"provider_key={demo.PROVIDER_KEY}"))
+    rows = page.get_by_role("region", name="Recent deliveries").locator("tr.delivery")
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text(demo.PROVIDER_KEY)
+    page.get_by_label("Delivery state").select_option("partially_projected")
+    expect(page.get_by_role("region", name="Recent deliveries")).to_contain_text("No deliveries.")
+    expect(page.get_by_label("Provider key")).to_have_value(demo.PROVIDER_KEY)
 
 
 def test_job_page_opens_a_dag_runs_children(page: Page) -> None:

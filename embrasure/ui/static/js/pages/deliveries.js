@@ -7,28 +7,32 @@ import { count, time } from "../format.js";
 
 const STATES = ["", "accepted", "projected", "partially_projected", "quarantined"];
 
+const PAGE = 50;
+
 export async function render(params, page) {
   const state = params.get("state") || "";
-  const [deliveries, quarantine] = await Promise.all([
-    get("/api/v1/deliveries", { state, limit: 50 }),
-    get("/api/v1/quarantine", { limit: 50 }),
-  ]);
+  const provider = params.get("provider_key") || "";
+  const filters = { state, provider_key: provider };
+  const fetchDeliveries = (cursor) =>
+    get("/api/v1/deliveries", { ...filters, limit: PAGE, cursor });
+  const fetchQuarantine = (cursor) => get("/api/v1/quarantine", { limit: PAGE, cursor });
+  const [deliveries, quarantine] = await Promise.all([fetchDeliveries(), fetchQuarantine()]);
+  const quarantined = quarantineTable(quarantine.items);
+  const received = deliveryTable(deliveries.deliveries);
+  // The filters are the page's address, so a filtered view can be shared as a link.
+  const refilter = (change) => {
+    const query = new URLSearchParams({ ...filters, ...change });
+    for (const [key, value] of [...query]) if (!value) query.delete(key);
+    location.hash = `#/deliveries${query.size ? `?${query}` : ""}`;
+  };
   append(page, [
     h("h1", {}, "Deliveries"),
     h(
       "section",
       { "aria-label": "Quarantine" },
-      h(
-        "h2",
-        {},
-        "Quarantine ",
-        h(
-          "span",
-          { class: "count" },
-          quarantine.items.length + (quarantine.next_cursor ? "+" : ""),
-        ),
-      ),
-      quarantineTable(quarantine.items),
+      h("h2", {}, "Quarantine"),
+      quarantined,
+      older(quarantined, quarantine, fetchQuarantine, (next) => next.items.map(quarantineRow)),
     ),
     h(
       "section",
@@ -42,19 +46,47 @@ export async function render(params, page) {
           "select",
           {
             "aria-label": "Delivery state",
-            onchange: (event) => {
-              location.hash = event.target.value
-                ? `#/deliveries?state=${event.target.value}`
-                : "#/deliveries";
-            },
+            onchange: (event) => refilter({ state: event.target.value }),
           },
           STATES.map((s) => h("option", { value: s, selected: s === state }, s || "any")),
         ),
       ),
-      deliveryTable(deliveries.deliveries),
-      deliveries.next_cursor ? h("p", { class: "muted" }, "Showing the 50 newest.") : null,
+      h(
+        "label",
+        { class: "filter" },
+        "Provider ",
+        h("input", {
+          type: "search",
+          value: provider,
+          placeholder: "any",
+          "aria-label": "Provider key",
+          onchange: (event) => refilter({ provider_key: event.target.value.trim() }),
+        }),
+      ),
+      received,
+      older(received, deliveries, fetchDeliveries, (next) => next.deliveries.flatMap(deliveryRows)),
     ),
   ]);
+}
+
+// A button that appends the next page of a cursor-paginated listing to a table.
+function older(table, first, fetchPage, rowsOf) {
+  if (!first.next_cursor || table.tagName !== "TABLE") return null;
+  let cursor = first.next_cursor;
+  const button = h(
+    "button",
+    {
+      type: "button",
+      onclick: async () => {
+        const next = await fetchPage(cursor);
+        table.tBodies[0].append(...rowsOf(next));
+        cursor = next.next_cursor;
+        button.hidden = !cursor;
+      },
+    },
+    "Older",
+  );
+  return h("p", {}, button);
 }
 
 function deliveryState(state) {
@@ -200,45 +232,41 @@ function quarantineTable(items) {
         h("th", {}, ""),
       ),
     ),
-    h(
-      "tbody",
-      {},
-      items.map((item) => {
-        const result = h("span", { class: "replay-result", role: "status" });
-        const button = h(
-          "button",
-          {
-            type: "button",
-            "aria-label": `Replay item ${item.index} of delivery ${item.delivery_id}`,
-            onclick: async () => {
-              button.disabled = true;
-              result.textContent = "Replaying…";
-              try {
-                const answer = await post(
-                  `/api/v1/quarantine/${encodeURIComponent(item.delivery_id)}/${item.index}/replay`,
-                );
-                result.textContent =
-                  answer.outcome === "projected"
-                    ? "Projected"
-                    : `Still quarantined: ${answer.reason}`;
-              } catch (error) {
-                result.textContent = error.message;
-              }
-              button.disabled = false;
-            },
-          },
-          "Replay",
-        );
-        return h(
-          "tr",
-          { class: "quarantined-item" },
-          h("td", {}, time(item.received_at)),
-          h("td", { class: "mono small" }, `${item.delivery_id} #${item.index}`),
-          h("td", {}, item.kind ?? "—"),
-          h("td", { class: "reason" }, item.reason),
-          h("td", {}, button, " ", result),
-        );
-      }),
-    ),
+    h("tbody", {}, items.map(quarantineRow)),
+  );
+}
+
+function quarantineRow(item) {
+  const result = h("span", { class: "replay-result", role: "status" });
+  const button = h(
+    "button",
+    {
+      type: "button",
+      "aria-label": `Replay item ${item.index} of delivery ${item.delivery_id}`,
+      onclick: async () => {
+        button.disabled = true;
+        result.textContent = "Replaying…";
+        try {
+          const answer = await post(
+            `/api/v1/quarantine/${encodeURIComponent(item.delivery_id)}/${item.index}/replay`,
+          );
+          result.textContent =
+            answer.outcome === "projected" ? "Projected" : `Still quarantined: ${answer.reason}`;
+        } catch (error) {
+          result.textContent = error.message;
+        }
+        button.disabled = false;
+      },
+    },
+    "Replay",
+  );
+  return h(
+    "tr",
+    { class: "quarantined-item" },
+    h("td", {}, time(item.received_at)),
+    h("td", { class: "mono small" }, `${item.delivery_id} #${item.index}`),
+    h("td", {}, item.kind ?? "—"),
+    h("td", { class: "reason" }, item.reason),
+    h("td", {}, button, " ", result),
   );
 }
