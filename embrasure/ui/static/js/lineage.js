@@ -27,7 +27,7 @@ export function lineageExplorer(rootNode) {
     expanded: new Map(), // id → the ids its expansion added
     openedHubs: new Set(), // "id|up" summaries the user opened
     truncated: false,
-    selected: null,
+    loads: 0, // a newer load (a filter changed again) wins over a slower, older one
   };
   const rootId = rootNode.id;
 
@@ -163,8 +163,10 @@ export function lineageExplorer(rootNode) {
         get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
       );
     if (!walks.length) walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+    const mine = ++view.loads;
     try {
       const graphs = await Promise.all(walks);
+      if (mine !== view.loads) return;
       view.nodes.clear();
       view.edges.clear();
       view.expanded.clear();
@@ -172,6 +174,7 @@ export function lineageExplorer(rootNode) {
       view.base = new Set(graphs.flatMap(merge));
       render();
     } catch (error) {
+      if (mine !== view.loads) return;
       status.textContent = `Could not load the lineage: ${error.message}`;
     }
   }
@@ -219,7 +222,6 @@ export function lineageExplorer(rootNode) {
   }
 
   function select(id) {
-    view.selected = id;
     if (id.startsWith("more:")) {
       view.openedHubs.add(id.slice(5));
       return render();
