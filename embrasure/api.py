@@ -41,10 +41,11 @@ from .responses import json_response, problem_response
 from .search import search
 from .store import Store
 from .store.base import GraphReader, LogEntry, Row
-from .views import Identities, dataset_view, job_view, run_view
+from .views import RUN_KEYS, Identities, dataset_view, job_view, run_summary, run_view
 
 MAX_LIMIT = 1000
 MAX_DEPTH = 20
+DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 
 
 def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str, Any]:
@@ -248,9 +249,12 @@ class ReadApi:
 
     async def list_runs(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
+            kind = choice(request, "type", "job", ("job", "dataset"))
             namespace, name = required(request, "namespace", "name")
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             before = decode_cursor(request)
+            if kind == "dataset":
+                return _writer_runs(reader, DatasetId(namespace, name), before, limit)
             rows = reader.runs_of_job(
                 (namespace, name), tuple(before) if before else None, limit + 1
             )
@@ -391,6 +395,43 @@ class ReadApi:
 
         return await self._answer(work)
 
+    async def overview(self, request: Request) -> Response:
+        """The web UI's home page: ingest counters, the projection backlog, recent runs."""
+
+        def work(reader: GraphReader) -> Any:
+            recent = integer(request, "runs", 10, 0, 100)
+            deliveries = dict.fromkeys(DELIVERY_STATES, 0)
+            items = {"received": 0, "projected": 0, "quarantined": 0, "pending": 0}
+            backlog = {"deliveries": 0, "items": 0}
+            for (
+                state,
+                count,
+                received,
+                projected,
+                quarantined,
+                unprojected,
+            ) in reader.delivery_totals():
+                deliveries[state] = count
+                items["received"] += received or 0
+                items["projected"] += projected or 0
+                items["quarantined"] += quarantined or 0
+                # A delivery quarantined whole at the receiver never waits for the projector.
+                if state == "accepted":
+                    items["pending"] += unprojected or 0
+                    backlog["deliveries"] += count
+                    backlog["items"] += unprojected or 0
+            # A run has a START and a COMPLETE, often more: ask for a few events per run.
+            ids = reader.recent_run_ids(recent * 4)[:recent]
+            rows = {r[0]: r for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])}
+            return {
+                "deliveries": deliveries,
+                "items": items,
+                "backlog": backlog,
+                "recent_runs": [run_summary(rows[i]) for i in ids if i in rows],
+            }
+
+        return await self._answer(work)
+
     async def namespaces(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
@@ -481,12 +522,45 @@ class ReadApi:
             Route("/api/v1/lineage", read(self.lineage), methods=["GET"]),
             Route("/api/v1/column-lineage", read(self.column_lineage), methods=["GET"]),
             Route("/api/v1/impact", read(self.impact), methods=["GET"]),
+            Route("/api/v1/overview", read(self.overview), methods=["GET"]),
             Route("/api/v1/namespaces", read(self.namespaces), methods=["GET"]),
             Route("/api/v1/search", read(self.search), methods=["GET"]),
             Route("/api/v1/events", read(self.events), methods=["GET"]),
             Route("/healthz", public(self.healthz), methods=["GET"]),
             Route("/readyz", public(self.readyz), methods=["GET"]),
         ]
+
+
+def _writer_runs(
+    reader: GraphReader, dataset: DatasetId, before: Any, limit: int
+) -> dict[str, Any]:
+    """The runs that wrote a dataset (under any of its aliases), newest first, paged
+    like a job's runs. Every page reads the dataset's run_io rows and its writers' run
+    rows by index and sorts them: one row per writer run, cheap for thousands of runs; a
+    store query ordered by time would be the next step for a table written millions of
+    times."""
+    ids = Identities(reader)
+    node = ids.canonical([dataset])[dataset]
+    if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+        raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
+    members = ids.members([node])[node]
+    io = reader.rows(
+        "run_io", ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
+    )
+    run_ids = sorted({r[0] for r in io})
+    latest = RUN_KEYS.index("latest_key")  # the order (and cursor) of runs_of_job
+    rows = sorted(
+        reader.rows("runs", ("run_id",), [(i,) for i in run_ids]),
+        key=lambda r: (r[latest], r[0]),
+        reverse=True,
+    )
+    if before is not None:
+        rows = [r for r in rows if (r[latest], r[0]) < tuple(before)]
+    last = rows[limit - 1] if len(rows) > limit else None
+    return {
+        "runs": [run_view(reader, r) for r in rows[:limit]],
+        "next_cursor": encode_cursor([last[latest], last[0]]) if last else None,
+    }
 
 
 def _canonical_only(ids: Identities, row: Row) -> bool:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from . import openapi
+from . import openapi, ui
 from .api import ReadApi
 from .auth import Guard
 from .errors import Problem
@@ -78,7 +78,7 @@ def build_app(
             if projector is not None:
                 projector.stop()
 
-    routes: list[BaseRoute] = [*receiver.routes(), *read_api.routes()]
+    routes: list[BaseRoute] = [*receiver.routes(), *read_api.routes(), *ui.routes()]
     app = Starlette(
         routes=[*routes, *openapi.routes(limits, routes)],
         lifespan=lifespan,

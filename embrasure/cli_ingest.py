@@ -152,6 +152,11 @@ def demo(as_json: bool, **flags: Any) -> None:
         f"  embrasure impact {where} --namespace {sample.WAREHOUSE} --name {sample.CUSTOMERS} "
         "--field email"
     )
+    # The web UI (docs/ui.md) is served by the server itself.
+    if isinstance(client, LocalClient):
+        click.echo(f"  embrasure serve --db {client.target}, then open http://127.0.0.1:5000/")
+    else:
+        click.echo(f"  open {client.target.rstrip('/')}/ in a browser (the web UI)")
 
 
 def _size(n: int) -> str:

@@ -176,6 +176,17 @@ def _service() -> dict[str, dict[str, Operation]]:
                 {"200": {"description": "An HTML page.", "content": html}},
             )
         },
+        "/": {
+            "get": operation(
+                "webUi",
+                "service",
+                "The web UI",
+                "A lineage explorer over this API (docs/ui.md); its scripts, styles and "
+                "vendored graph libraries are under /ui/static/.",
+                [],
+                {"200": {"description": "An HTML page.", "content": html}},
+            )
+        },
     }
 
 

@@ -294,11 +294,22 @@ def _entities() -> dict[str, dict[str, Operation]]:
         "/api/v1/runs": read(
             "listRuns",
             "entities",
-            "A job's runs",
-            "Newest first.",
-            [NAMESPACE, NAME, limit(100), CURSOR],
+            "A job's runs, or the runs that wrote a dataset",
+            "Newest first (latest eventTime). With `type=dataset`, the runs that wrote the "
+            "dataset under any of its aliases.",
+            [
+                query(
+                    "type",
+                    enum(("job", "dataset")) | {"default": "job"},
+                    "Whose runs: the job's, or the dataset's writers.",
+                ),
+                NAMESPACE,
+                NAME,
+                limit(100),
+                CURSOR,
+            ],
             "RunList",
-            not_found="No such job.",
+            not_found="No such job (or dataset).",
         ),
         "/api/v1/runs/{run_id}": read(
             "getRun",
@@ -326,6 +337,16 @@ def _entities() -> dict[str, dict[str, Operation]]:
             filters,
             "JobList",
             not_found="No such job (`namespace` and `name` given).",
+        ),
+        "/api/v1/overview": read(
+            "overview",
+            "entities",
+            "Ingest counters, backlog and recent runs",
+            "What the web UI's home page shows: deliveries by state and items by outcome "
+            "over the whole log (one pass over it), the deliveries the projector has not "
+            "reached yet, and the runs with the latest events.",
+            [query("runs", bounded(10, 0, 100), "How many recent runs.")],
+            "Overview",
         ),
         "/api/v1/namespaces": read(
             "listNamespaces",

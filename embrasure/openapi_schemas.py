@@ -356,6 +356,23 @@ def _entities() -> dict[str, Schema]:
             },
         ),
         "RunList": page("runs", ref("Run"), "A job's runs, newest first."),
+        "Overview": obj(
+            "Counters over the whole log, the projection backlog, recent runs.",
+            {
+                "deliveries": obj(
+                    "Deliveries by state.", {s: integer(minimum=0) for s in DELIVERY_STATES}
+                ),
+                "items": obj(
+                    "Items (events) by outcome; `received` counts them all.",
+                    {k: integer(minimum=0) for k in ("received", *ITEM_OUTCOMES)},
+                ),
+                "backlog": obj(
+                    "What the projector has not reached yet.",
+                    {"deliveries": integer(minimum=0), "items": integer(minimum=0)},
+                ),
+                "recent_runs": array(ref("RunSummary"), "Runs with the latest events first."),
+            },
+        ),
         "Dataset": obj(
             "A dataset (its canonical node).",
             {

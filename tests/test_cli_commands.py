@@ -234,6 +234,7 @@ def test_demo_twice_then_lineage_shows_the_table_and_the_service(db: str) -> Non
         f"17 events from the demo to {db}: 17 accepted, 0 duplicate, 0 invalid"
     )
     assert f"embrasure lineage --db {db} --namespace s3://demo-lake" in first.stdout
+    assert f"embrasure serve --db {db}, then open http://127.0.0.1:5000/" in first.stdout
     second = as_json(cli("demo", "--db", db, "--json"))
     assert (second["accepted"], second["duplicate"]) == (0, 17)
 
@@ -257,6 +258,7 @@ def test_demo_over_url(server: ServerProcess) -> None:
     result = cli("demo", "--url", server.url)
     assert result.exit_code == 0, result.output
     assert "projection: 17 projected, 0 quarantined, 0 pending" in result.stdout
+    assert f"open {server.url}/ in a browser" in result.stdout
     graph = as_json(
         cli(
             "lineage",

@@ -332,6 +332,10 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     assert run["parent"]["root"] and run["inputs"][0]["version"] == "v7"
     assert call("GET", f"/api/v1/runs/{run_id(3)}")["error_message"] == "division by zero"
     call("GET", "/api/v1/runs", namespace="airflow", name="etl.report", limit=1)
+    writers = call("GET", "/api/v1/runs", type="dataset", namespace=REPORT[0], name=REPORT[1])
+    assert writers["runs"]
+    overview = call("GET", "/api/v1/overview", runs=3)
+    assert overview["items"]["quarantined"] and len(overview["recent_runs"]) == 3
     dataset = call("GET", "/api/v1/datasets", namespace=LAKE[0], name=LAKE[1])["datasets"][0]
     assert dataset["aliases"] and dataset["locations"] and dataset["fields"] == ["order_id"]
     call("GET", "/api/v1/datasets", q="orders", limit=1)
@@ -351,6 +355,7 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     call("GET", "/readyz")
     call("GET", "/openapi.json")
     call("GET", "/docs")
+    call("GET", "/")
 
     success = {
         (path, method, status)

@@ -160,6 +160,16 @@ class GraphReader(abc.ABC):
         """A delivery's stored body."""
 
     @abc.abstractmethod
+    def delivery_totals(self) -> list[Row]:
+        """(state, deliveries, items, projected items, quarantined items, unprojected
+        items) per delivery state: the counters of the web UI's home page."""
+
+    @abc.abstractmethod
+    def recent_run_ids(self, limit: int) -> list[str]:
+        """The runs named by the ``limit`` events with the latest eventTimes, newest
+        first, each once (so fewer than ``limit`` when a run has several)."""
+
+    @abc.abstractmethod
     def namespaces(self, after: str | None, limit: int) -> list[Row]:
         """(namespace, dataset identities, jobs) in namespace order after ``after``."""
 

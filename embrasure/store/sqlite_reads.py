@@ -124,6 +124,25 @@ class SQLiteReader(GraphReader):
         row = self.conn.execute("SELECT body FROM deliveries WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else bytes(row[0])
 
+    def delivery_totals(self) -> list[Row]:
+        # One pass over the log: a home page's cost grows with the deliveries stored.
+        sql = (
+            f"SELECT {STATE_SQL} AS st, COUNT(*), SUM(d.item_count),"
+            " SUM(COALESCE(p.projected, 0)), SUM(COALESCE(p.quarantined, 0)),"
+            " SUM(CASE WHEN p.seq IS NULL THEN d.item_count ELSE 0 END)"
+            f" FROM deliveries d LEFT JOIN {self.g}deliveries p ON p.seq = d.seq GROUP BY st"
+        )
+        return [tuple(r) for r in self.conn.execute(sql)]
+
+    def recent_run_ids(self, limit: int) -> list[str]:
+        # Walks the eventTime index backwards, so it reads about ``limit`` rows.
+        rows = self.conn.execute(
+            f"SELECT run_id FROM {self.g}events WHERE run_id IS NOT NULL"
+            " ORDER BY time_key DESC LIMIT ?",
+            (limit,),
+        )
+        return list(dict.fromkeys(r[0] for r in rows))
+
     # -- graph -----------------------------------------------------------------------------
 
     def runs_of_job(

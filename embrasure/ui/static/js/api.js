@@ -1,0 +1,46 @@
+// The JSON read API (docs/queries.md). Errors are RFC 9457 problem documents: their
+// `detail` is written for people, so pages show it as it comes.
+
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+export function url(path, params = {}) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== null && value !== undefined && value !== "") query.set(key, value);
+  }
+  const text = query.toString();
+  return text ? `${path}?${text}` : path;
+}
+
+// The bearer token (docs/security.md), once the server asked for one: kept for this tab
+// only (sessionStorage), sent with every API call.
+const TOKEN_KEY = "embrasure.token";
+
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (value) =>
+    value ? sessionStorage.setItem(TOKEN_KEY, value) : sessionStorage.removeItem(TOKEN_KEY),
+};
+
+async function request(method, path, params) {
+  const bearer = token.get();
+  const response = await fetch(url(path, params), {
+    method,
+    headers: {
+      Accept: "application/json",
+      ...(bearer ? { Authorization: `Bearer ${bearer}` } : {}),
+    },
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+export const get = (path, params) => request("GET", path, params);
+export const post = (path, params) => request("POST", path, params);

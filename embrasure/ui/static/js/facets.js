@@ -1,0 +1,59 @@
+// Facets as people read them: the documented OpenLineage facets get their own layout
+// (documentation, ownership, datasource, sql, sourceCode, jobType); every other facet is
+// shown as its JSON, so nothing a producer sent is hidden.
+
+import { h } from "./dom.js";
+
+// The facet envelope's keys (BaseFacet in the OpenLineage spec), not the facet's content.
+const ENVELOPE = new Set(["_producer", "_schemaURL", "_deleted"]);
+
+const SPECIAL = {
+  documentation: (f) => h("p", { class: "doc" }, f.description ?? ""),
+  ownership: (f) =>
+    h(
+      "ul",
+      { class: "owners" },
+      (f.owners || []).map((o) =>
+        h("li", {}, o.name, o.type ? h("span", { class: "muted" }, ` (${o.type})`) : null),
+      ),
+    ),
+  datasource: (f) => h("p", {}, f.name ?? "", " ", h("span", { class: "mono" }, f.uri ?? "")),
+  sql: (f) => code(f.query, f.dialect || "sql"),
+  sourceCode: (f) => code(f.sourceCode, f.language || "source"),
+  jobType: (f) =>
+    h("p", {}, [f.processingType, f.integration, f.jobType].filter(Boolean).join(" · ")),
+};
+
+function code(text, language) {
+  return h("pre", { class: "code", "data-language": language }, h("code", {}, text ?? ""));
+}
+
+function content(facet) {
+  return Object.fromEntries(Object.entries(facet).filter(([key]) => !ENVELOPE.has(key)));
+}
+
+export function facetList(facets, { skip = [] } = {}) {
+  // The ones a person looks for first (what is it, whose is it, where is it), then the
+  // rest by name.
+  const rank = (name) => (name in SPECIAL ? Object.keys(SPECIAL).indexOf(name) : 99);
+  const names = Object.keys(facets || {})
+    .filter((name) => !skip.includes(name))
+    .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  if (!names.length) return h("p", { class: "muted" }, "No facets.");
+  return h(
+    "div",
+    { class: "facets" },
+    names.map((name) => {
+      const facet = facets[name];
+      const special = SPECIAL[name] && typeof facet === "object" ? SPECIAL[name] : null;
+      return h(
+        "section",
+        { class: "facet", "aria-label": `${name} facet` },
+        h("h3", {}, name),
+        special
+          ? special(facet)
+          : h("pre", { class: "json" }, JSON.stringify(content(facet), null, 2)),
+      );
+    }),
+  );
+}

@@ -1,0 +1,371 @@
+// The lineage explorer of the dataset and job pages: the graph around one node, with
+// upstream and downstream depth, run-state and time filters, expand and collapse of a
+// node's neighbours, and "+N more" for big neighbourhoods (summarize.js).
+//
+// Every drawn node is also an item of a plain list beside the canvas (a link and an
+// Expand button), so a screen reader — or a test — finds the graph in the DOM, not only
+// as pixels (DESIGN §8).
+
+import { get } from "./api.js";
+import { createCanvas, draw, readingOrder } from "./canvas.js";
+import { h } from "./dom.js";
+import { nodeHref } from "./links.js";
+import { summarize } from "./summarize.js";
+
+const STATES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"];
+const PAGE_LIMIT = 500; // nodes per request: what the canvas lays out without freezing
+
+export function lineageExplorer(rootNode) {
+  const view = {
+    up: 2,
+    down: 2,
+    states: new Set(),
+    asOf: "",
+    nodes: new Map(), // id → node, as the API returns them
+    edges: new Map(), // "source→target" → edge
+    base: new Set(), // the nodes of the last load
+    expanded: new Map(), // id → the ids its expansion added
+    openedHubs: new Set(), // "id|up" summaries the user opened
+    truncated: false,
+    loads: 0, // a newer load (a filter changed again) wins over a slower, older one
+  };
+  const rootId = rootNode.id;
+
+  const status = h("p", { class: "graph-status muted", "aria-live": "polite" });
+  const canvas = h("div", {
+    class: "canvas",
+    role: "img",
+    "aria-label": `Lineage graph of ${rootNode.name}`,
+  });
+  const list = h("ol", { class: "graph-nodes", "aria-label": "Nodes in the lineage graph" });
+  const details = h("div", { class: "node-details" });
+  const cy = createCanvas(canvas, {
+    onTap: (id) => select(id),
+    onDoubleTap: (id) => toggle(id),
+  });
+
+  function depthInput(label, key) {
+    return h(
+      "label",
+      {},
+      label,
+      h("input", {
+        type: "number",
+        min: 0,
+        max: 20,
+        value: view[key],
+        "aria-label": `${label} depth`,
+        onchange: (event) => {
+          view[key] = Math.max(0, Math.min(20, Number(event.target.value) || 0));
+          load();
+        },
+      }),
+    );
+  }
+
+  const toolbar = h(
+    "form",
+    { class: "toolbar", onsubmit: (event) => event.preventDefault() },
+    depthInput("Upstream", "up"),
+    depthInput("Downstream", "down"),
+    h(
+      "fieldset",
+      { class: "states" },
+      h("legend", {}, "Last run state"),
+      STATES.map((state) =>
+        h(
+          "label",
+          { class: `state-choice state-${state.toLowerCase()}` },
+          h("input", {
+            type: "checkbox",
+            value: state,
+            onchange: (event) => {
+              if (event.target.checked) view.states.add(state);
+              else view.states.delete(state);
+              load();
+            },
+          }),
+          state,
+        ),
+      ),
+    ),
+    h(
+      "label",
+      { title: "Show the graph as it was at this time (UTC)" },
+      "As of",
+      h("input", {
+        type: "datetime-local",
+        step: 1,
+        "aria-label": "As of (UTC)",
+        onchange: (event) => {
+          // The input's value is local wall time without a zone, and without seconds
+          // when they are zero: read it as UTC, in the RFC 3339 form the API takes.
+          const value = event.target.value;
+          view.asOf = value ? `${value.length === 16 ? `${value}:00` : value}Z` : "";
+          load();
+        },
+      }),
+    ),
+    h(
+      "span",
+      { class: "zoom" },
+      h("button", { type: "button", "aria-label": "Zoom in", onclick: () => zoomBy(1.25) }, "+"),
+      h("button", { type: "button", "aria-label": "Zoom out", onclick: () => zoomBy(0.8) }, "−"),
+      h("button", { type: "button", onclick: () => cy.fit(undefined, 24) }, "Fit"),
+    ),
+  );
+
+  const element = h(
+    "section",
+    { class: "lineage", "aria-label": "Lineage" },
+    toolbar,
+    h("div", { class: "graph-area" }, canvas, h("aside", { class: "graph-side" }, details, list)),
+    status,
+    legend(),
+  );
+
+  // The buttons zoom about the centre of the canvas, as the wheel does about the pointer.
+  function zoomBy(factor) {
+    const renderedPosition = { x: cy.width() / 2, y: cy.height() / 2 };
+    cy.zoom({ level: cy.zoom() * factor, renderedPosition });
+  }
+
+  function params(extra) {
+    return {
+      states: [...view.states].join(","),
+      asOf: view.asOf,
+      limit: PAGE_LIMIT,
+      ...extra,
+    };
+  }
+
+  function nodeParams(node) {
+    return { type: node.type, namespace: node.namespace, name: node.name };
+  }
+
+  function merge(graph) {
+    for (const node of graph.nodes) if (!view.nodes.has(node.id)) view.nodes.set(node.id, node);
+    for (const edge of graph.edges) view.edges.set(`${edge.source}→${edge.target}`, edge);
+    view.truncated ||= graph.truncated;
+    return graph.nodes.map((n) => n.id);
+  }
+
+  async function load() {
+    status.textContent = "Loading…";
+    const walks = [];
+    const base = nodeParams(rootNode);
+    if (view.up)
+      walks.push(
+        get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })),
+      );
+    if (view.down)
+      walks.push(
+        get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
+      );
+    if (!walks.length) walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+    const mine = ++view.loads;
+    try {
+      const graphs = await Promise.all(walks);
+      if (mine !== view.loads) return;
+      view.nodes.clear();
+      view.edges.clear();
+      view.expanded.clear();
+      view.truncated = false;
+      view.base = new Set(graphs.flatMap(merge));
+      render();
+    } catch (error) {
+      if (mine !== view.loads) return;
+      status.textContent = `Could not load the lineage: ${error.message}`;
+    }
+  }
+
+  async function toggle(id) {
+    const node = view.nodes.get(id);
+    if (!node) return;
+    if (view.expanded.has(id)) {
+      collapse(id);
+      return render();
+    }
+    status.textContent = `Expanding ${node.name}…`;
+    // A dataset's neighbours are jobs: walk two edges so the next datasets show too.
+    const depth = node.type === "dataset" ? 2 : 1;
+    const before = new Set(view.nodes.keys());
+    let graph;
+    try {
+      graph = await get(
+        "/api/v1/lineage",
+        params({ ...nodeParams(node), direction: "both", depth }),
+      );
+    } catch (error) {
+      status.textContent = `Could not expand ${node.name}: ${error.message}`;
+      return;
+    }
+    const added = merge(graph).filter((n) => !before.has(n));
+    view.expanded.set(id, added);
+    // Show everything the user asked for, however big the neighbourhood.
+    view.openedHubs.add(`${id}|up`).add(`${id}|down`);
+    render();
+  }
+
+  function collapse(id) {
+    const added = view.expanded.get(id) || [];
+    view.expanded.delete(id);
+    view.openedHubs.delete(`${id}|up`);
+    view.openedHubs.delete(`${id}|down`);
+    const kept = new Set([...view.expanded.values()].flat());
+    for (const n of added) {
+      if (!view.base.has(n) && !kept.has(n) && n !== rootId) view.nodes.delete(n);
+    }
+    for (const [key, edge] of view.edges) {
+      if (!view.nodes.has(edge.source) || !view.nodes.has(edge.target)) view.edges.delete(key);
+    }
+  }
+
+  function select(id) {
+    if (id.startsWith("more:")) {
+      view.openedHubs.add(id.slice(5));
+      return render();
+    }
+    const node = view.nodes.get(id);
+    cy.$("node").unselect();
+    cy.getElementById(id).select();
+    details.replaceChildren(
+      h("h3", {}, node.name),
+      h("p", { class: "muted small" }, `${node.type} · ${node.namespace}`),
+      h(
+        "p",
+        {},
+        h("a", { href: nodeHref(node) }, "Open page"),
+        " ",
+        h(
+          "button",
+          { type: "button", onclick: () => toggle(id) },
+          view.expanded.has(id) ? "Collapse" : "Expand",
+        ),
+      ),
+    );
+  }
+
+  function render() {
+    const edges = [...view.edges.values()];
+    const { visible, summaries } = summarize(
+      rootId,
+      [...view.nodes.keys()],
+      edges,
+      view.openedHubs,
+    );
+    const elements = [];
+    for (const id of visible) {
+      const node = view.nodes.get(id);
+      const classes = [node.type];
+      if (id === rootId) classes.push("root");
+      if (node.dropped) classes.push("dropped");
+      elements.push({ group: "nodes", data: { id, label: node.name }, classes: classes.join(" ") });
+    }
+    for (const edge of edges) {
+      if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
+      const classes = [`state-${(edge.last_state || "other").toLowerCase()}`];
+      if (edge.static) classes.push("static");
+      elements.push({
+        group: "edges",
+        data: { id: `${edge.source}→${edge.target}`, source: edge.source, target: edge.target },
+        classes: classes.join(" "),
+      });
+    }
+    for (const s of summaries) {
+      const id = `more:${s.key}`;
+      elements.push({
+        group: "nodes",
+        data: { id, label: `+${s.count} more` },
+        classes: "summary",
+      });
+      const [source, target] = s.side === "up" ? [id, s.node] : [s.node, id];
+      elements.push({
+        group: "edges",
+        data: { id: `${id}-edge`, source, target },
+        classes: "summary",
+      });
+    }
+    draw(cy, elements);
+    renderList(visible, summaries);
+    const hiddenCount = summaries.reduce((sum, s) => sum + s.count, 0);
+    status.textContent =
+      `${visible.size} nodes, ${cy.edges().not(".summary").length} edges shown` +
+      (hiddenCount ? `; ${hiddenCount} summarized` : "") +
+      (view.truncated ? `; the server stopped at ${PAGE_LIMIT} nodes per walk` : "");
+  }
+
+  function renderList(visible, summaries) {
+    const items = readingOrder(cy, visible).map((id) => {
+      const node = view.nodes.get(id);
+      const open = view.expanded.has(id);
+      return h(
+        "li",
+        {
+          class: `graph-node kind-${node.type}${id === rootId ? " root" : ""}`,
+          dataset: { nodeId: id },
+          onmouseenter: () => cy.getElementById(id).addClass("highlight"),
+          onmouseleave: () => cy.getElementById(id).removeClass("highlight"),
+        },
+        h("span", { class: `kind kind-${node.type}` }, node.type),
+        h("a", { href: nodeHref(node), title: `${node.namespace} ${node.name}` }, node.name),
+        id === rootId
+          ? null
+          : h(
+              "button",
+              {
+                type: "button",
+                class: "expand",
+                "aria-label": `${open ? "Collapse" : "Expand"} ${node.name}`,
+                "aria-expanded": String(open),
+                onclick: () => toggle(id),
+              },
+              open ? "−" : "+",
+            ),
+      );
+    });
+    for (const s of summaries) {
+      const hub = view.nodes.get(s.node);
+      items.push(
+        h(
+          "li",
+          { class: "graph-node summary" },
+          h(
+            "button",
+            {
+              type: "button",
+              onclick: () => select(`more:${s.key}`),
+              "aria-label": `Show ${s.count} more ${s.side === "up" ? "upstream" : "downstream"} neighbours of ${hub.name}`,
+            },
+            `+${s.count} more`,
+          ),
+          h(
+            "span",
+            { class: "muted small" },
+            ` ${s.side === "up" ? "upstream of" : "downstream of"} ${hub.name}`,
+          ),
+        ),
+      );
+    }
+    list.replaceChildren(...items);
+  }
+
+  load();
+  return { element, destroy: () => cy.destroy() };
+}
+
+function legend() {
+  const item = (cls, text) => h("li", {}, h("span", { class: `swatch ${cls}` }), text);
+  return h(
+    "ul",
+    { class: "legend", "aria-label": "Legend" },
+    item("node-dataset", "dataset"),
+    item("node-job", "job"),
+    item("node-service", "service"),
+    item("edge-complete", "last run complete"),
+    item("edge-fail", "failed"),
+    item("edge-running", "running"),
+    item("edge-abort", "aborted"),
+    item("edge-static", "declared (JobEvent)"),
+  );
+}

@@ -1,0 +1,26 @@
+// Where each kind of node lives in the UI. Pages are hash routes whose query names the
+// entity (namespaces hold ':' and '/', so they are never path segments; DESIGN §5).
+
+import { url } from "./api.js";
+
+export function datasetHref(namespace, name) {
+  return "#" + url("/dataset", { namespace, name });
+}
+
+export function jobHref(namespace, name) {
+  return "#" + url("/job", { namespace, name });
+}
+
+export function columnHref(namespace, name, field) {
+  return "#" + url("/column", { namespace, name, field });
+}
+
+export function namespaceHref(name) {
+  return "#" + url("/namespace", { name });
+}
+
+export function nodeHref(node) {
+  if (node.type === "field") return columnHref(node.namespace, node.name, node.field);
+  if (node.type === "dataset") return datasetHref(node.namespace, node.name);
+  return jobHref(node.namespace, node.name);
+}

@@ -1,0 +1,157 @@
+// A dataset: its lineage graph, schema, facets, aliases and the runs that wrote it.
+
+import { get } from "../api.js";
+import { append, h } from "../dom.js";
+import { facetList } from "../facets.js";
+import { impactTable } from "../impact.js";
+import { lineageExplorer } from "../lineage.js";
+import { columnHref, datasetHref, namespaceHref } from "../links.js";
+import { pagedRunTable } from "../runs.js";
+
+const RUNS = 20;
+
+export async function render(params, page) {
+  const namespace = params.get("namespace");
+  const name = params.get("name");
+  const [{ datasets }, runs] = await Promise.all([
+    get("/api/v1/datasets", { namespace, name }),
+    get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS }),
+  ]);
+  const dataset = datasets[0];
+  const explorer = lineageExplorer(dataset);
+  append(page, [
+    h(
+      "p",
+      { class: "crumb" },
+      h("span", { class: "kind kind-dataset" }, "dataset"),
+      " ",
+      h("a", { href: namespaceHref(dataset.namespace) }, dataset.namespace),
+    ),
+    h(
+      "h1",
+      {},
+      dataset.name,
+      dataset.dropped ? h("span", { class: "badge dropped" }, "dropped") : null,
+    ),
+    identities(dataset),
+    explorer.element,
+    h(
+      "div",
+      { class: "columns" },
+      h("section", { "aria-label": "Schema" }, h("h2", {}, "Schema"), schema(dataset)),
+      h(
+        "section",
+        { "aria-label": "Facets" },
+        h("h2", {}, "Facets"),
+        facetList(dataset.facets, { skip: ["schema", "symlinks", "columnLineage"] }),
+      ),
+    ),
+    h(
+      "section",
+      { "aria-label": "Runs that wrote it" },
+      h("h2", {}, "Runs that wrote it"),
+      pagedRunTable(
+        runs,
+        (cursor) => get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS, cursor }),
+        { showJob: true },
+      ),
+    ),
+    impactSection(dataset),
+  ]);
+  return explorer.destroy;
+}
+
+// Everything downstream, fields included, can run to a thousand items: asked for only
+// when the section is opened.
+function impactSection(dataset) {
+  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const section = h(
+    "details",
+    {
+      class: "impact-section",
+      ontoggle: async () => {
+        if (!section.open || section.dataset.loaded) return;
+        section.dataset.loaded = "yes";
+        const params = { namespace: dataset.namespace, name: dataset.name, depth: 10 };
+        try {
+          body.replaceChildren(impactTable(await get("/api/v1/impact", params)));
+        } catch (error) {
+          body.replaceChildren(h("p", { class: "error" }, error.message));
+        }
+      },
+    },
+    h("summary", {}, h("h2", {}, "Impact downstream")),
+    body,
+  );
+  return section;
+}
+
+function identities(dataset) {
+  if (!dataset.aliases.length && !dataset.locations.length) return null;
+  return h(
+    "dl",
+    { class: "identities" },
+    dataset.aliases.length ? h("dt", {}, "Also known as") : null,
+    dataset.aliases.map((a) =>
+      h(
+        "dd",
+        {},
+        h("a", { href: datasetHref(a.namespace, a.name) }, a.name),
+        h("span", { class: "muted" }, ` ${a.namespace}`),
+        a.renamed ? h("span", { class: "badge" }, "renamed") : null,
+      ),
+    ),
+    dataset.locations.length ? h("dt", {}, "Locations") : null,
+    dataset.locations.map((l) =>
+      h(
+        "dd",
+        {},
+        h("span", { class: "mono" }, `${l.namespace}/${l.name}`),
+        h("span", { class: "muted" }, ` ${l.type}`),
+      ),
+    ),
+  );
+}
+
+// The schema facet's fields (SchemaDatasetFacet 1-2-0: name, type, description, and
+// nested `fields` for structs); each field opens its column lineage.
+function schema(dataset) {
+  const fields = dataset.facets.schema?.fields;
+  if (!Array.isArray(fields) || !fields.length)
+    return h("p", { class: "muted" }, "No schema facet.");
+  const rows = [];
+  const walk = (list, prefix) => {
+    for (const f of list) {
+      const path = prefix ? `${prefix}.${f.name}` : f.name;
+      rows.push(
+        h(
+          "tr",
+          {},
+          h(
+            "td",
+            {},
+            h(
+              "a",
+              { href: columnHref(dataset.namespace, dataset.name, path), class: "field-link" },
+              path,
+            ),
+          ),
+          h("td", { class: "mono" }, f.type ?? ""),
+          h("td", {}, f.description ?? ""),
+        ),
+      );
+      if (Array.isArray(f.fields)) walk(f.fields, path);
+    }
+  };
+  walk(fields, "");
+  return h(
+    "table",
+    { class: "schema" },
+    h(
+      "thead",
+      {},
+      h("tr", {}, h("th", {}, "Field"), h("th", {}, "Type"), h("th", {}, "Description")),
+    ),
+    h("tbody", {}, rows),
+  );
+}

@@ -1,0 +1,145 @@
+// Runs as a table: state, times, duration, error, parent (the job and dataset pages and
+// the home page list runs the same way).
+
+import { get } from "./api.js";
+import { h } from "./dom.js";
+import { duration, time } from "./format.js";
+import { jobHref } from "./links.js";
+
+export function stateBadge(state) {
+  const text = state || "UNKNOWN";
+  return h("span", { class: `state state-${text.toLowerCase()}` }, text);
+}
+
+// A page of runs from a cursor-paginated listing, and a button that appends the next
+// page (``next(cursor)`` fetches it) while there is one.
+export function pagedRunTable(first, next, options = {}) {
+  const table = runTable(first.runs, options);
+  if (!first.next_cursor) return table;
+  let cursor = first.next_cursor;
+  const more = h(
+    "button",
+    {
+      type: "button",
+      onclick: async () => {
+        const page = await next(cursor);
+        table.tBodies[0].append(...page.runs.flatMap((run) => runRows(run, options.showJob)));
+        cursor = page.next_cursor;
+        more.hidden = !cursor;
+      },
+    },
+    "Older runs",
+  );
+  return h("div", {}, table, h("p", {}, more));
+}
+
+export function runTable(runs, { showJob = false, caption = null } = {}) {
+  if (!runs.length) return h("p", { class: "muted" }, "No runs.");
+  return h(
+    "table",
+    { class: "runs" },
+    caption ? h("caption", {}, caption) : null,
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        showJob ? h("th", {}, "Job") : null,
+        h("th", {}, "State"),
+        h("th", {}, "Started"),
+        h("th", {}, "Ended"),
+        h("th", { class: "num" }, "Duration"),
+        h("th", {}, "Run"),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      runs.map((run) => runRows(run, showJob)),
+    ),
+  );
+}
+
+function runRows(run, showJob) {
+  const cells = [
+    showJob
+      ? h("td", {}, h("a", { href: jobHref(run.job.namespace, run.job.name) }, run.job.name))
+      : null,
+    h("td", {}, stateBadge(run.state)),
+    h("td", {}, time(run.started_at)),
+    h("td", {}, time(run.ended_at)),
+    h("td", { class: "num" }, duration(run.duration_s)),
+    h("td", { class: "mono small" }, run.runId),
+  ];
+  const rows = [h("tr", { class: "run", dataset: { runId: run.runId } }, cells)];
+  const details = runDetails(run);
+  if (details) {
+    const width = showJob ? 6 : 5;
+    rows.push(h("tr", { class: "run-details" }, h("td", {}), h("td", { colspan: width }, details)));
+  }
+  return rows;
+}
+
+// What a full run view (GET /api/v1/runs) adds to a summary: its error, its parent and
+// children, the datasets it read and wrote.
+function runDetails(run) {
+  const parts = [];
+  if (run.error_message) {
+    parts.push(h("pre", { class: "run-error", role: "note" }, run.error_message));
+  }
+  if (run.parent?.job) {
+    const parent = run.parent.job;
+    parts.push(
+      h(
+        "span",
+        { class: "parent" },
+        "parent ",
+        h("a", { href: jobHref(parent.namespace, parent.name) }, parent.name),
+        run.parent.runId ? h("span", { class: "mono small" }, ` ${run.parent.runId}`) : null,
+      ),
+    );
+  }
+  if (run.children?.length) parts.push(childRuns(run.children));
+  if (run.inputs || run.outputs) {
+    const io = (list) => list.map((d) => d.name + (d.version ? ` @${d.version}` : "")).join(", ");
+    if (run.inputs?.length) parts.push(h("span", { class: "io" }, `read ${io(run.inputs)}`));
+    if (run.outputs?.length) parts.push(h("span", { class: "io" }, `wrote ${io(run.outputs)}`));
+  }
+  return parts.length ? h("div", { class: "run-extra" }, parts) : null;
+}
+
+// A run lists its children by runId only (an Airflow DAG run's tasks, a Spark
+// application's queries): their jobs and states are fetched when asked for.
+function childRuns(ids) {
+  const list = h("ul", { class: "child-runs" });
+  const button = h(
+    "button",
+    {
+      type: "button",
+      class: "link",
+      "aria-expanded": "false",
+      onclick: async () => {
+        button.disabled = true;
+        const runs = await Promise.all(ids.map((id) => get(`/api/v1/runs/${id}`)));
+        list.replaceChildren(
+          ...runs.map((r) =>
+            h(
+              "li",
+              {},
+              stateBadge(r.state),
+              " ",
+              h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name),
+              " ",
+              duration(r.duration_s),
+            ),
+          ),
+        );
+        button.setAttribute("aria-expanded", "true");
+        button.hidden = true;
+      },
+    },
+    `${ids.length} child runs`,
+  );
+  return h("span", { class: "children" }, button, list);
+}
