@@ -41,11 +41,18 @@ from .responses import json_response, problem_response
 from .search import search
 from .store import Store
 from .store.base import GraphReader, LogEntry, Row
-from .views import RUN_KEYS, Identities, dataset_view, job_view, run_summary, run_view
+from .views import (
+    RUN_KEYS,
+    Identities,
+    dataset_view,
+    ingest_totals,
+    job_view,
+    run_summary,
+    run_view,
+)
 
 MAX_LIMIT = 1000
 MAX_DEPTH = 20
-DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 
 
 def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str, Any]:
@@ -400,33 +407,14 @@ class ReadApi:
 
         def work(reader: GraphReader) -> Any:
             recent = integer(request, "runs", 10, 0, 100)
-            deliveries = dict.fromkeys(DELIVERY_STATES, 0)
-            items = {"received": 0, "projected": 0, "quarantined": 0, "pending": 0}
-            backlog = {"deliveries": 0, "items": 0}
-            for (
-                state,
-                count,
-                received,
-                projected,
-                quarantined,
-                unprojected,
-            ) in reader.delivery_totals():
-                deliveries[state] = count
-                items["received"] += received or 0
-                items["projected"] += projected or 0
-                items["quarantined"] += quarantined or 0
-                # A delivery quarantined whole at the receiver never waits for the projector.
-                if state == "accepted":
-                    items["pending"] += unprojected or 0
-                    backlog["deliveries"] += count
-                    backlog["items"] += unprojected or 0
+            totals = ingest_totals(reader)
             # A run has a START and a COMPLETE, often more: ask for a few events per run.
             ids = reader.recent_run_ids(recent * 4)[:recent]
             rows = {r[0]: r for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])}
             return {
-                "deliveries": deliveries,
-                "items": items,
-                "backlog": backlog,
+                "deliveries": totals.deliveries,
+                "items": totals.items,
+                "backlog": {"deliveries": totals.deliveries["accepted"], "items": totals.pending},
                 "recent_runs": [run_summary(rows[i]) for i in ids if i in rows],
             }
 
@@ -490,16 +478,25 @@ class ReadApi:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """503 when the store does not answer. Refusing ingest for overload is reported,
-        but the server stays ready: reads are still served, and every replica shares the
-        backlog, so taking them out of the load balancer would turn a slow projector into
-        an outage."""
+        """DESIGN §5: ready when the store answers and the backlog is under its bound
+        (so is free disk); otherwise 503, saying why, with the load measured."""
         try:
             await run_in_threadpool(self.store.ping)
             load = await self.backpressure.load()
         except StoreUnavailable as exc:
             return problem_response(
                 Problem(503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after)
+            )
+        if load.refusing is not None:
+            return problem_response(
+                Problem(
+                    503,
+                    "not-ready",
+                    "Not ready: refusing ingest",
+                    load.refusing,
+                    retry_after=self.retry_after,
+                    ingest=load.to_json(),
+                )
             )
         return json_response({"status": "ready", "ingest": load.to_json()})
 

@@ -16,6 +16,7 @@ from . import openapi, ui
 from .api import ReadApi
 from .auth import Guard
 from .errors import Problem
+from .metrics import Metrics
 from .projector.worker import Projector
 from .receiver import Backpressure, BodyBudget, Limits, MiB, Receiver
 from .responses import problem_response
@@ -78,9 +79,16 @@ def build_app(
             if projector is not None:
                 projector.stop()
 
-    routes: list[BaseRoute] = [*receiver.routes(), *read_api.routes(), *ui.routes()]
+    metrics = Metrics(store, backpressure)
+    routes: list[BaseRoute] = [
+        *receiver.routes(),
+        *read_api.routes(),
+        *metrics.routes(),
+        *ui.routes(),
+    ]
     app = Starlette(
         routes=[*routes, *openapi.routes(limits, routes)],
+        middleware=[metrics.middleware()],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )

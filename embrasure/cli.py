@@ -4,7 +4,6 @@ EMBRASURE_* environment variable and its line in docs/settings.md."""
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import signal
 import threading
@@ -12,7 +11,7 @@ from typing import Any
 
 import click
 
-from . import cli_graph, cli_ingest, cli_tokens
+from . import cli_graph, cli_ingest, cli_tokens, logs
 from .cli_options import fail, load_settings, setting_options
 from .errors import EmbrasureError
 from .settings import markdown_table
@@ -54,6 +53,7 @@ def main() -> None:
     "retry_after",
     "graceful_shutdown_seconds",
     "log_level",
+    "log_format",
 )
 @click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
 @click.option(
@@ -71,9 +71,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     from .store import open_store
 
     settings = load_settings(flags)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(settings.log_level, settings.log_format)
     try:
         store = open_store(settings.db, upgrade=upgrade)
     except EmbrasureError as exc:
@@ -96,6 +94,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         lifespan="on",
         access_log=False,
         log_level=settings.log_level,
+        log_config=None,  # uvicorn's loggers go through ours (logs.configure): one format
         timeout_graceful_shutdown=settings.graceful_shutdown_seconds,
     )
     tune_gc()
@@ -121,15 +120,13 @@ def open_db(flags: dict[str, Any]) -> Any:
 
 
 @main.command()
-@setting_options("db", "log_level")
+@setting_options("db", "log_level", "log_format")
 def project(**flags: Any) -> None:
     """Run the projector alone (beside `serve --no-projector`), until SIGTERM."""
     from .projector.worker import Projector
 
     settings = load_settings(flags)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(settings.log_level, settings.log_format)
     store = open_db(flags)
     projector = Projector(store)
     tune_gc()

@@ -127,6 +127,7 @@ def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
 
 def _service() -> dict[str, dict[str, Operation]]:
     html = {"text/html": {"schema": string()}}
+    text = {"text/plain": {"schema": string()}}
     return {
         "/healthz": {
             "get": operation(
@@ -138,6 +139,19 @@ def _service() -> dict[str, dict[str, Operation]]:
                 {"200": json_body("Health", "Up.")},
             )
         },
+        "/metrics": {
+            "get": operation(
+                "metrics",
+                "service",
+                "Prometheus metrics",
+                "Prometheus text format, names prefixed `embrasure_`: deliveries by state, "
+                "items by outcome, projection backlog and lag, free disk (read from the "
+                "database at scrape time), and this process's request latency histograms "
+                "by method, route and status.",
+                [],
+                {"200": {"description": "Text exposition format 0.0.4.", "content": text}},
+            )
+        },
         "/readyz": {
             "get": operation(
                 "readyz",
@@ -147,7 +161,11 @@ def _service() -> dict[str, dict[str, Operation]]:
                 [],
                 {
                     "200": json_body("Ready", "Ready."),
-                    "503": problem("The store is not reachable.", retry_after=True),
+                    "503": problem(
+                        "The store is not reachable, or ingest is refused for overload (the"
+                        " problem's `ingest` member holds the load measured).",
+                        retry_after=True,
+                    ),
                 },
             )
         },

@@ -476,8 +476,7 @@ def component_schemas() -> dict[str, Schema]:
         **_entities(),
         "Health": obj("The process is up.", {"status": enum(("ok",))}),
         "Ready": obj(
-            "The store is reachable; whether ingest is refused for overload (DESIGN §2) is"
-            " reported, not a reason to be unready.",
+            "The store is reachable and ingest is not refused for overload (DESIGN §2).",
             {
                 "status": enum(("ready",)),
                 "ingest": obj(
@@ -485,6 +484,9 @@ def component_schemas() -> dict[str, Schema]:
                     {
                         "backlog_deliveries": integer("Deliveries not yet projected."),
                         "backlog_items": integer("Their items (those not rejected on receipt)."),
+                        "oldest_pending": nullable(
+                            time("When the oldest delivery not yet projected was received.")
+                        ),
                         "free_disk_bytes": nullable(
                             integer("Free bytes beside the SQLite log; null on PostgreSQL.")
                         ),

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,6 +37,7 @@ from .store import Store
 from .store.group_commit import GroupCommitter
 
 MiB = 1024 * 1024
+log = logging.getLogger("embrasure.receiver")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,6 +361,7 @@ class Load:
 
     backlog_deliveries: int
     backlog_items: int
+    oldest_pending: str | None  # received_at of the oldest delivery not yet projected
     free_disk_bytes: int | None  # None: not on this machine (PostgreSQL)
     refusing: str | None  # why ingest is refused, or None
 
@@ -389,7 +392,8 @@ class Backpressure:
         return self._load
 
     def _measure(self) -> Load:
-        deliveries, items = self.store.backlog()
+        with self.store.reader() as reader:
+            deliveries, items, oldest, _rejected = reader.backlog()
         free = self.store.free_disk_bytes()
         refusing = None
         if items > self.max_backlog_items:
@@ -402,7 +406,7 @@ class Backpressure:
                 f"Only {free:,} bytes are free beside the delivery log, under the bound of "
                 f"{self.min_free_disk_bytes:,}."
             )
-        return Load(deliveries, items, free, refusing)
+        return Load(deliveries, items, oldest, free, refusing)
 
     async def check(self) -> None:
         load = await self.load()
@@ -452,6 +456,12 @@ class Receiver:
                     retry_after=self.retry_after,
                 )
             )
+        log.debug(
+            "delivery %s %s",
+            receipt.delivery_id,
+            "duplicate" if receipt.duplicate else receipt.state,
+            extra={"delivery_id": receipt.delivery_id, "provider_key": provider},
+        )
         return json_response(receipt.to_json(), status_code=202)
 
     async def _append(

@@ -88,6 +88,11 @@ SETTINGS: tuple[Setting, ...] = (
         "On SIGTERM, how long in-flight deliveries get to commit and be answered.",
     ),
     Setting("log_level", "info", "Log level: debug, info, warning, error."),
+    Setting(
+        "log_format",
+        "text",
+        "Log lines as text, or json: one object per line with delivery_id and other fields.",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -120,6 +125,7 @@ class Settings:
     retry_after: int = BY_NAME["retry_after"].default
     graceful_shutdown_seconds: int = BY_NAME["graceful_shutdown_seconds"].default
     log_level: str = BY_NAME["log_level"].default
+    log_format: str = BY_NAME["log_format"].default
 
     @classmethod
     def load(

@@ -19,6 +19,38 @@ from .projector.runs import normalise_state
 from .store.base import GraphReader, Row
 from .store.graph_schema import COLUMNS
 
+DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestTotals:
+    """Deliveries by state and items by outcome, the whole log's (DESIGN §5): the web
+    UI's home page and /metrics. Read from the projection's own table and the backlog
+    index, never from the delivery bodies."""
+
+    deliveries: dict[str, int]
+    items: dict[str, int]  # received, projected, quarantined, pending
+    oldest_pending: str | None  # received_at of the oldest delivery not yet projected
+
+    @property
+    def pending(self) -> int:
+        return self.items["pending"]
+
+
+def ingest_totals(reader: GraphReader) -> IngestTotals:
+    deliveries = dict.fromkeys(DELIVERY_STATES, 0)
+    items = {"received": 0, "projected": 0, "quarantined": 0, "pending": 0}
+    for state, count, projected, quarantined in reader.outcome_totals():
+        deliveries[state] = count
+        items["projected"] += projected
+        items["quarantined"] += quarantined
+    pending_deliveries, pending_items, oldest, rejected = reader.backlog()
+    deliveries["accepted"] = pending_deliveries
+    deliveries["quarantined"] += rejected  # quarantined on receipt, not projected yet
+    items["pending"] = pending_items
+    items["received"] = items["projected"] + items["quarantined"] + pending_items
+    return IngestTotals(deliveries, items, oldest)
+
 
 def _encode(part: str) -> str:
     return part.replace("%", "%25").replace(":", "%3A")

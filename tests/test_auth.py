@@ -45,6 +45,7 @@ ROUTES: dict[tuple[str, str], str | None] = {
     ("GET", "/api/v1/namespaces"): "read",
     ("GET", "/api/v1/search"): "read",
     ("GET", "/api/v1/events"): "read",
+    ("GET", "/metrics"): "read",
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,
     ("GET", "/openapi.json"): None,

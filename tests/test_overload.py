@@ -68,14 +68,15 @@ def test_past_the_backlog_bound_ingest_waits_for_the_projector(bounded: TestClie
     assert refused.headers["content-type"] == "application/problem+json"
     assert "backlog is 4 items" in refused.json()["detail"]
     assert len(bounded.get("/api/v1/deliveries").json()["deliveries"]) == 2  # nothing stored
-    ready = bounded.get("/readyz")
-    assert ready.status_code == 200
+    ready = bounded.get("/readyz")  # DESIGN §5: ready means the backlog is under bound
+    assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
     assert ready.json()["ingest"]["backlog_items"] == 4
-    assert "backlog" in ready.json()["ingest"]["refusing"]
+    assert "backlog" in ready.json()["detail"]
 
     Projector(bounded.app.state.store).run_until_caught_up()  # type: ignore[attr-defined]
     assert post(bounded, event(5)).status_code == 202
     assert bounded.get("/readyz").json()["ingest"]["refusing"] is None
+    assert bounded.get("/readyz").status_code == 200
 
 
 def test_under_the_free_disk_bound_ingest_is_refused(db_path: Path) -> None:
@@ -84,6 +85,7 @@ def test_under_the_free_disk_bound_ingest_is_refused(db_path: Path) -> None:
         assert refused.status_code == 429 and "free beside the delivery log" in refused.text
         assert c.get("/api/v1/deliveries").json()["deliveries"] == []
         assert c.get("/readyz").json()["ingest"]["free_disk_bytes"] > 0
+        assert c.get("/readyz").status_code == 503
     c.app.state.store.close()  # type: ignore[attr-defined]
 
 

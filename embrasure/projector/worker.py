@@ -154,10 +154,21 @@ class Projector:
                 if tx.position() != position:
                     return 0
                 commit(tx, prepared)
+            log.debug(
+                "projected %d deliveries, seq %d to %d",
+                len(entries),
+                entries[0].seq,
+                entries[-1].seq,
+                extra={"first_seq": entries[0].seq, "last_seq": entries[-1].seq},
+            )
         except StoreUnavailable:
             raise
         except Exception:
-            log.exception("projection of %d deliveries failed; retrying one by one", len(entries))
+            log.exception(
+                "projection of %d deliveries failed; retrying one by one",
+                len(entries),
+                extra={"first_seq": entries[0].seq, "last_seq": entries[-1].seq},
+            )
             for entry in entries:
                 self._project_alone(entry)
         return len(entries)
@@ -175,7 +186,18 @@ class Projector:
                 raise
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
-                log.exception("projection of delivery %s failed", entry.delivery_id)
+                log.exception(
+                    "projection of delivery %s failed",
+                    entry.delivery_id,
+                    extra={"delivery_id": entry.delivery_id, "seq": entry.seq},
+                )
+        log.error(
+            "delivery %s quarantined after %d failed projections: %s",
+            entry.delivery_id,
+            MAX_ATTEMPTS,
+            error,
+            extra={"delivery_id": entry.delivery_id, "seq": entry.seq},
+        )
         with self.store.projection(self.generation) as tx:
             tx.save("failures", [(entry.seq, MAX_ATTEMPTS, error)])
             tx.save(

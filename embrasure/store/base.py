@@ -160,9 +160,16 @@ class GraphReader(abc.ABC):
         """A delivery's stored body."""
 
     @abc.abstractmethod
-    def delivery_totals(self) -> list[Row]:
-        """(state, deliveries, items, projected items, quarantined items, unprojected
-        items) per delivery state: the counters of the web UI's home page."""
+    def outcome_totals(self) -> list[Row]:
+        """(state, deliveries, projected items, quarantined items) per state of the
+        projected deliveries (projected, partially_projected, quarantined), from the
+        projection's own table: no delivery body is read."""
+
+    @abc.abstractmethod
+    def backlog(self) -> tuple[int, int, str | None, int]:
+        """Of the log past the graph's position: (deliveries with items to project, those
+        items, the oldest such delivery's received_at, deliveries whose every item was
+        rejected on receipt — quarantined already, nothing to project)."""
 
     @abc.abstractmethod
     def recent_run_ids(self, limit: int) -> list[str]:
@@ -227,11 +234,6 @@ class Store(abc.ABC):
     def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
         """Deliveries with seq > after_seq in log order: at most ``limit`` of them, and
         stopping after the one that brings the bodies past ``max_bytes``."""
-
-    @abc.abstractmethod
-    def backlog(self) -> tuple[int, int]:
-        """(deliveries, items) in the log past the served graph's position: the items the
-        projector has still to project (those rejected on receipt are not counted)."""
 
     @abc.abstractmethod
     def free_disk_bytes(self) -> int | None:

@@ -89,7 +89,14 @@ class GroupCommitter:
             results = self.store.append([draft for draft, _ in group])
             self.groups_committed += 1
         except EmbrasureError as exc:
-            log.error("group commit of %d deliveries failed: %s", len(group), exc)
+            # Nothing of the group is stored, so no delivery id exists yet: name the
+            # producers and keys the failed requests came with.
+            log.error(
+                "group commit of %d deliveries failed: %s",
+                len(group),
+                exc,
+                extra={"providers": sorted({d.provider_key for d, _ in group})},
+            )
             results = [exc] * len(group)
         except Exception as exc:  # a bug must not leave handlers waiting forever
             log.exception("group commit crashed")

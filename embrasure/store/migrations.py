@@ -99,8 +99,13 @@ MIGRATIONS += (
 MIGRATIONS += (
     Migration(
         3,
-        "bearer tokens",
+        "bearer tokens; the backlog index",
         """
+        -- The log past the projector's position, counted without reading the bodies:
+        -- item_count follows the body in each row, so the table itself would be read
+        -- through every body's overflow pages (receiver.Backpressure, every second).
+        CREATE INDEX deliveries_backlog
+            ON deliveries (seq, item_count, invalid_item_count, received_at);
         CREATE TABLE tokens (
             token_id TEXT PRIMARY KEY,       -- public: the part of the token after emb_
             digest TEXT NOT NULL,            -- hex SHA-256 of the whole token; never the token
@@ -109,7 +114,7 @@ MIGRATIONS += (
             name TEXT NOT NULL,
             created_at TEXT NOT NULL,
             revoked_at TEXT
-        )
+        );
     """,
     ),
 )

@@ -249,18 +249,6 @@ class SQLiteStore(Store):
     def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
         return read_log(self._read(), after_seq, limit, max_bytes)
 
-    def backlog(self) -> tuple[int, int]:
-        conn = self._read()
-        try:
-            prefix = graph_schema.prefix(self.generation(conn))
-            row = conn.execute(
-                "SELECT COUNT(*), COALESCE(SUM(item_count - invalid_item_count), 0)"
-                f" FROM deliveries WHERE seq > (SELECT seq FROM {prefix}position)"
-            ).fetchone()
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
-        return int(row[0]), int(row[1])
-
     def free_disk_bytes(self) -> int | None:
         stat = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
         return stat.f_bavail * stat.f_frsize  # what an unprivileged writer may still use

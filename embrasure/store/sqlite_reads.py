@@ -124,15 +124,24 @@ class SQLiteReader(GraphReader):
         row = self.conn.execute("SELECT body FROM deliveries WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else bytes(row[0])
 
-    def delivery_totals(self) -> list[Row]:
-        # One pass over the log: a home page's cost grows with the deliveries stored.
+    def outcome_totals(self) -> list[Row]:
         sql = (
-            f"SELECT {STATE_SQL} AS st, COUNT(*), SUM(d.item_count),"
-            " SUM(COALESCE(p.projected, 0)), SUM(COALESCE(p.quarantined, 0)),"
-            " SUM(CASE WHEN p.seq IS NULL THEN d.item_count ELSE 0 END)"
-            f" FROM deliveries d LEFT JOIN {self.g}deliveries p ON p.seq = d.seq GROUP BY st"
+            "SELECT CASE WHEN projected = 0 THEN 'quarantined' WHEN quarantined = 0"
+            " THEN 'projected' ELSE 'partially_projected' END AS st,"
+            f" COUNT(*), SUM(projected), SUM(quarantined) FROM {self.g}deliveries GROUP BY st"
         )
         return [tuple(r) for r in self.conn.execute(sql)]
+
+    def backlog(self) -> tuple[int, int, str | None, int]:
+        # The log past the position, from the deliveries_backlog index: a range of it, no
+        # body read. A delivery with every item rejected on receipt has none pending.
+        pending = "item_count > invalid_item_count"
+        row = self.conn.execute(
+            f"SELECT COALESCE(SUM({pending}), 0), COALESCE(SUM(item_count - invalid_item_count),"
+            f" 0), MIN(CASE WHEN {pending} THEN received_at END), COALESCE(SUM(NOT ({pending})),"
+            f" 0) FROM deliveries WHERE seq > (SELECT seq FROM {self.g}position)"
+        ).fetchone()
+        return int(row[0]), int(row[1]), row[2], int(row[3])
 
     def recent_run_ids(self, limit: int) -> list[str]:
         # Walks the eventTime index backwards, so it reads about ``limit`` rows.
