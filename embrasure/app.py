@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match, Route
 
 from . import openapi, ui
 from .api import ReadApi
@@ -35,8 +35,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
             f"http-{exc.status_code}",
             str(exc.detail),
             f"{request.method} {request.url.path}: {exc.detail}",
+            headers=_allow(request) if exc.status_code == 405 else dict(exc.headers or {}),
         )
     )
+
+
+def _allow(request: Request) -> dict[str, str]:
+    """RFC 9110 §15.5.6: a 405 lists the methods the resource supports, from every route
+    on its path (GET and POST /api/v1/lineage are two routes: Starlette names one)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return {"Allow": ", ".join(sorted(methods))}
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

@@ -226,6 +226,7 @@ class Projector:
         return total
 
     def start(self) -> None:
+        self._stop.clear()  # started again after a stop (an app's lifespan run twice)
         self._thread = threading.Thread(target=self._run, name="embrasure-projector", daemon=True)
         self._thread.start()
 

@@ -42,11 +42,15 @@ class GroupCommitter:
         self.max_group = max_group
         self.max_group_bytes = max_group_bytes
         self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="embrasure-group-commit")
-        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._closed = True  # until started
         self.groups_committed = 0
 
     def start(self) -> None:
+        """Start the commit thread (again after a stop: an app's lifespan may run more
+        than once, as in-process test clients run it)."""
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="embrasure-group-commit")
         self._thread.start()
 
     async def append(self, draft: DeliveryDraft) -> Receipt:
@@ -60,8 +64,10 @@ class GroupCommitter:
     def stop(self) -> None:
         """Commit what is queued, then end the thread."""
         self._closed = True
-        self._queue.put(_STOP)
-        self._thread.join()
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join()
+            self._thread = None
 
     def _run(self) -> None:
         stopping = False
