@@ -3,7 +3,10 @@ the graph after a restart equals a reprojection of the same log (DESIGN §1, §3
 
 from __future__ import annotations
 
+import contextlib
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -114,3 +117,35 @@ def test_projector_killed_mid_projection_recovers_to_the_same_graph(db_path: Pat
     assert b"generation 2" in rebuilt.stdout
     assert export(db_path) == recovered
     assert len(orjson.loads(recovered)["runs"]) == 10_000
+
+
+def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_path: Path) -> None:
+    """kill -9 during `embrasure reproject`: readers keep the old generation, whole; the
+    half-built one is dropped by the next reproject, which ends with the same graph."""
+    server = ServerProcess(db_path).start()
+    try:
+        with httpx.Client(base_url=server.url, headers=JSON, timeout=60) as http:
+            ids = post_batches(http, 30, 250)
+            wait_until(lambda: pending(http, ids) == 0, timeout=180)
+    finally:
+        server.terminate()
+    served = export(db_path)
+    for _ in range(2):
+        reproject = embrasure("reproject", "--db", f"sqlite:///{db_path}")
+        time.sleep(1.5)
+        assert reproject.poll() is None, "the reproject finished before it was killed"
+        reproject.kill()
+        reproject.wait()
+        assert export(db_path) == served  # still the old generation, untouched
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "embrasure", "reproject", "--db", f"sqlite:///{db_path}"],
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
+    assert b"generation" in rebuilt.stdout
+    assert export(db_path) == served
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    generations = {n.split("_")[0] for (n,) in names if re.fullmatch(r"g\d+_.*", n)}
+    assert len(generations) == 1, generations  # no half-built generation left behind
