@@ -74,7 +74,14 @@ def build_app(
         store, settings.max_backlog_items, settings.min_free_disk_mb * MiB, settings.retry_after
     )
     budget = BodyBudget(settings.max_body_memory_mb * MiB, settings.retry_after)
-    receiver = Receiver(committer, limits or Limits(), settings.retry_after, backpressure, budget)
+    receiver = Receiver(
+        committer,
+        limits or Limits(),
+        settings.retry_after,
+        backpressure,
+        budget,
+        settings.body_timeout_seconds,
+    )
     read_api = ReadApi(store, settings.retry_after, backpressure)
 
     @contextlib.asynccontextmanager

@@ -50,6 +50,7 @@ def main() -> None:
     "max_backlog_items",
     "min_free_disk_mb",
     "max_body_memory_mb",
+    "body_timeout_seconds",
     "retry_after",
     "graceful_shutdown_seconds",
     "log_level",

@@ -110,6 +110,7 @@ def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
                     "Not JSON, not UTF-8, a duplicate key, too deep, the wrong shape, a batch "
                     "size or a key length out of bounds. Nothing stored."
                 ),
+                "408": problem("The body did not arrive within the body timeout. Nothing stored."),
                 "409": problem("The Idempotency-Key names a delivery with another body."),
                 "413": problem("The body is over the size limit. Nothing stored."),
                 "415": problem("Compressed, not JSON, or not UTF-8 per Content-Type."),

@@ -159,8 +159,10 @@ def _declared_size(request: Request, limit: int) -> int:
         return limit
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused as soon as it is known to be over ``limit`` bytes."""
+async def read_body(request: Request, limit: int, seconds: float) -> bytes:
+    """The body, refused as soon as it is known to be over ``limit`` bytes, or when it has
+    not all arrived within ``seconds`` (a slow client — slowloris — holds its reservation
+    of BodyBudget no longer than that)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -173,11 +175,22 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise _too_large(limit, length)
     chunks = []
     received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > limit:
-            raise _too_large(limit, received)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > limit:
+                    raise _too_large(limit, received)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise Problem(
+            408,
+            "body-timeout",
+            "The request body came too slowly",
+            f"The body did not arrive within {seconds:g} s ({received:,} bytes came). "
+            "Nothing was stored; send it again over a faster link.",
+            headers={"Connection": "close"},
+        ) from None
     return b"".join(chunks)
 
 
@@ -424,12 +437,14 @@ class Receiver:
         retry_after: int,
         backpressure: Backpressure,
         budget: BodyBudget,
+        body_seconds: float,
     ) -> None:
         self.committer = committer
         self.limits = limits
         self.retry_after = retry_after
         self.backpressure = backpressure
         self.budget = budget
+        self.body_seconds = body_seconds
 
     async def ingest_one(self, request: Request) -> Response:
         return await self._ingest(request, single=True)
@@ -467,7 +482,7 @@ class Receiver:
     async def _append(
         self, request: Request, single: bool, provider: str, key: str | None
     ) -> Receipt:
-        body = await read_body(request, self.limits.body_bytes)
+        body = await read_body(request, self.limits.body_bytes, self.body_seconds)
         draft = check_body(body, single, provider, key, self.limits)
         try:
             return await self.committer.append(draft)

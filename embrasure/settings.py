@@ -81,6 +81,11 @@ SETTINGS: tuple[Setting, ...] = (
         "MiB of request bodies held in memory at once; past it a new body waits up to 2 s, "
         "then gets 429.",
     ),
+    Setting(
+        "body_timeout_seconds",
+        60,
+        "Seconds a request body may take to arrive; slower ones get 408 (slowloris).",
+    ),
     Setting("retry_after", 1, "Seconds a client is told to wait (Retry-After) on 503 and 429."),
     Setting(
         "graceful_shutdown_seconds",
@@ -122,6 +127,7 @@ class Settings:
     max_backlog_items: int = BY_NAME["max_backlog_items"].default
     min_free_disk_mb: int = BY_NAME["min_free_disk_mb"].default
     max_body_memory_mb: int = BY_NAME["max_body_memory_mb"].default
+    body_timeout_seconds: int = BY_NAME["body_timeout_seconds"].default
     retry_after: int = BY_NAME["retry_after"].default
     graceful_shutdown_seconds: int = BY_NAME["graceful_shutdown_seconds"].default
     log_level: str = BY_NAME["log_level"].default
