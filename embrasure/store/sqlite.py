@@ -9,17 +9,16 @@ is durable (https://www.sqlite.org/pragma.html#pragma_synchronous).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 
-from ..errors import IdempotencyConflict, SchemaError, StoreError, StoreUnavailable
-from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, utc_now
-from . import graph_schema, migrations
+from ..errors import SchemaError, StoreError, StoreUnavailable
+from ..model import Delivery, DeliveryDraft, DeliveryIds, utc_now
+from . import graph_schema, migrations, sql
 from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
-from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log, select_where_in
+from .sqlite_graph import SQLiteProjectionTx
 from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
@@ -96,51 +95,8 @@ class SQLiteStore(Store):
         conn = self._writer
         try:
             conn.execute("BEGIN IMMEDIATE")
-            known = self._known(conn, drafts)
-            results: list[AppendResult] = []
-            rows = []
-            for draft in drafts:
-                identity = (draft.provider_key, draft.dedupe_key)
-                if identity in known:
-                    delivery_id, sha, state, item_count, invalid = known[identity]
-                    results.append(
-                        IdempotencyConflict(delivery_id)
-                        if sha != draft.body_sha256
-                        else Receipt(delivery_id, state, True, item_count, invalid)
-                    )
-                    continue
-                delivery_id = self._ids.new()
-                invalid = len(draft.rejections)
-                rows.append(
-                    (
-                        delivery_id,
-                        draft.provider_key,
-                        draft.idempotency_key,
-                        draft.dedupe_key,
-                        draft.body_sha256,
-                        draft.received_at,
-                        draft.route,
-                        draft.body,
-                        draft.item_count,
-                        invalid,
-                        json.dumps([[r.index, r.kind, r.reason] for r in draft.rejections]),
-                        draft.state,
-                    )
-                )
-                known[identity] = (
-                    delivery_id,
-                    draft.body_sha256,
-                    draft.state,
-                    draft.item_count,
-                    invalid,
-                )
-                results.append(Receipt(delivery_id, draft.state, False, draft.item_count, invalid))
-            conn.executemany(
-                "INSERT INTO deliveries (delivery_id, provider_key, idempotency_key, dedupe_key,"
-                " body_sha256, received_at, route, body, item_count, invalid_item_count,"
-                " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            results, rows = sql.plan_append(conn, drafts, self._ids.new)
+            conn.executemany(sql.INSERT_DELIVERY, rows)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -148,29 +104,6 @@ class SQLiteStore(Store):
                     conn.execute("ROLLBACK")
             raise StoreUnavailable(f"the delivery log could not commit: {exc}") from exc
         return results
-
-    @staticmethod
-    def _known(
-        conn: sqlite3.Connection, drafts: Sequence[DeliveryDraft]
-    ) -> dict[tuple[str, str], tuple[str, str, str, int, int]]:
-        """Deliveries already stored under the drafts' identities."""
-        rows = select_where_in(
-            conn,
-            "deliveries",
-            (
-                "provider_key",
-                "dedupe_key",
-                "delivery_id",
-                "body_sha256",
-                "state",
-                "item_count",
-                "invalid_item_count",
-            ),
-            ("provider_key", "dedupe_key"),
-            [(d.provider_key, d.dedupe_key) for d in drafts],
-        )
-        known = {(r[0], r[1]): (r[2], r[3], r[4], r[5], r[6]) for r in rows}
-        return known
 
     # -- reads ------------------------------------------------------------------------
 
@@ -185,39 +118,10 @@ class SQLiteStore(Store):
         return conn
 
     def get_delivery(self, delivery_id: str) -> Delivery | None:
-        row = (
-            self._read()
-            .execute(
-                "SELECT seq, delivery_id, provider_key, idempotency_key, body_sha256,"
-                " received_at, route, item_count, rejections, state"
-                " FROM deliveries WHERE delivery_id = ?",
-                (delivery_id,),
-            )
-            .fetchone()
-        )
-        if row is None:
-            return None
-        seq, did, provider, key, sha, received_at, route, items, rejections, state = row
-        return Delivery(
-            seq,
-            did,
-            provider,
-            key,
-            sha,
-            received_at,
-            route,
-            items,
-            decode_rejections(rejections),
-            state,
-        )
+        return sql.get_delivery(self._read(), delivery_id)
 
     def get_body(self, delivery_id: str) -> bytes | None:
-        row = (
-            self._read()
-            .execute("SELECT body FROM deliveries WHERE delivery_id = ?", (delivery_id,))
-            .fetchone()
-        )
-        return None if row is None else bytes(row[0])
+        return sql.get_body(self._read(), delivery_id)
 
     # -- the projector's side -----------------------------------------------------------
 
@@ -237,8 +141,10 @@ class SQLiteStore(Store):
         prefix = graph_schema.prefix(self.generation(conn) if generation is None else generation)
         return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
 
-    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
-        return read_log(self._read(), after_seq, limit, max_bytes)
+    def read_log(
+        self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    ) -> list[LogEntry]:
+        return sql.read_log(self._read(), after_seq, limit, max_bytes, max_items)
 
     @contextlib.contextmanager
     def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:
@@ -285,8 +191,8 @@ class SQLiteStore(Store):
             served = self.generation(conn)
             new = served + 1
             self._drop(conn, new)  # what a crashed reproject may have left
-            for statement in graph_schema.graph_statements(
-                graph_schema.prefix(new), migrations.DIALECT_TOKENS["sqlite"]
+            for statement in migrations.render(
+                graph_schema.GRAPH_TABLES, "sqlite", g=graph_schema.prefix(new)
             ):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {graph_schema.prefix(new)}position (id, seq) VALUES (1, 0)")
