@@ -14,7 +14,7 @@ import click
 from . import cli_graph, cli_ingest
 from .cli_options import fail, load_settings, setting_options
 from .errors import EmbrasureError
-from .settings import markdown_table
+from .settings import Settings, markdown_table
 
 
 def tune_gc() -> None:
@@ -49,12 +49,14 @@ def main() -> None:
     "retry_after",
     "graceful_shutdown_seconds",
     "log_level",
+    "db_pool_size",
+    "projector_batch_events",
 )
 @click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
 @click.option(
     "--no-projector",
     is_flag=True,
-    help="Run the receiver only (the projector is not part of this build yet).",
+    help="Run the receiver only (run `embrasure project` beside it).",
 )
 def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     """Run the server (receiver) on --host:--port."""
@@ -69,10 +71,11 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        store = open_store(settings.db, upgrade=upgrade)
+        store = open_store(settings.db, upgrade=upgrade, pool_size=settings.db_pool_size)
     except EmbrasureError as exc:
         fail(str(exc))
-    app = build_app(settings, store, projector=None if no_projector else Projector(store))
+    projector = None if no_projector else Projector(store, projector_limits(settings))
+    app = build_app(settings, store, projector=projector)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -96,20 +99,27 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         store.close()
 
 
+def projector_limits(settings: Settings) -> Any:
+    from .projector.worker import ProjectorLimits
+
+    return ProjectorLimits(batch_events=settings.projector_batch_events)
+
+
 def open_db(flags: dict[str, Any]) -> Any:
     from .store import open_store
 
     settings = load_settings(flags)
     try:
-        return open_store(settings.db)
+        return open_store(settings.db, pool_size=settings.db_pool_size)
     except EmbrasureError as exc:
         fail(str(exc))
 
 
 @main.command()
-@setting_options("db", "log_level")
+@setting_options("db", "log_level", "db_pool_size", "projector_batch_events")
 def project(**flags: Any) -> None:
-    """Run the projector alone (beside `serve --no-projector`), until SIGTERM."""
+    """Run the projector alone (beside `serve --no-projector`), until SIGTERM. On
+    PostgreSQL, several may run at once, in any processes: they share the log."""
     from .projector.worker import Projector
 
     settings = load_settings(flags)
@@ -117,7 +127,7 @@ def project(**flags: Any) -> None:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     store = open_db(flags)
-    projector = Projector(store)
+    projector = Projector(store, projector_limits(settings))
     tune_gc()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -129,7 +139,7 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db")
+@setting_options("db", "projector_batch_events")
 def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it."""
     import time
@@ -140,7 +150,7 @@ def reproject(**flags: Any) -> None:
     tune_gc()
     started = time.monotonic()
     try:
-        generation = rebuild(store)
+        generation = rebuild(store, projector_limits(load_settings(flags)))
     except EmbrasureError as exc:
         fail(str(exc))
     finally:

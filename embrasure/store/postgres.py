@@ -41,7 +41,7 @@ from .postgres_graph import LOG_LOCK, MIGRATION_LOCK, PostgresProjectionTx
 from .postgres_reads import PostgresReader
 
 CONNECT_TIMEOUT = 10  # seconds to reach the server
-POOL_TIMEOUT = 30.0  # seconds a request waits for a free connection before a 503
+POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
 
 
 def redact(url: str) -> str:
@@ -162,6 +162,11 @@ class PostgresStore(Store):
     @staticmethod
     def _generation(conn: PgConnection) -> int:
         return int(conn.execute("SELECT generation FROM graph_meta WHERE id = 1").fetchone()[0])
+
+    def generation(self) -> int:
+        """The served graph generation."""
+        with self._transaction("BEGIN READ ONLY", "reading the generation") as conn:
+            return self._generation(conn)
 
     def position(self, generation: int | None = None) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the position") as conn:
