@@ -176,7 +176,7 @@ class LocalClient(Client):
 
     def __init__(self, db: str, settings: Settings, *, create: bool) -> None:
         from .app import build_app
-        from .store import open_store
+        from .store import open_store, redact
 
         if db.startswith("sqlite:///") and not create:
             path = db.removeprefix("sqlite:///")
@@ -185,8 +185,8 @@ class LocalClient(Client):
         try:
             self.store = open_store(db)
         except EmbrasureError as exc:
-            raise ClientError(f"--db {db}: {exc}") from None
-        self.target = db
+            raise ClientError(f"--db {redact(db)}: {exc}") from None
+        self.target = redact(db)
         self._app = build_app(dataclasses.replace(settings, db=db), self.store, projector=None)
         self._runner = asyncio.Runner()
         self._to_app: asyncio.Queue[dict[str, Any]] | None = None

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from ..errors import EmbrasureError
 from .base import Store
+
+
+def redact(url: str) -> str:
+    """A database URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
 def open_store(url: str, *, upgrade: bool = False, pool_size: int = 10) -> Store:
@@ -21,4 +28,4 @@ def open_store(url: str, *, upgrade: bool = False, pool_size: int = 10) -> Store
     raise EmbrasureError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://…")
 
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "redact"]

@@ -26,7 +26,6 @@ appends do not have it.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Sequence
 
 import psycopg
@@ -34,19 +33,14 @@ from psycopg_pool import ConnectionPool
 
 from ..errors import SchemaError, StoreError, StoreUnavailable
 from ..model import Delivery, DeliveryDraft, DeliveryIds, utc_now
-from . import graph_schema, migrations, sql
+from . import graph_schema, migrations, redact, sql
 from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
-from .postgres_conn import PgConnection, neutral
+from .postgres_conn import PgConnection, neutral, one_line
 from .postgres_graph import LOG_LOCK, MIGRATION_LOCK, PostgresProjectionTx
 from .postgres_reads import PostgresReader
 
 CONNECT_TIMEOUT = 10  # seconds to reach the server
 POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
 class PostgresStore(Store):
@@ -55,12 +49,12 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, *, upgrade: bool = False, pool_size: int = 10) -> None:
         self.url = url
-        self.name = redact(url)
+        self.name = redact(url)  # for messages
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
                 self._migrate(PgConnection(conn), upgrade)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open {self.name}: {exc}") from exc
+            raise StoreError(f"cannot open {self.name}: {one_line(exc)}") from exc
         self._pool = ConnectionPool(
             url,
             min_size=1,

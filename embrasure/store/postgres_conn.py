@@ -67,12 +67,19 @@ class PgConnection:
         return (c.rowcount for c in cursor.results())
 
 
+def one_line(exc: BaseException) -> str:
+    """libpq's messages run over several lines (a hint, the query's position): errors
+    here are one line (DESIGN §7)."""
+    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
 def neutral(exc: psycopg.Error, doing: str) -> StoreError:
     """A driver error → the store's neutral tree (errors.py)."""
+    message = f"{doing}: {one_line(exc)}"
     if isinstance(exc, pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
-        return StoreConflict(f"{doing}: {exc}")
+        return StoreConflict(message)
     if isinstance(exc, psycopg.OperationalError):
         # Connection lost, server shutting down, disk full, too many connections, a pool
         # with no free connection in time (psycopg_pool.PoolTimeout): retry later.
-        return StoreUnavailable(f"{doing}: {exc}")
-    return StoreError(f"{doing}: {exc}")
+        return StoreUnavailable(message)
+    return StoreError(message)
