@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -87,7 +88,7 @@ def pg_reset(url: str) -> str:
     return url
 
 
-def run_sql(db_url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def run_sql(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """One statement straight on the database, outside Embrasure (``?`` placeholders):
     to set a test's scene as another program would have left it."""
     if db_url.startswith("sqlite:///"):
