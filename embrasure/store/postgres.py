@@ -36,7 +36,13 @@ from ..model import Delivery, DeliveryDraft, DeliveryIds, utc_now
 from . import graph_schema, migrations, redact, sql
 from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
 from .postgres_conn import PgConnection, neutral, one_line
-from .postgres_graph import LOG_LOCK, MIGRATION_LOCK, PostgresProjectionTx
+from .postgres_graph import (
+    LOG_LOCK,
+    MIGRATION_LOCK,
+    ColumnTypes,
+    PostgresProjectionTx,
+    column_types,
+)
 from .postgres_reads import PostgresReader
 
 CONNECT_TIMEOUT = 10  # seconds to reach the server
@@ -65,6 +71,7 @@ class PostgresStore(Store):
             open=True,
         )
         self._ids = DeliveryIds()
+        self._types: ColumnTypes | None = None  # read once, at the first projection
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -176,7 +183,10 @@ class PostgresStore(Store):
             # projected again (like SQLite's synchronous=NORMAL for the projector).
             conn.execute("SET LOCAL synchronous_commit = off")
             gen = self._generation(conn) if generation is None else generation
-            yield PostgresProjectionTx(conn, graph_schema.prefix(gen))
+            prefix = graph_schema.prefix(gen)
+            if self._types is None:
+                self._types = column_types(conn, prefix)
+            yield PostgresProjectionTx(conn, prefix, self._types)
 
     def graph_version(self) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the graph version") as conn:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -58,13 +58,11 @@ class PgConnection:
         if rows:  # pipelined by psycopg: one round trip for the lot
             self.raw.cursor().executemany(translate(sql), rows)
 
-    def returning_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> Iterator[int]:
-        """``executemany`` of a ``… RETURNING`` statement: the row count of each."""
-        if not rows:
-            return iter(())
-        cursor = self.raw.cursor()
-        cursor.executemany(translate(sql), rows, returning=True)
-        return (c.rowcount for c in cursor.results())
+    def execute_arrays(self, sql: str, arrays: Sequence[list[Any]]) -> Any:
+        """``execute`` with every parameter an array, sent in binary: the text format
+        escapes each element (a regex over every facet value, measured as most of a
+        projection's driver time)."""
+        return self.raw.execute(translate(sql).replace("%s", "%b"), arrays)
 
 
 def one_line(exc: BaseException) -> str:

@@ -79,13 +79,16 @@ def _qualified(rule: str, table: str, columns: Sequence[str]) -> str:
 
 
 @functools.cache
-def table_sql(prefix: str, table: str, dialect: str) -> dict[str, str]:
+def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[str, str]:
     """The generic statements on one graph table (graph_schema.COLUMNS): rows are tuples,
-    key columns first. ``merge``'s SET list is the table's merge rule (MERGES)."""
+    key columns first. ``merge``'s SET list is the table's merge rule (MERGES). The rows
+    come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a query giving
+    every column in order) says otherwise."""
     keys, values = COLUMNS[table]
     columns = keys + values
     name = prefix + table
-    insert = f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    source = source or f"VALUES ({', '.join('?' for _ in columns)})"
+    insert = f"INSERT INTO {name} ({', '.join(columns)}) {source}"
     conflict = f" ON CONFLICT ({', '.join(keys)})"
     replace = ", ".join(f"{c} = excluded.{c}" for c in values)
     rules = MERGES.get(table, {})
