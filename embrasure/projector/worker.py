@@ -137,40 +137,13 @@ class Projector:
 
     def step(self) -> int:
         """Project the next deliveries in one transaction; return how many (0 when caught
-        up). Validation and folding happen before the write lock is taken; inside it, the
-        position is checked again (another projector, or a reproject's swap, may have
-        moved it: then nothing is applied and the next step starts over)."""
-        if self.store.concurrent_projectors:
-            return self._claim_and_step()
-        position = self.store.position(self.generation)
-        entries = self.read(self.store.read_log, position)
-        if not entries:
-            return 0
-        try:
-            prepared = prepare(entries)
-            with self.store.projection(self.generation) as tx:
-                if tx.position() != position:
-                    return 0
-                commit(tx, prepared)
-        except StoreUnavailable:
-            raise
-        except Exception:
-            log.exception("projection of %d deliveries failed; retrying one by one", len(entries))
-            for entry in entries:
-                self._project_alone(entry)
-        return len(entries)
-
-    def _claim_and_step(self) -> int:
-        """``step`` with several projectors at once (PostgreSQL): the transaction claims
-        its deliveries first (the others skip them), then validates and applies them.
-        Validating inside the transaction holds no lock anyone else waits for: only the
-        claimed log rows are locked until the commit."""
+        up). A batch that fails is retried one delivery at a time."""
         entries: list[LogEntry] = []
         try:
-            with self.store.projection(self.generation) as tx:
-                entries = self.read(tx.read_log, tx.position())
-                if entries:
-                    commit(tx, prepare(entries))
+            if self.store.concurrent_projectors:
+                self._claim_then_validate(entries)
+            else:
+                self._validate_then_lock(entries)
         except StoreConflict as exc:  # rolled back, claims released: go again at once
             log.info("projection conflicted with another projector, retrying: %s", exc)
         except StoreUnavailable:
@@ -180,6 +153,32 @@ class Projector:
             for entry in entries:
                 self._project_alone(entry)
         return len(entries)
+
+    def _validate_then_lock(self, entries: list[LogEntry]) -> None:
+        """One projector at a time (SQLite): validation and folding happen before the
+        write lock is taken; inside it, the position is checked again (another
+        projector, or a reproject's swap, may have moved it: then nothing is applied,
+        ``entries`` is emptied, and the next step starts over)."""
+        position = self.store.position(self.generation)
+        entries += self.read(self.store.read_log, position)
+        if not entries:
+            return
+        prepared = prepare(entries)
+        with self.store.projection(self.generation) as tx:
+            if tx.position() != position:
+                entries.clear()
+                return
+            commit(tx, prepared)
+
+    def _claim_then_validate(self, entries: list[LogEntry]) -> None:
+        """Several projectors at once (PostgreSQL): the transaction claims its
+        deliveries first (the others skip them), then validates and applies them.
+        Validating inside the transaction holds no lock anyone else waits for: only the
+        claimed log rows are locked until the commit."""
+        with self.store.projection(self.generation) as tx:
+            entries += self.read(tx.read_log, tx.position())
+            if entries:
+                commit(tx, prepare(entries))
 
     @staticmethod
     def _ours(tx: ProjectionTx, entry: LogEntry) -> bool:

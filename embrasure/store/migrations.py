@@ -13,6 +13,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+from ..errors import SchemaError
 from . import graph_schema
 
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
@@ -130,6 +131,27 @@ SCHEMA_TABLE = """
         applied_at TEXT NOT NULL
     )
 """
+
+
+def upgrade(execute: Execute, dialect: str, name: str, allowed: bool, now: str) -> list[int]:
+    """Inside the caller's locked transaction: create the version table, check the
+    database's version against this code's, and apply what is missing (an empty
+    database always; an older one only when the upgrade is ``allowed``). ``name`` names
+    the database in errors. Returns the versions applied."""
+    execute(SCHEMA_TABLE, ())
+    row = execute("SELECT COALESCE(MAX(version), 0) FROM embrasure_schema", ())
+    current = int(row.fetchone()[0])  # type: ignore[attr-defined]
+    if current > LATEST:
+        raise SchemaError(
+            f"{name} has schema version {current}, newer than this Embrasure's {LATEST}:"
+            " upgrade Embrasure"
+        )
+    if 0 < current < LATEST and not allowed:
+        raise SchemaError(
+            f"{name} has schema version {current}, this Embrasure needs {LATEST}: run"
+            f" `embrasure db upgrade --db {name}`"
+        )
+    return apply(execute, dialect, current, now)
 
 
 def pending(current: int) -> list[Migration]:

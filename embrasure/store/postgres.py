@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..errors import SchemaError, StoreError, StoreUnavailable
+from ..errors import StoreError, StoreUnavailable
 from ..model import Delivery, DeliveryDraft, DeliveryIds, utc_now
 from . import graph_schema, migrations, redact, sql
 from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
@@ -100,21 +100,7 @@ class PostgresStore(Store):
             # The migration lock: one process at a time, the others wait, then find
             # nothing to do (DESIGN §6).
             conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
-            conn.execute(migrations.SCHEMA_TABLE)
-            current = conn.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM embrasure_schema"
-            ).fetchone()[0]
-            if current > migrations.LATEST:
-                raise SchemaError(
-                    f"{self.name} has schema version {current}, newer than this "
-                    f"Embrasure's {migrations.LATEST}: upgrade Embrasure"
-                )
-            if 0 < current < migrations.LATEST and not upgrade:
-                raise SchemaError(
-                    f"{self.name} has schema version {current}, this Embrasure needs "
-                    f"{migrations.LATEST}: run `embrasure db upgrade --db {self.name}`"
-                )
-            migrations.apply(conn.execute, "postgresql", current, utc_now())
+            migrations.upgrade(conn.execute, "postgresql", self.name, upgrade, utc_now())
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(psycopg.Error):

@@ -31,7 +31,7 @@ from typing import Any
 from .base import LogEntry, ProjectionTx, Row
 from .graph_schema import COLUMNS
 from .postgres_conn import PgConnection
-from .sql import LOG_COLUMNS, log_entries, select_where_in, serve_generation, table_sql
+from .sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 
 # pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
@@ -67,12 +67,14 @@ def _columns(rows: Sequence[Row], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
-class PostgresProjectionTx(ProjectionTx):
+class PostgresProjectionTx(TxReads, ProjectionTx):
     """Rows go to the server as arrays, one per column, and one statement a table
     (``INSERT … SELECT * FROM unnest(…) ON CONFLICT …``): a statement per row costs
     ~20 µs of driver work each, which at ~27 rows an event was most of a projection.
     Keys are distinct within one call (ProjectionTx.merge), as an upsert of several rows
     in one statement requires."""
+
+    conn: PgConnection
 
     def __init__(self, conn: PgConnection, prefix: str, types: ColumnTypes) -> None:
         self.conn = conn
@@ -113,18 +115,6 @@ class PostgresProjectionTx(ProjectionTx):
     def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
         self._run(table, "insert_new", _key_order(table, rows))
 
-    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
-        key_columns, value_columns = COLUMNS[table]
-        width = len(key_columns)
-        rows = select_where_in(
-            self.conn, self.prefix + table, key_columns + value_columns, key_columns, keys
-        )
-        return {row[:width]: row[width:] for row in rows}
-
-    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
-        keys, rest = COLUMNS[table]
-        return select_where_in(self.conn, self.prefix + table, keys + rest, columns, values)
-
     def save(self, table: str, rows: Sequence[Row]) -> None:
         self._run(table, "save", _key_order(table, rows))
 
@@ -148,12 +138,7 @@ class PostgresProjectionTx(ProjectionTx):
             # seeing the links of every transaction that resolved before it.
             self.conn.execute("SELECT pg_advisory_xact_lock(?)", (IDENTITY_LOCK,))
             self._identity_locked = True
-        ids = list(identities)
-        columns = ("a_ns", "a_name", "b_ns", "b_name", "kind", "type")
-        table = self.prefix + "links"
-        rows = set(select_where_in(self.conn, table, columns, ("a_ns", "a_name"), ids))
-        rows.update(select_where_in(self.conn, table, columns, ("b_ns", "b_name"), ids))
-        return sorted(rows)
+        return super().links_touching(identities)
 
     # -- the log and the position -----------------------------------------------------------
 

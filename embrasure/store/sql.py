@@ -104,6 +104,34 @@ def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[s
     }
 
 
+class TxReads:
+    """The reads of a projection transaction (base.ProjectionTx), one SQL text for both
+    backends; a backend's ProjectionTx lists this class first among its bases."""
+
+    conn: Connection
+    prefix: str
+
+    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
+        key_columns, value_columns = COLUMNS[table]
+        width = len(key_columns)
+        rows = select_where_in(
+            self.conn, self.prefix + table, key_columns + value_columns, key_columns, keys
+        )
+        return {row[:width]: row[width:] for row in rows}
+
+    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
+        keys, rest = COLUMNS[table]
+        return select_where_in(self.conn, self.prefix + table, keys + rest, columns, values)
+
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        ids = list(identities)
+        columns = ("a_ns", "a_name", "b_ns", "b_name", "kind", "type")
+        table = self.prefix + "links"
+        rows = set(select_where_in(self.conn, table, columns, ("a_ns", "a_name"), ids))
+        rows.update(select_where_in(self.conn, table, columns, ("b_ns", "b_name"), ids))
+        return sorted(rows)
+
+
 def serve_generation(conn: Connection, prefix: str) -> int:
     """Make the generation of ``prefix`` the served one; return the one served until now."""
     old = int(conn.execute("SELECT generation FROM graph_meta").fetchone()[0])

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 
-from ..errors import SchemaError, StoreError, StoreUnavailable
+from ..errors import StoreError, StoreUnavailable
 from ..model import Delivery, DeliveryDraft, DeliveryIds, utc_now
 from . import graph_schema, migrations, sql
 from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
@@ -61,23 +61,8 @@ class SQLiteStore(Store):
         conn = self._writer
         conn.execute("BEGIN IMMEDIATE")  # the migration lock: one process at a time
         try:
-            conn.execute(migrations.SCHEMA_TABLE)
-            current = conn.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM embrasure_schema"
-            ).fetchone()[0]
-            if current > migrations.LATEST:
-                raise SchemaError(
-                    f"{self.path} has schema version {current}, newer than this "
-                    f"Embrasure's {migrations.LATEST}: upgrade Embrasure"
-                )
-            if 0 < current < migrations.LATEST and not upgrade:
-                raise SchemaError(
-                    f"{self.path} has schema version {current}, this Embrasure needs "
-                    f"{migrations.LATEST}: run `embrasure db upgrade --db sqlite:///{self.path}`"
-                )
-            migrations.apply(
-                lambda sql, args: conn.execute(sql, args), "sqlite", current, utc_now()
-            )
+            name = f"sqlite:///{self.path}"
+            migrations.upgrade(conn.execute, "sqlite", name, upgrade, utc_now())
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

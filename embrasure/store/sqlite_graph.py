@@ -11,8 +11,14 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from .base import LogEntry, ProjectionTx, Row
-from .graph_schema import COLUMNS
-from .sql import decode_rejections, read_log, select_where_in, serve_generation, table_sql
+from .sql import (
+    TxReads,
+    decode_rejections,
+    read_log,
+    select_where_in,
+    serve_generation,
+    table_sql,
+)
 
 __all__ = ["SQLiteProjectionTx", "decode_rejections", "read_log", "select_where_in"]
 
@@ -21,7 +27,9 @@ def _sql(prefix: str, table: str) -> dict[str, str]:
     return table_sql(prefix, table, "sqlite")
 
 
-class SQLiteProjectionTx(ProjectionTx):
+class SQLiteProjectionTx(TxReads, ProjectionTx):
+    conn: sqlite3.Connection
+
     def __init__(self, conn: sqlite3.Connection, prefix: str) -> None:
         self.conn = conn
         self.prefix = prefix
@@ -39,18 +47,6 @@ class SQLiteProjectionTx(ProjectionTx):
         # One executemany: SQLite's per-row counts are only needed by insert_new.
         self.conn.executemany(_sql(self.prefix, table)["insert_new"], rows)
 
-    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
-        key_columns, value_columns = COLUMNS[table]
-        width = len(key_columns)
-        rows = select_where_in(
-            self.conn, self.prefix + table, key_columns + value_columns, key_columns, keys
-        )
-        return {row[:width]: row[width:] for row in rows}
-
-    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
-        keys, rest = COLUMNS[table]
-        return select_where_in(self.conn, self.prefix + table, keys + rest, columns, values)
-
     def save(self, table: str, rows: Sequence[Row]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["save"], rows)
 
@@ -59,14 +55,6 @@ class SQLiteProjectionTx(ProjectionTx):
 
     def delete(self, table: str, keys: Iterable[Row]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["delete"], list(keys))
-
-    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        ids = list(identities)
-        columns = ("a_ns", "a_name", "b_ns", "b_name", "kind", "type")
-        table = self.prefix + "links"
-        rows = set(select_where_in(self.conn, table, columns, ("a_ns", "a_name"), ids))
-        rows.update(select_where_in(self.conn, table, columns, ("b_ns", "b_name"), ids))
-        return sorted(rows)
 
     def position(self) -> int:
         row = self.conn.execute(f"SELECT seq FROM {self.prefix}position").fetchone()
