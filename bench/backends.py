@@ -234,6 +234,43 @@ def medians(runs: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str,
     ]
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """The figures as tables: medians, every run's figure, PostgreSQL / SQLite."""
+    lines = [f"Run {report['date']} on {report['cores']} cores.", ""]
+    if "ingest" in report:
+        lines += [
+            "| workload | receivers | SQLite /s | PostgreSQL /s | PG / SQLite"
+            " | runs SQLite | runs PG |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        by = {(r["workload"], r["receivers"], r["backend"]): r for r in report["ingest"]}
+        for workload in ("single", "batch"):
+            for receivers in (1, 2):
+                lite, pg = (
+                    by[(workload, receivers, "sqlite")],
+                    by[(workload, receivers, "postgresql")],
+                )
+                ratio = pg["median_per_s"] / lite["median_per_s"]
+                lines.append(
+                    f"| {workload} | {receivers} | {lite['median_per_s']:,.0f} |"
+                    f" {pg['median_per_s']:,.0f} | {ratio:.0%} |"
+                    f" {lite['runs_per_s']} | {pg['runs_per_s']} |"
+                )
+        lines.append("")
+    if "projection" in report:
+        lines += [
+            "| backend | projectors | events/s (median) | runs | others busy (cores) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in report["projection"]:
+            lines.append(
+                f"| {r['backend']} | {r['projectors']} | {r['median_per_s']:,.0f} |"
+                f" {r['runs_per_s']} | {r['others_busy_cores']} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("ingest", "projection", "both"), default="both")
@@ -269,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         report["projection_runs"] = runs
         report["projection"] = medians(runs, ("backend", "projectors"))
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    print(markdown(report))
     print(json.dumps({k: report[k] for k in ("ingest", "projection") if k in report}, indent=2))
     return 0
 
