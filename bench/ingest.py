@@ -20,6 +20,9 @@ profile of Embrasure under the same load (--profile).
 The embrasure package is copied at the start (the working tree, or --rev REV from git)
 and every server runs that copy, so a run measures one version while people edit.
 
+``python bench/ingest.py --backends [--repeats N --seconds S]`` measures SQLite beside
+PostgreSQL instead, with 1 and 2 receiver processes (bench/backends.py).
+
 Run: ``python bench/ingest.py`` (5 to 6 minutes; writes bench/results/ingest.{md,json})
 or ``python bench/ingest.py --quick`` (one short repeat, for smoke tests; writes under
 bench/results/tmp/). Linux only: it reads /proc, and installs wrk with apt-get if missing.
@@ -458,6 +461,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--backends"]:  # SQLite beside PostgreSQL: bench/backends.py
+        import backends
+
+        return backends.main(["--part", "ingest", *args[1:]])
     cfg = parse_args(argv)
     SCRATCH_DIR.mkdir(parents=True, exist_ok=True)
     cfg.out.parent.mkdir(parents=True, exist_ok=True)

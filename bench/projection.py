@@ -15,6 +15,9 @@ Three measurements (the issue's), each a part that can be run alone:
 - ``--reproject N``: a log of N events is pre-filled, then ``embrasure reproject`` (the
   CLI) rebuilds the graph from it; the fill, the rebuild and the file sizes are reported.
 
+``--backends`` measures SQLite beside PostgreSQL instead: ``embrasure project`` with 1 and
+2 processes over a pre-filled log (bench/backends.py).
+
 ``--profile`` samples a throughput run with py-spy and times the projector's SQL per
 table, to say where the time goes.
 
@@ -1330,6 +1333,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given[:1] == ["--backends"]:  # SQLite beside PostgreSQL: bench/backends.py
+        import backends
+
+        backends.main(["--part", "projection", *given[1:]])
+        return
     args = parse_args(argv)
     if args.profile_child:
         profile_child(args.profile_child, args.profile_out)

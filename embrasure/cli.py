@@ -14,7 +14,7 @@ import click
 from . import cli_graph, cli_ingest, cli_tokens, logs
 from .cli_options import fail, load_settings, setting_options
 from .errors import EmbrasureError
-from .settings import markdown_table
+from .settings import Settings, markdown_table
 
 
 def tune_gc() -> None:
@@ -55,6 +55,8 @@ def main() -> None:
     "graceful_shutdown_seconds",
     "log_level",
     "log_format",
+    "db_pool_size",
+    "projector_batch_events",
 )
 @click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
 @click.option(
@@ -74,7 +76,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     try:
-        store = open_store(settings.db, upgrade=upgrade)
+        store = open_store(settings.db, upgrade=upgrade, pool_size=settings.db_pool_size)
     except EmbrasureError as exc:
         fail(str(exc))
     # DESIGN §9: no token means auth is off, which only loopback may get away with.
@@ -85,7 +87,8 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
             "create one with `embrasure tokens create --scope ... --db ...`, or pass "
             "--insecure to serve anyone who can reach this address"
         )
-    app = build_app(settings, store, projector=None if no_projector else Projector(store))
+    projector = None if no_projector else Projector(store, projector_limits(settings))
+    app = build_app(settings, store, projector=projector)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -110,26 +113,33 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         store.close()
 
 
+def projector_limits(settings: Settings) -> Any:
+    from .projector.worker import ProjectorLimits
+
+    return ProjectorLimits(batch_events=settings.projector_batch_events)
+
+
 def open_db(flags: dict[str, Any]) -> Any:
     from .store import open_store
 
     settings = load_settings(flags)
     try:
-        return open_store(settings.db)
+        return open_store(settings.db, pool_size=settings.db_pool_size)
     except EmbrasureError as exc:
         fail(str(exc))
 
 
 @main.command()
-@setting_options("db", "log_level", "log_format")
+@setting_options("db", "log_level", "log_format", "db_pool_size", "projector_batch_events")
 def project(**flags: Any) -> None:
-    """Run the projector alone (beside `serve --no-projector`), until SIGTERM."""
+    """Run the projector alone (beside `serve --no-projector`), until SIGTERM. On
+    PostgreSQL, several may run at once, in any processes: they share the log."""
     from .projector.worker import Projector
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     store = open_db(flags)
-    projector = Projector(store)
+    projector = Projector(store, projector_limits(settings))
     tune_gc()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -141,7 +151,7 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db")
+@setting_options("db", "projector_batch_events")
 def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it."""
     import time
@@ -152,7 +162,7 @@ def reproject(**flags: Any) -> None:
     tune_gc()
     started = time.monotonic()
     try:
-        generation = rebuild(store)
+        generation = rebuild(store, projector_limits(load_settings(flags)))
     except EmbrasureError as exc:
         fail(str(exc))
     finally:

@@ -176,12 +176,15 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
 
     PATH is a standalone SQLite file: serve it with `embrasure serve --db sqlite:///PATH`.
     """
-    from .store import open_store
+    from .store import open_store, redact
 
     db = load_settings(flags).db
     source = db.removeprefix("sqlite:///")
     if not db.startswith("sqlite:///"):
-        fail(f"backup copies a SQLite database (sqlite:///PATH); for {db} use its own tools")
+        fail(
+            f"backup copies a SQLite database (sqlite:///PATH); for {redact(db)} use its own"
+            " tools (PostgreSQL: pg_dump, or base backups with WAL archiving)"
+        )
     if not os.path.exists(source):
         fail(f"--db {db}: no database at {os.path.abspath(source)}")
     if path.exists() and os.path.samefile(path, source):

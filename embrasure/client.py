@@ -178,7 +178,7 @@ class LocalClient(Client):
     def __init__(self, db: str, settings: Settings, *, create: bool) -> None:
         from .app import build_app
         from .auth import Guard
-        from .store import open_store
+        from .store import open_store, redact
 
         if db.startswith("sqlite:///") and not create:
             path = db.removeprefix("sqlite:///")
@@ -187,8 +187,8 @@ class LocalClient(Client):
         try:
             self.store = open_store(db)
         except EmbrasureError as exc:
-            raise ClientError(f"--db {db}: {exc}") from None
-        self.target = db
+            raise ClientError(f"--db {redact(db)}: {exc}") from None
+        self.target = redact(db)
         self._app = build_app(dataclasses.replace(settings, db=db), self.store, projector=None)
         # Whoever can open the database needs no token to read it through the API.
         self._app.state.guard = Guard(self.store, enforce=False)

@@ -73,6 +73,11 @@ class StoreUnavailable(StoreError):
     """The store cannot commit now (disk full, I/O error, connection lost): retry later."""
 
 
+class StoreConflict(StoreUnavailable):
+    """Another transaction got in the way (a deadlock, a serialization failure between
+    projectors in several processes): nothing was committed; retry at once."""
+
+
 class SchemaError(StoreError):
     """The database's schema is not one this version can use without an upgrade."""
 

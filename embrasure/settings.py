@@ -98,6 +98,17 @@ SETTINGS: tuple[Setting, ...] = (
         "text",
         "Log lines as text, or json: one object per line with delivery_id and other fields.",
     ),
+    Setting(
+        "db_pool_size",
+        10,
+        "PostgreSQL: most connections one process opens (API reads, the log's group commit,"
+        " the projector); a request waits for a free one.",
+    ),
+    Setting(
+        "projector_batch_events",
+        2000,
+        "Most events one projection transaction takes on (whole deliveries, at least one).",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -132,6 +143,8 @@ class Settings:
     graceful_shutdown_seconds: int = BY_NAME["graceful_shutdown_seconds"].default
     log_level: str = BY_NAME["log_level"].default
     log_format: str = BY_NAME["log_format"].default
+    db_pool_size: int = BY_NAME["db_pool_size"].default
+    projector_batch_events: int = BY_NAME["projector_batch_events"].default
 
     @classmethod
     def load(

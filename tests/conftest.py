@@ -1,18 +1,32 @@
-"""Shared fixtures: real SQLite files, a real server process over real HTTP."""
+"""Shared fixtures: real SQLite files, real PostgreSQL databases, a real server process
+over real HTTP.
+
+``db_url`` runs a test on both backends: a new SQLite file, and a new PostgreSQL database
+(``CREATE DATABASE embrasure_test_<random>`` on EMBRASURE_TEST_PG, default
+postgresql://postgres@127.0.0.1:5432/postgres, dropped afterwards). When no PostgreSQL
+answers there, the PostgreSQL half is skipped and says why.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
+import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from hypothesis import settings
 from starlette.testclient import TestClient
@@ -37,17 +51,126 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class ServerProcess:
-    """`embrasure serve` in a child process, on a free port, with its own database."""
+PG_ADMIN = os.environ.get("EMBRASURE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+BACKENDS = ("sqlite", "postgresql")
 
-    def __init__(self, db_path: Path, *extra: str, wrapper: tuple[str, ...] = ()) -> None:
-        self.db_path = db_path
+
+@functools.cache
+def pg_unreachable() -> str | None:
+    """Why the PostgreSQL half of the suite cannot run, or None when it can."""
+    try:
+        psycopg.connect(PG_ADMIN, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"no PostgreSQL at {PG_ADMIN} ({first}): PostgreSQL tests skipped"
+    return None
+
+
+def pg_url(database: str) -> str:
+    return PG_ADMIN.rsplit("/", 1)[0] + "/" + database
+
+
+@contextlib.contextmanager
+def pg_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database for one test; dropped afterwards."""
+    reason = pg_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    name = f"embrasure_test_{secrets.token_hex(6)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield pg_url(name)
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def pg_reset(url: str) -> str:
+    """Empty a test database again (faster than a new one, for hypothesis examples)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    return url
+
+
+def run_sql(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """One statement straight on the database, outside Embrasure (``?`` placeholders):
+    to set a test's scene as another program would have left it."""
+    if db_url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as conn:
+            rows = conn.execute(sql, params).fetchall()
+            conn.commit()
+            return rows
+    with psycopg.connect(db_url, autocommit=True) as pg:
+        cursor = pg.execute(sql.replace("?", "%s"), params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def pytest_report_header() -> str:
+    return f"PostgreSQL: {pg_unreachable() or PG_ADMIN + ' (reachable)'}"
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A new database on each backend: the test runs twice."""
+    if backend == "sqlite":
+        yield sqlite_url(tmp_path / "embrasure.db")
+    else:
+        with pg_database() as url:
+            yield url
+
+
+@pytest.fixture
+def pg_db() -> Iterator[str]:
+    """A new PostgreSQL database, for what only PostgreSQL has."""
+    with pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_db(backend: str, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """A function returning the URL of an empty database each time it is called, for
+    hypothesis examples: a new SQLite file; on PostgreSQL, one of two databases in turn,
+    emptied (faster than a new one), so that two may be open at once."""
+    if backend == "sqlite":
+        yield lambda: sqlite_url(Path(tempfile.mkdtemp(dir=tmp_path)) / "e.db")
+        return
+    with pg_database() as first, pg_database() as second:
+        turns = itertools.cycle([first, second])
+        yield lambda: pg_reset(next(turns))
+
+
+class ServerProcess:
+    """`embrasure serve` in a child process, on a free port, with its own database (a
+    SQLite file's path, or any database URL)."""
+
+    def __init__(
+        self,
+        db: Path | str,
+        *extra: str,
+        wrapper: tuple[str, ...] = (),
+        log_dir: Path | None = None,
+    ) -> None:
+        self.db_url = sqlite_url(db) if isinstance(db, Path) else db
         self.extra = extra
         self.wrapper = wrapper
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = db_path.with_suffix(f".{self.port}.log")
+        if isinstance(db, Path):
+            self.log_path = db.with_suffix(f".{self.port}.log")
+        else:
+            self.log_path = (log_dir or Path(tempfile.gettempdir())) / f"serve.{self.port}.log"
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
         cmd = [
@@ -57,7 +180,7 @@ class ServerProcess:
             "embrasure",
             "serve",
             "--db",
-            f"sqlite:///{self.db_path}",
+            self.db_url,
             "--port",
             str(self.port),
             *self.extra,
@@ -98,24 +221,25 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(db_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(db_path).start()
+def server(db_url: str, tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(db_url, log_dir=tmp_path).start()
     try:
         yield proc
     finally:
         proc.stop()
 
 
-def make_client(db_path: Path, limits: Limits | None = None) -> TestClient:
-    store = open_store(f"sqlite:///{db_path}")
-    app = build_app(Settings(db=f"sqlite:///{db_path}"), store, limits)
+def make_client(db: Path | str, limits: Limits | None = None) -> TestClient:
+    url = sqlite_url(db) if isinstance(db, Path) else db
+    store = open_store(url)
+    app = build_app(Settings(db=url), store, limits)
     return TestClient(app)
 
 
 @pytest.fixture
-def client(db_path: Path) -> Iterator[TestClient]:
-    """The app in-process (ASGI) on a real SQLite file, lifespan running."""
-    with make_client(db_path) as c:
+def client(db_url: str) -> Iterator[TestClient]:
+    """The app in-process (ASGI) on a real database of each backend, lifespan running."""
+    with make_client(db_url) as c:
         yield c
     c.app.state.store.close()  # type: ignore[attr-defined]
 

@@ -75,39 +75,41 @@ def app_routes(client: TestClient) -> Iterator[tuple[str, str, Route]]:
                 yield method, route.path, route
 
 
-def cli(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
+    url = db if isinstance(db, str) else f"sqlite:///{db}"
     return subprocess.run(
-        [sys.executable, "-m", "embrasure", *args, "--db", f"sqlite:///{db_path}"],
+        [sys.executable, "-m", "embrasure", *args, "--db", url],
         capture_output=True,
         text=True,
         timeout=60,
     )
 
 
-def create(db_path: Path, *args: str) -> str:
-    out = cli(db_path, "tokens", "create", *args)
+def create(db: Path | str, *args: str) -> str:
+    out = cli(db, "tokens", "create", *args)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()[-1]  # DESIGN §9: the token alone on the last line
 
 
-def add_token(db_path: Path, scope: str) -> str:
+def add_token(db_url: str, scope: str) -> str:
     """A token made in process (the CLI's own test makes them through the CLI)."""
     token_id, text = auth.new_token()
-    store = open_store(f"sqlite:///{db_path}")
+    store = open_store(db_url)
     store.add_token(Token(token_id, auth.digest(text), frozenset([scope]), None, "", "t", None))
     store.close()
     return text
 
 
 @pytest.fixture
-def tokens(db_path: Path) -> dict[str, str]:
+def tokens(db_url: str) -> dict[str, str]:
     """One token per scope, made before the app starts."""
-    return {scope: add_token(db_path, scope) for scope in auth.SCOPES}
+    return {scope: add_token(db_url, scope) for scope in auth.SCOPES}
 
 
 @pytest.fixture
-def secured(db_path: Path, tokens: dict[str, str]) -> Iterator[TestClient]:
-    with make_client(db_path) as c:
+def secured(db_url: str, tokens: dict[str, str]) -> Iterator[TestClient]:
+    """The app on each backend, with one token per scope."""
+    with make_client(db_url) as c:
         yield c
     c.app.state.store.close()  # type: ignore[attr-defined]
 
@@ -183,33 +185,33 @@ def test_a_wrong_or_malformed_token_is_refused(secured: TestClient, tokens: dict
 
 
 def test_a_revoked_token_is_refused(
-    db_path: Path, secured: TestClient, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    db_url: str, secured: TestClient, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(auth, "CACHE_SECONDS", 0.0)
     token_id = tokens["read"].split("_")[1]
     assert secured.get("/api/v1/datasets", headers=bearer(tokens["read"])).status_code == 200
-    out = cli(db_path, "tokens", "revoke", token_id)
+    out = cli(db_url, "tokens", "revoke", token_id)
     assert out.returncode == 0, out.stderr
     r = secured.get("/api/v1/datasets", headers=bearer(tokens["read"]))
     assert r.status_code == 401 and "revoked" in r.json()["detail"]
 
 
 def test_revoking_every_token_keeps_auth_on(
-    db_path: Path, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    db_url: str, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(auth, "CACHE_SECONDS", 0.0)
     for token in tokens.values():
-        assert cli(db_path, "tokens", "revoke", token.split("_")[1]).returncode == 0
-    with make_client(db_path) as c:
+        assert cli(db_url, "tokens", "revoke", token.split("_")[1]).returncode == 0
+    with make_client(db_url) as c:
         assert c.get("/api/v1/datasets").status_code == 401
     c.app.state.store.close()  # type: ignore[attr-defined]
 
 
 def test_a_bound_token_names_the_provider_whatever_the_query_says(
-    db_path: Path, tokens: dict[str, str]
+    db_url: str, tokens: dict[str, str]
 ) -> None:
-    airflow = create(db_path, "--scope", "ingest", "--provider-key", "airflow-prod")
-    with make_client(db_path) as c:
+    airflow = create(db_url, "--scope", "ingest", "--provider-key", "airflow-prod")
+    with make_client(db_url) as c:
         r = c.post(
             "/api/v1/lineage?provider_key=someone-else",
             content=orjson.dumps(EVENT),

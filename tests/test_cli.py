@@ -11,6 +11,9 @@ from click.testing import CliRunner
 
 from embrasure.cli import main
 from embrasure.settings import SETTINGS, Settings, markdown_table
+from embrasure.store.migrations import LATEST
+
+from conftest import run_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,10 +44,21 @@ def test_bad_env_value_names_the_variable() -> None:
         raise AssertionError("accepted a non-numeric port")
 
 
-def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["db", "upgrade", "--db", f"sqlite:///{tmp_path}/x.db"])
+def test_db_upgrade_creates_the_schema(db_url: str) -> None:
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", db_url])
     assert result.exit_code == 0, result.output
     assert "up to date" in result.output
+    assert run_sql(db_url, "SELECT MAX(version) FROM embrasure_schema") == [(LATEST,)]
+
+
+def test_an_unreachable_postgresql_is_one_error_line() -> None:
+    # Nothing listens on port 1; the password must not be printed.
+    url = "postgresql://u:secret@127.0.0.1:1/x"
+    result = run("lineage", "--db", url, "--namespace", "a", "--name", "b")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("embrasure: error:"), result.stderr
+    assert "secret" not in result.stderr and "127.0.0.1:1" in result.stderr
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -66,15 +66,25 @@ def event(n: int, job: str = "nightly") -> dict[str, Any]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'cli.db'}"
+def db(db_url: str) -> str:
+    """A new database of each backend: the --db commands run on both."""
+    return db_url
+
+
+def load_demo(db: str) -> str:
+    result = cli("demo", "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
 
 
 @pytest.fixture
 def demo_db(db: str) -> str:
-    result = cli("demo", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return load_demo(db)
+
+
+@pytest.fixture
+def sqlite_demo_db(tmp_path: Path) -> str:
+    return load_demo(f"sqlite:///{tmp_path / 'cli.db'}")
 
 
 @pytest.fixture
@@ -450,7 +460,8 @@ def _delivery_ids(db: str) -> list[str]:
     ]
 
 
-def test_backup_copies_the_database(demo_db: str, tmp_path: Path) -> None:
+def test_backup_copies_the_database(sqlite_demo_db: str, tmp_path: Path) -> None:
+    demo_db = sqlite_demo_db
     target = tmp_path / "backup.db"
     result = cli("backup", str(target), "--db", demo_db)
     assert result.exit_code == 0, result.output
@@ -486,6 +497,12 @@ def test_backup_copies_the_database(demo_db: str, tmp_path: Path) -> None:
     )
     assert "no database at" in line
     assert not [p.name for p in tmp_path.iterdir() if ".partial" in p.name]
+
+
+def test_backup_of_postgresql_names_its_tools(pg_db: str, tmp_path: Path) -> None:
+    line = one_error_line(cli("backup", str(tmp_path / "b.db"), "--db", pg_db))
+    assert "backup copies a SQLite database" in line and "its own tools" in line
+    assert not (tmp_path / "b.db").exists()
 
 
 class Writer(threading.Thread):

@@ -49,12 +49,12 @@ def test_edges_are_sorted_by_source_then_target(loaded: Api) -> None:
 
 
 def test_an_abandoned_export_releases_the_export_thread(
-    loaded: Api, db_path: Path, monkeypatch: pytest.MonkeyPatch
+    loaded: Api, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The export thread is single: if a client that stopped reading left it blocked,
     every later export would hang (here: time out)."""
     monkeypatch.setattr(export, "CHUNK", 1)  # many more pieces than the queue holds
-    store = open_store(f"sqlite:///{db_path}")
+    store = open_store(db_url)
 
     async def abandon_then_export() -> bytes:
         pieces = await export.open_export(store)
@@ -70,10 +70,10 @@ def test_an_abandoned_export_releases_the_export_thread(
     assert whole == loaded.export()
 
 
-def test_export_cli_writes_a_file_whole(loaded: Api, db_path: Path, tmp_path: Path) -> None:
+def test_export_cli_writes_a_file_whole(loaded: Api, db_url: str, tmp_path: Path) -> None:
     out = tmp_path / "graph.json"
     subprocess.run(
-        [sys.executable, "-m", "embrasure", "export", "--db", f"sqlite:///{db_path}", "-o", out],
+        [sys.executable, "-m", "embrasure", "export", "--db", db_url, "-o", out],
         check=True,
         timeout=60,
     )

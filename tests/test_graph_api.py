@@ -12,7 +12,6 @@ poison deliveries.
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from embrasure.projector.pipeline import project_event as real_project_event
 from embrasure.projector.worker import MAX_ATTEMPTS, Projector, reproject
 from embrasure.store.graph_schema import GRAPH_VERSION
 
-from conftest import make_client
+from conftest import make_client, run_sql
 
 # -- event builders ------------------------------------------------------------------------
 
@@ -1702,10 +1701,10 @@ def test_export_is_deterministic_and_arrival_free(api: Api, tmp_path: Path) -> N
     other.store.close()
 
 
-def test_export_cli_prints_the_api_export(api: Api, db_path: Path) -> None:
+def test_export_cli_prints_the_api_export(api: Api, db_url: str) -> None:
     api.ingest(*export_events())
     out = subprocess.run(
-        [sys.executable, "-m", "embrasure", "export", "--db", f"sqlite:///{db_path}"],
+        [sys.executable, "-m", "embrasure", "export", "--db", db_url],
         capture_output=True,
         check=True,
         timeout=60,
@@ -1713,7 +1712,7 @@ def test_export_cli_prints_the_api_export(api: Api, db_path: Path) -> None:
     assert out.stdout == api.export() + b"\n"
 
 
-def test_reproject_leaves_the_graph_identical(api: Api, db_path: Path) -> None:
+def test_reproject_leaves_the_graph_identical(api: Api, db_url: str) -> None:
     bad = daily_run(9)
     bad["run"]["runId"] = "nope"
     view = api.ingest(*export_events(), bad)
@@ -1722,7 +1721,7 @@ def test_reproject_leaves_the_graph_identical(api: Api, db_path: Path) -> None:
     assert api.export() == before
     assert api.delivery(view["delivery_id"]) == view
     subprocess.run(
-        [sys.executable, "-m", "embrasure", "reproject", "--db", f"sqlite:///{db_path}"],
+        [sys.executable, "-m", "embrasure", "reproject", "--db", db_url],
         capture_output=True,
         check=True,
         timeout=60,
@@ -1734,12 +1733,12 @@ def test_reproject_leaves_the_graph_identical(api: Api, db_path: Path) -> None:
     assert job_id("spark", "late") in node_ids(api.lineage(*REPORT, direction="downstream"))
 
 
-def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_path: Path) -> None:
+def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_url: str) -> None:
     view = api.ingest(*export_events())
     before = api.export()
     generation = api.store.generation()
-    with sqlite3.connect(db_path) as conn:  # as an older Embrasure would have left it
-        conn.execute("UPDATE graph_meta SET graph_version = ?", (GRAPH_VERSION - 1,))
+    # As an older Embrasure would have left it:
+    run_sql(db_url, "UPDATE graph_meta SET graph_version = ?", (GRAPH_VERSION - 1,))
     projector = Projector(api.store)
     projector.start()
     try:

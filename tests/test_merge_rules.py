@@ -9,6 +9,7 @@ commutative, so must merging them the other way round.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 from collections.abc import Callable, Iterator
@@ -25,8 +26,10 @@ from embrasure.projector.canonical import canonical_json
 from embrasure.projector.column_lineage import ColumnEdge
 from embrasure.projector.graph_rows import EdgeSpan
 from embrasure.projector.runs import RunEventFact, RunPart, merge_run_parts, resolve_run
+from embrasure.store import Store, open_store
 from embrasure.store.graph_schema import COLUMNS
-from embrasure.store.sqlite import SQLiteStore
+
+from conftest import BACKENDS, pg_database, sqlite_url
 
 # Few values, so that ties (equal times, equal values, equal keys) are common. Two
 # spellings of one instant share a key and differ in text.
@@ -48,14 +51,22 @@ SUBTYPES = st.lists(
 _keys = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
-    store = SQLiteStore(str(tmp_path_factory.mktemp("merge") / "merge.db"))
-    yield store
-    store.close()
+@pytest.fixture(scope="module", params=BACKENDS)
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
+    """The SQL of both dialects: one database per backend for the whole module."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = sqlite_url(tmp_path_factory.mktemp("merge") / "merge.db")
+        else:
+            url = stack.enter_context(pg_database())
+        store = open_store(url)
+        stack.callback(store.close)
+        yield store
 
 
-def merged_in_sql(store: SQLiteStore, table: str, key: tuple[Any, ...], *values: Any) -> Any:
+def merged_in_sql(store: Store, table: str, key: tuple[Any, ...], *values: Any) -> Any:
     """Merge the value tuples one after the other into a new row with ``key``."""
     with store.projection() as tx:
         for value in values:
@@ -66,7 +77,7 @@ def merged_in_sql(store: SQLiteStore, table: str, key: tuple[Any, ...], *values:
 
 
 def check(
-    store: SQLiteStore,
+    store: Store,
     table: str,
     a: Any,
     b: Any,
@@ -74,8 +85,8 @@ def check(
     join: Callable[[Any, Any], Any],
     idempotent: bool = True,
 ) -> None:
-    width = len(COLUMNS[table][0])
-    key = tuple(f"k{next(_keys)}" for _ in range(width))
+    # A new key each time, typed as its columns are (PostgreSQL checks; SQLite would not).
+    key = tuple(0 if c == "static" else f"k{next(_keys)}" for c in COLUMNS[table][0])
     expected = row(join(a, b))
     assert merged_in_sql(store, table, key, row(a), row(b)) == expected
     assert merged_in_sql(store, table, key, row(b), row(a)) == expected
@@ -113,7 +124,7 @@ LAST_RUNS = st.sampled_from(
     a=st.tuples(spans(), st.integers(0, 3), LAST_RUNS),
     b=st.tuples(spans(), st.integers(0, 3), LAST_RUNS),
 )
-def test_edges(store: SQLiteStore, a: Any, b: Any) -> None:
+def test_edges(store: Store, a: Any, b: Any) -> None:
     check(
         store,
         "edges",
@@ -127,7 +138,7 @@ def test_edges(store: SQLiteStore, a: Any, b: Any) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(a=st.tuples(*[st.integers(0, 1)] * 3), b=st.tuples(*[st.integers(0, 1)] * 3))
-def test_jobs(store: SQLiteStore, a: tuple[int, ...], b: tuple[int, ...]) -> None:
+def test_jobs(store: Store, a: tuple[int, ...], b: tuple[int, ...]) -> None:
     check(store, "jobs", a, b, tuple, lambda x, y: tuple(map(max, x, y)))
 
 
@@ -136,7 +147,7 @@ VERSIONS = st.tuples(st.sampled_from([None, "v1", "v2"]), TIMES)
 
 @settings(max_examples=150, deadline=None)
 @given(a=VERSIONS, b=VERSIONS)
-def test_run_io_versions(store: SQLiteStore, a: Any, b: Any) -> None:
+def test_run_io_versions(store: Store, a: Any, b: Any) -> None:
     # Only rows naming a version are merged (the rest are inserted with NULLs first).
     def row(v: Any) -> tuple[Any, ...]:
         return (v[0], graph_rows.time_key(v[1]) if v[0] is not None else None)
@@ -173,9 +184,7 @@ def slot_pairs(draw: st.DrawFn) -> tuple[facet_rules.FacetSlot, facet_rules.Face
 
 @settings(max_examples=200, deadline=None)
 @given(pair=slot_pairs())
-def test_facets(
-    store: SQLiteStore, pair: tuple[facet_rules.FacetSlot, facet_rules.FacetSlot]
-) -> None:
+def test_facets(store: Store, pair: tuple[facet_rules.FacetSlot, facet_rules.FacetSlot]) -> None:
     check(store, "facets", *pair, graph_rows.facet_row, facet_rules.merge_slots)
 
 
@@ -201,7 +210,7 @@ def column_edges(draw: st.DrawFn) -> tuple[ColumnEdge, EdgeSpan]:
 
 @settings(max_examples=200, deadline=None)
 @given(a=column_edges(), b=column_edges())
-def test_column_edges(store: SQLiteStore, a: Any, b: Any) -> None:
+def test_column_edges(store: Store, a: Any, b: Any) -> None:
     check(
         store,
         "column_edges",
@@ -212,7 +221,7 @@ def test_column_edges(store: SQLiteStore, a: Any, b: Any) -> None:
     )
 
 
-def test_subtypes_are_written_as_the_projector_writes_them(store: SQLiteStore) -> None:
+def test_subtypes_are_written_as_the_projector_writes_them(store: Store) -> None:
     # The SQL union must produce the very bytes orjson would: exports compare bytes.
     a = ("DIRECT/IDENTITY", 'Q/"x\\', "T/\t\u0001", "W/ünï")
     b = ("A/é", "DIRECT/IDENTITY", "Z/\u2028")
@@ -256,7 +265,7 @@ def run_part_pairs(draw: st.DrawFn) -> tuple[RunPart, RunPart]:
 
 @settings(max_examples=200, deadline=None)
 @given(pair=run_part_pairs())
-def test_runs(store: SQLiteStore, pair: tuple[RunPart, RunPart]) -> None:
+def test_runs(store: Store, pair: tuple[RunPart, RunPart]) -> None:
     check(
         store,
         "runs",

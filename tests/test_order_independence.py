@@ -10,10 +10,8 @@ graph, and so must a reprojection.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -23,7 +21,7 @@ from hypothesis import strategies as st
 from embrasure.export import export_bytes
 from embrasure.model import DeliveryDraft, utc_now
 from embrasure.projector.worker import Projector, ProjectorLimits, reproject
-from embrasure.store.sqlite import SQLiteStore
+from embrasure.store import open_store
 
 RUNS = [str(uuid.UUID(int=0x0190_0000_0000_7000_8000_0000_0000_0000 + i)) for i in range(4)]
 RUN_JOB = {RUNS[0]: "a", RUNS[1]: "a", RUNS[2]: "b", RUNS[3]: "c"}
@@ -209,7 +207,7 @@ def deliveries(batches: Sequence[Sequence[dict[str, Any]]]) -> Iterator[Delivery
 
 
 def project(
-    path: Path,
+    db_url: str,
     batches: Sequence[Sequence[dict[str, Any]]],
     per_tx: int = 64,
     interleave: bool = False,
@@ -217,7 +215,7 @@ def project(
     """Append the deliveries (one transaction each, like separate requests) and project
     them ``per_tx`` deliveries a transaction, after each append when ``interleave``, so
     that the stored-row merges run, not only the in-batch ones."""
-    store = SQLiteStore(str(path))
+    store = open_store(db_url)
     projector = Projector(store, ProjectorLimits(batch_deliveries=per_tx))
     try:
         for draft in deliveries(batches):
@@ -245,35 +243,44 @@ def splits(draw: st.DrawFn, items: list[dict[str, Any]]) -> list[list[dict[str, 
     return out
 
 
+# fresh_db is a function-scoped fixture on purpose: it hands out a new database per call.
 @settings(
     max_examples=60,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(events, st.data())
 def test_any_order_and_split_exports_the_same_graph(
-    items: list[dict[str, Any]], data: st.DataObject
+    fresh_db: Callable[[], str], items: list[dict[str, Any]], data: st.DataObject
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        reference = project(Path(tmp) / "a.db", [items])
-        other = data.draw(splits(items))
-        per_tx = data.draw(st.integers(1, 3))
-        interleave = data.draw(st.booleans())
-        assert project(Path(tmp) / "b.db", other, per_tx, interleave) == reference
+    reference = project(fresh_db(), [items])
+    other = data.draw(splits(items))
+    per_tx = data.draw(st.integers(1, 3))
+    interleave = data.draw(st.booleans())
+    assert project(fresh_db(), other, per_tx, interleave) == reference
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(events)
-def test_reproject_exports_the_same_graph(items: list[dict[str, Any]]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "r.db"
-        before = project(path, [items])
-        store = SQLiteStore(str(path))
-        try:
-            generation = reproject(store)
-            with store.reader() as reader:
-                after = export_bytes(reader)
-        finally:
-            store.close()
-        assert generation == 2
-        assert after == before
+def test_reproject_exports_the_same_graph(
+    fresh_db: Callable[[], str], items: list[dict[str, Any]]
+) -> None:
+    db_url = fresh_db()
+    before = project(db_url, [items])
+    store = open_store(db_url)
+    try:
+        generation = reproject(store)
+        with store.reader() as reader:
+            after = export_bytes(reader)
+    finally:
+        store.close()
+    assert generation == 2
+    assert after == before

@@ -59,9 +59,9 @@ def post_batches(http: httpx.Client, batches: int, size: int) -> list[str]:
     return ids
 
 
-def export(db: Path) -> bytes:
+def export(db: str) -> bytes:
     done = subprocess.run(
-        [sys.executable, "-m", "embrasure", "export", "--db", f"sqlite:///{db}"],
+        [sys.executable, "-m", "embrasure", "export", "--db", db],
         capture_output=True,
         timeout=300,
         check=True,
@@ -69,14 +69,14 @@ def export(db: Path) -> bytes:
     return done.stdout
 
 
-def test_receiver_alone_then_a_separate_projector(db_path: Path) -> None:
-    server = ServerProcess(db_path, "--no-projector").start()
+def test_receiver_alone_then_a_separate_projector(db_url: str, tmp_path: Path) -> None:
+    server = ServerProcess(db_url, "--no-projector", log_dir=tmp_path).start()
     try:
         with httpx.Client(base_url=server.url, headers=JSON, timeout=30) as http:
             ids = post_batches(http, 5, 20)
             time.sleep(0.5)
             assert pending(http, ids) == 100  # nobody projects
-            projector = embrasure("project", "--db", f"sqlite:///{db_path}")
+            projector = embrasure("project", "--db", db_url)
             try:
                 wait_until(lambda: pending(http, ids) == 0)
                 views = [http.get(f"/api/v1/deliveries/{i}").json() for i in ids]
@@ -88,18 +88,20 @@ def test_receiver_alone_then_a_separate_projector(db_path: Path) -> None:
         server.stop()
 
 
-def test_projector_killed_mid_projection_recovers_to_the_same_graph(db_path: Path) -> None:
-    server = ServerProcess(db_path, "--no-projector").start()
+def test_projector_killed_mid_projection_recovers_to_the_same_graph(
+    db_url: str, tmp_path: Path
+) -> None:
+    server = ServerProcess(db_url, "--no-projector", log_dir=tmp_path).start()
     try:
         with httpx.Client(base_url=server.url, headers=JSON, timeout=60) as http:
             ids = post_batches(http, 40, 250)
             for _ in range(3):  # kill -9 the projector three times while it works
-                projector = embrasure("project", "--db", f"sqlite:///{db_path}")
+                projector = embrasure("project", "--db", db_url)
                 time.sleep(0.7)
                 projector.kill()
                 projector.wait()
             assert pending(http, ids) > 0, "the projector finished before it was killed"
-            projector = embrasure("project", "--db", f"sqlite:///{db_path}")
+            projector = embrasure("project", "--db", db_url)
             try:
                 wait_until(lambda: pending(http, ids) == 0, timeout=180)
             finally:
@@ -107,15 +109,15 @@ def test_projector_killed_mid_projection_recovers_to_the_same_graph(db_path: Pat
                 projector.wait(30)
     finally:
         server.stop()
-    recovered = export(db_path)
+    recovered = export(db_url)
     rebuilt = subprocess.run(
-        [sys.executable, "-m", "embrasure", "reproject", "--db", f"sqlite:///{db_path}"],
+        [sys.executable, "-m", "embrasure", "reproject", "--db", db_url],
         capture_output=True,
         timeout=600,
         check=True,
     )
     assert b"generation 2" in rebuilt.stdout
-    assert export(db_path) == recovered
+    assert export(db_url) == recovered
     assert len(orjson.loads(recovered)["runs"]) == 10_000
 
 
@@ -129,14 +131,14 @@ def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_pa
             wait_until(lambda: pending(http, ids) == 0, timeout=180)
     finally:
         server.terminate()
-    served = export(db_path)
+    served = export(f"sqlite:///{db_path}")
     for _ in range(2):
         reproject = embrasure("reproject", "--db", f"sqlite:///{db_path}")
         time.sleep(1.5)
         assert reproject.poll() is None, "the reproject finished before it was killed"
         reproject.kill()
         reproject.wait()
-        assert export(db_path) == served  # still the old generation, untouched
+        assert export(f"sqlite:///{db_path}") == served  # still the old generation, untouched
     rebuilt = subprocess.run(
         [sys.executable, "-m", "embrasure", "reproject", "--db", f"sqlite:///{db_path}"],
         capture_output=True,
@@ -144,7 +146,7 @@ def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_pa
         check=True,
     )
     assert b"generation" in rebuilt.stdout
-    assert export(db_path) == served
+    assert export(f"sqlite:///{db_path}") == served
     with contextlib.closing(sqlite3.connect(db_path)) as conn:
         names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     generations = {n.split("_")[0] for (n,) in names if re.fullmatch(r"g\d+_.*", n)}

@@ -1,10 +1,10 @@
-"""The SQLite delivery log: identity, conflicts, failed commits, group commit, migrations."""
+"""The delivery log on both backends: identity, conflicts, failed commits, group commit,
+migrations; and what is SQLite's own (WAL, page limits, query plans)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -14,9 +14,11 @@ import pytest
 
 from embrasure.errors import IdempotencyConflict, SchemaError, StoreUnavailable
 from embrasure.model import DeliveryDraft, Receipt, utc_now
-from embrasure.store import migrations, open_store
+from embrasure.store import Store, migrations, open_store
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.store.sqlite import SQLiteStore
+
+from conftest import run_sql
 
 
 def draft(body: bytes, key: str | None = None, provider: str = "default") -> DeliveryDraft:
@@ -33,20 +35,30 @@ def draft(body: bytes, key: str | None = None, provider: str = "default") -> Del
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[SQLiteStore]:
+def store(db_url: str) -> Iterator[Store]:
+    s = open_store(db_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(db_path: Path) -> Iterator[SQLiteStore]:
     s = SQLiteStore(str(db_path))
     yield s
     s.close()
 
 
-def test_new_database_gets_the_latest_schema(store: SQLiteStore) -> None:
-    assert store.schema_version() == migrations.LATEST
-    mode = store._writer.execute("PRAGMA journal_mode").fetchone()[0]
-    sync = store._writer.execute("PRAGMA synchronous").fetchone()[0]
+def test_new_database_gets_the_latest_schema(store: Store) -> None:
+    assert store.schema_version() == migrations.LATEST  # type: ignore[attr-defined]
+
+
+def test_sqlite_runs_in_wal_mode_with_full_sync(sqlite_store: SQLiteStore) -> None:
+    mode = sqlite_store._writer.execute("PRAGMA journal_mode").fetchone()[0]
+    sync = sqlite_store._writer.execute("PRAGMA synchronous").fetchone()[0]
     assert (mode, sync) == ("wal", 2)  # 2 = FULL
 
 
-def test_append_stores_the_body_byte_for_byte(store: SQLiteStore) -> None:
+def test_append_stores_the_body_byte_for_byte(store: Store) -> None:
     body = b'{"job": {"namespace": "a", "name": "b"}}  \n'
     [receipt] = store.append([draft(body)])
     assert isinstance(receipt, Receipt)
@@ -55,7 +67,7 @@ def test_append_stores_the_body_byte_for_byte(store: SQLiteStore) -> None:
     assert stored is not None and stored.body_sha256 == hashlib.sha256(body).hexdigest()
 
 
-def test_duplicates_and_conflicts_within_one_group(store: SQLiteStore) -> None:
+def test_duplicates_and_conflicts_within_one_group(store: Store) -> None:
     a, a_again, keyed, keyed_other = store.append(
         [draft(b"{}"), draft(b"{}"), draft(b"[1]", key="k"), draft(b"[2]", key="k")]
     )
@@ -66,7 +78,8 @@ def test_duplicates_and_conflicts_within_one_group(store: SQLiteStore) -> None:
     assert keyed_other.delivery_id == keyed.delivery_id
 
 
-def test_a_failed_commit_stores_nothing_and_the_log_recovers(store: SQLiteStore) -> None:
+def test_a_failed_commit_stores_nothing_and_the_log_recovers(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
     [first] = store.append([draft(b'"small"')])
     # A real SQLite failure, not a mock: cap the file so the next transaction cannot fit.
     pages = store._writer.execute("PRAGMA page_count").fetchone()[0]
@@ -83,7 +96,26 @@ def test_a_failed_commit_stores_nothing_and_the_log_recovers(store: SQLiteStore)
     assert isinstance(first, Receipt) and store.get_delivery(first.delivery_id) is not None
 
 
-def test_group_commit_shares_transactions(store: SQLiteStore) -> None:
+def test_a_failed_commit_stores_nothing_and_the_log_recovers_on_postgresql(pg_db: str) -> None:
+    db_url = pg_db
+    store = open_store(db_url)
+    try:
+        [first] = store.append([draft(b'"small"')])
+        # A real PostgreSQL failure, not a mock: a constraint the next bodies break.
+        run_sql(db_url, "ALTER TABLE deliveries ADD CONSTRAINT small CHECK (length(body) < 1000)")
+        big = [draft(b'"' + bytes([65 + i]) * 100_000 + b'"') for i in range(3)]
+        with pytest.raises(StoreUnavailable, match="small"):
+            store.append(big)
+        run_sql(db_url, "ALTER TABLE deliveries DROP CONSTRAINT small")
+        assert run_sql(db_url, "SELECT COUNT(*) FROM deliveries") == [(1,)]
+        results = store.append(big)
+        assert all(isinstance(r, Receipt) and not r.duplicate for r in results)
+        assert isinstance(first, Receipt) and store.get_delivery(first.delivery_id) is not None
+    finally:
+        store.close()
+
+
+def test_group_commit_shares_transactions(store: Store) -> None:
     committer = GroupCommitter(store, max_group=512, max_group_bytes=1 << 26)
     committer.start()
 
@@ -101,10 +133,14 @@ def test_group_commit_shares_transactions(store: SQLiteStore) -> None:
     assert sorted(ids) == [i for _, i in sorted(zip(seqs, ids, strict=True))]
 
 
-def test_group_commit_reports_failures_to_every_waiter(store: SQLiteStore) -> None:
+def test_group_commit_reports_failures_to_every_waiter(store: Store, db_url: str) -> None:
     committer = GroupCommitter(store, max_group=512, max_group_bytes=1 << 26)
     committer.start()
-    store._writer.execute("PRAGMA query_only = ON")  # every write now fails in SQLite
+    # Every write now fails (a real failure of each database, not a mock).
+    if isinstance(store, SQLiteStore):
+        store._writer.execute("PRAGMA query_only = ON")
+    else:
+        run_sql(db_url, "ALTER TABLE deliveries ADD CONSTRAINT never CHECK (false) NOT VALID")
 
     async def attempt() -> list[object]:
         return await asyncio.gather(
@@ -114,7 +150,8 @@ def test_group_commit_reports_failures_to_every_waiter(store: SQLiteStore) -> No
     try:
         results = asyncio.run(attempt())
     finally:
-        store._writer.execute("PRAGMA query_only = OFF")
+        if isinstance(store, SQLiteStore):
+            store._writer.execute("PRAGMA query_only = OFF")
         committer.stop()
     assert all(isinstance(r, StoreUnavailable) for r in results)
 
@@ -125,24 +162,23 @@ EXTRA = migrations.Migration(migrations.LATEST + 1, "test step", "CREATE TABLE l
 
 
 def test_older_schema_is_refused_until_upgraded(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    SQLiteStore(str(db_path)).close()
+    open_store(db_url).close()
     monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, EXTRA))
     monkeypatch.setattr(migrations, "LATEST", EXTRA.version)
     with pytest.raises(SchemaError, match="embrasure db upgrade"):
-        SQLiteStore(str(db_path))
-    upgraded = SQLiteStore(str(db_path), upgrade=True)
-    assert upgraded.schema_version() == EXTRA.version
+        open_store(db_url)
+    upgraded = open_store(db_url, upgrade=True)
+    assert upgraded.schema_version() == EXTRA.version  # type: ignore[attr-defined]
     upgraded.close()
 
 
-def test_newer_schema_is_refused(db_path: Path) -> None:
-    SQLiteStore(str(db_path)).close()
-    with sqlite3.connect(db_path) as conn:
-        conn.execute("INSERT INTO embrasure_schema VALUES (999, 'future', '')")
+def test_newer_schema_is_refused(db_url: str) -> None:
+    open_store(db_url).close()
+    run_sql(db_url, "INSERT INTO embrasure_schema VALUES (999, 'future', '')")
     with pytest.raises(SchemaError, match="newer"):
-        open_store(f"sqlite:///{db_path}")
+        open_store(db_url)
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
@@ -152,15 +188,14 @@ def test_migrations_render_for_every_dialect(dialect: str) -> None:
         assert statements and not any("{" in s for s in statements)
 
 
-def test_concurrent_upgrades_do_not_race(db_path: Path) -> None:
-    cmd = [sys.executable, "-m", "embrasure", "db", "upgrade", "--db", f"sqlite:///{db_path}"]
+def test_concurrent_upgrades_do_not_race(db_url: str) -> None:
+    cmd = [sys.executable, "-m", "embrasure", "db", "upgrade", "--db", db_url]
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)
     ]
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
-    with sqlite3.connect(db_path) as conn:
-        versions = conn.execute("SELECT version FROM embrasure_schema").fetchall()
+    versions = run_sql(db_url, "SELECT version FROM embrasure_schema ORDER BY version")
     assert versions == [(v.version,) for v in migrations.MIGRATIONS]
 
 
@@ -175,8 +210,9 @@ def test_concurrent_upgrades_do_not_race(db_path: Path) -> None:
     ],
 )
 def test_keyed_lookups_search_an_index(
-    store: SQLiteStore, table: str, match: tuple[str, ...]
+    sqlite_store: SQLiteStore, table: str, match: tuple[str, ...]
 ) -> None:
+    store = sqlite_store
     # SQLite 3.40 plans ``(a, b) IN (VALUES …)`` as a full scan (found by the ingest
     # benchmark: group commits slowed as the log grew). Every keyed lookup goes through
     # select_where_in; its plan must search an index, whatever the table's size.

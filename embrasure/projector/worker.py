@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from ..errors import Problem, StoreUnavailable
+from ..errors import Problem, StoreConflict, StoreUnavailable
 from ..model import Quarantined
-from ..store.base import LogEntry, Store
+from ..store.base import LogEntry, ProjectionTx, Store
 from ..store.graph_schema import GRAPH_VERSION
 from .apply import apply, apply_events, commit, item_row, prepare, split_items
 from .pipeline import project_event
@@ -105,7 +105,9 @@ def reproject(store: Store, limits: ProjectorLimits | None = None) -> int:
     builder = Projector(store, limits, generation=new)
     builder.run_until_caught_up()
     with store.projection(new) as tx:
-        # Holding the write lock, nothing new reaches the log: finish, then swap.
+        # Holding the log, nothing new reaches it (and on PostgreSQL, deliveries other
+        # projectors hold are waited for, not skipped): finish, then swap.
+        tx.hold_log()
         while entries := builder.read(tx.read_log, tx.position()):
             apply(tx, entries)
         old = tx.serve_this_generation()
@@ -127,58 +129,83 @@ class Projector:
         self._thread: threading.Thread | None = None
 
     def read(
-        self, read_log: Callable[[int, int, int], list[LogEntry]], position: int
+        self, read_log: Callable[[int, int, int, int], list[LogEntry]], position: int
     ) -> list[LogEntry]:
         """The next deliveries after ``position``, within the transaction limits."""
         limits = self.limits
-        entries = read_log(position, limits.batch_deliveries, limits.batch_bytes)
-        items = 0
-        for n, entry in enumerate(entries):
-            items += entry.item_count
-            if items >= limits.batch_events:
-                return entries[: n + 1]
-        return entries
+        return read_log(position, limits.batch_deliveries, limits.batch_bytes, limits.batch_events)
 
     def step(self) -> int:
         """Project the next deliveries in one transaction; return how many (0 when caught
-        up). Validation and folding happen before the write lock is taken; inside it, the
-        position is checked again (another projector, or a reproject's swap, may have
-        moved it: then nothing is applied and the next step starts over)."""
-        position = self.store.position(self.generation)
-        entries = self.read(self.store.read_log, position)
-        if not entries:
-            return 0
+        up). A batch that fails is retried one delivery at a time."""
+        entries: list[LogEntry] = []
         try:
-            prepared = prepare(entries)
-            with self.store.projection(self.generation) as tx:
-                if tx.position() != position:
-                    return 0
-                commit(tx, prepared)
-            log.debug(
-                "projected %d deliveries, seq %d to %d",
-                len(entries),
-                entries[0].seq,
-                entries[-1].seq,
-                extra={"first_seq": entries[0].seq, "last_seq": entries[-1].seq},
-            )
+            if self.store.concurrent_projectors:
+                self._claim_then_validate(entries)
+            else:
+                self._validate_then_lock(entries)
+        except StoreConflict as exc:  # rolled back, claims released: go again at once
+            log.info("projection conflicted with another projector, retrying: %s", exc)
         except StoreUnavailable:
             raise
         except Exception:
+            seqs = {"first_seq": entries[0].seq, "last_seq": entries[-1].seq} if entries else {}
             log.exception(
-                "projection of %d deliveries failed; retrying one by one",
-                len(entries),
-                extra={"first_seq": entries[0].seq, "last_seq": entries[-1].seq},
+                "projection of %d deliveries failed; retrying one by one", len(entries), extra=seqs
             )
             for entry in entries:
                 self._project_alone(entry)
+        else:
+            if entries:
+                log.debug(
+                    "projected %d deliveries, seq %d to %d",
+                    len(entries),
+                    entries[0].seq,
+                    entries[-1].seq,
+                    extra={"first_seq": entries[0].seq, "last_seq": entries[-1].seq},
+                )
         return len(entries)
+
+    def _validate_then_lock(self, entries: list[LogEntry]) -> None:
+        """One projector at a time (SQLite): validation and folding happen before the
+        write lock is taken; inside it, the position is checked again (another
+        projector, or a reproject's swap, may have moved it: then nothing is applied,
+        ``entries`` is emptied, and the next step starts over)."""
+        position = self.store.position(self.generation)
+        entries += self.read(self.store.read_log, position)
+        if not entries:
+            return
+        prepared = prepare(entries)
+        with self.store.projection(self.generation) as tx:
+            if tx.position() != position:
+                entries.clear()
+                return
+            commit(tx, prepared)
+
+    def _claim_then_validate(self, entries: list[LogEntry]) -> None:
+        """Several projectors at once (PostgreSQL): the transaction claims its
+        deliveries first (the others skip them), then validates and applies them.
+        Validating inside the transaction holds no lock anyone else waits for: only the
+        claimed log rows are locked until the commit."""
+        with self.store.projection(self.generation) as tx:
+            entries += self.read(tx.read_log, tx.position())
+            if entries:
+                commit(tx, prepare(entries))
+
+    @staticmethod
+    def _ours(tx: ProjectionTx, entry: LogEntry) -> bool:
+        """Whether ``entry`` is this transaction's to project: not projected yet, and
+        claimed by it (not held by another projector)."""
+        if tx.position() >= entry.seq:
+            return False
+        return [e.seq for e in tx.read_log(entry.seq - 1, 1, 1)] == [entry.seq]
 
     def _project_alone(self, entry: LogEntry) -> None:
         error = ""
         for _attempt in range(MAX_ATTEMPTS):
             try:
                 with self.store.projection(self.generation) as tx:
-                    if tx.position() >= entry.seq:
+                    if not self._ours(tx, entry):
                         return  # another projector got there first
                     apply(tx, [entry])
                 return
@@ -199,6 +226,8 @@ class Projector:
             extra={"delivery_id": entry.delivery_id, "seq": entry.seq},
         )
         with self.store.projection(self.generation) as tx:
+            if not self._ours(tx, entry):
+                return
             tx.save("failures", [(entry.seq, MAX_ATTEMPTS, error)])
             tx.save(
                 "items",

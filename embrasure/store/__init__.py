@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import re
+
 from ..errors import EmbrasureError
 from .base import Store
 
 
-def open_store(url: str, *, upgrade: bool = False) -> Store:
+def redact(url: str) -> str:
+    """A database URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def open_store(url: str, *, upgrade: bool = False, pool_size: int = 10) -> Store:
     """Open the store named by ``url``: an empty database gets the schema, an older
-    schema is upgraded only when ``upgrade`` is true (else SchemaError)."""
+    schema is upgraded only when ``upgrade`` is true (else SchemaError). ``pool_size``:
+    most connections a PostgreSQL store opens (settings.db_pool_size)."""
     if url.startswith("sqlite:///"):
         from .sqlite import SQLiteStore
 
         return SQLiteStore(url.removeprefix("sqlite:///"), upgrade=upgrade)
     if url.startswith(("postgresql://", "postgres://")):
-        raise EmbrasureError(
-            "the PostgreSQL backend is not built yet (issue 5); use sqlite:///PATH"
-        )
-    raise EmbrasureError(f"unsupported database URL {url!r}: use sqlite:///PATH")
+        from .postgres import PostgresStore
+
+        return PostgresStore(url, upgrade=upgrade, pool_size=pool_size)
+    raise EmbrasureError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://…")
 
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "open_store", "redact"]

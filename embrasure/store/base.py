@@ -20,18 +20,6 @@ from ..model import Delivery, DeliveryDraft, Receipt, Rejection, Token
 AppendResult = Receipt | IdempotencyConflict
 Row = tuple[Any, ...]
 
-TOKEN_COLUMNS = "token_id, digest, scopes, provider_key, name, created_at, revoked_at"
-
-
-def token_row(t: Token) -> Row:
-    """A token as its tokens row (TOKEN_COLUMNS), scopes space-separated (RFC 6749 §3.3)."""
-    scopes = " ".join(sorted(t.scopes))
-    return (t.token_id, t.digest, scopes, t.provider_key, t.name, t.created_at, t.revoked_at)
-
-
-def token_of(row: Row) -> Token:
-    return Token(row[0], row[1], frozenset(row[2].split()), row[3], row[4], row[5], row[6])
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogEntry:
@@ -90,12 +78,29 @@ class ProjectionTx(abc.ABC):
         """This generation's position: every delivery up to it is projected."""
 
     @abc.abstractmethod
-    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
-        """As Store.read_log, inside this transaction."""
+    def read_log(
+        self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    ) -> list[LogEntry]:
+        """The deliveries after ``after_seq`` that this transaction is to project, in log
+        order, within the limits of Store.read_log. SQLite: the log after the position
+        (the write lock keeps every other projector out). PostgreSQL: deliveries not yet
+        projected in this generation and not being projected by another transaction,
+        each locked until this one ends (``FOR UPDATE SKIP LOCKED``), so projectors in
+        several processes share the log."""
 
     @abc.abstractmethod
     def set_position(self, seq: int) -> None:
-        """Record that every delivery up to ``seq`` is projected."""
+        """Record that the deliveries read in this transaction, up to ``seq``, are
+        projected (their ``deliveries`` rows are written by then). SQLite: the position
+        becomes ``seq``. PostgreSQL, where projectors commit out of log order: the
+        position moves up to the last delivery below which every one is projected."""
+
+    @abc.abstractmethod
+    def hold_log(self) -> None:
+        """Until this transaction ends, keep new deliveries out of the log, and make
+        ``read_log`` wait for deliveries another projector holds instead of skipping
+        them: reproject's swap must see the whole log. (SQLite's write lock does both
+        already.)"""
 
     @abc.abstractmethod
     def serve_this_generation(self) -> int:
@@ -205,6 +210,11 @@ class Store(abc.ABC):
     """Persistence for the delivery log (and, later, the graph projected from it)."""
 
     dialect: str
+    # False (SQLite): one projection transaction at a time holds the write lock, so the
+    # projector reads and validates a batch before taking it. True (PostgreSQL): several
+    # projectors run at once, each claiming its deliveries inside its transaction
+    # (ProjectionTx.read_log), then validating them.
+    concurrent_projectors: bool = False
 
     @abc.abstractmethod
     def append(self, drafts: Sequence[DeliveryDraft]) -> list[AppendResult]:
@@ -231,9 +241,12 @@ class Store(abc.ABC):
         delivery up to it is projected (0 before any projection)."""
 
     @abc.abstractmethod
-    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
+    def read_log(
+        self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    ) -> list[LogEntry]:
         """Deliveries with seq > after_seq in log order: at most ``limit`` of them, and
-        stopping after the one that brings the bodies past ``max_bytes``."""
+        stopping after the one that brings the bodies past ``max_bytes`` or the items
+        past ``max_items``."""
 
     @abc.abstractmethod
     def free_disk_bytes(self) -> int | None:

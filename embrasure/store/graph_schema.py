@@ -220,10 +220,6 @@ def split_statements(text: str) -> list[str]:
     return [s.strip() for s in text.split(";") if s.strip()]
 
 
-def graph_statements(prefix: str, tokens: dict[str, str]) -> list[str]:
-    return split_statements(GRAPH_TABLES.format(g=prefix, **tokens))
-
-
 def prefix(generation: int) -> str:
     return f"g{generation}_"
 

@@ -10,8 +10,10 @@ the others wait and then find nothing to do.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
+from ..errors import SchemaError
 from . import graph_schema
 
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
@@ -29,6 +31,7 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         "union_json_arrays": "(SELECT json_group_array(value) FROM (SELECT value FROM"
         " json_each(subtypes) UNION SELECT value FROM json_each(excluded.subtypes)"
         " ORDER BY value))",
+        "functions": "",
     },
     "postgresql": {
         "serial_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
@@ -37,9 +40,31 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         "greatest": "GREATEST",
         "least": "LEAST",
         "without_rowid": "",
-        # union_json_arrays: with the PostgreSQL store (issue 5).
+        # The same text as SQLite's: to_json escapes a string as orjson does (short forms
+        # for \b \f \n \r \t, \u00XX for other control characters, nothing else), and
+        # string_agg joins without the space json_agg would put after each comma.
+        "union_json_arrays": "(SELECT '[' || string_agg(to_json(v)::text, ','"
+        ' ORDER BY v COLLATE "C")'
+        " || ']' FROM (SELECT json_array_elements_text(subtypes::json)"
+        " UNION SELECT json_array_elements_text(excluded.subtypes::json)) AS u(v))",
+        # SQLite's instr(), so that the read queries are one text for both dialects
+        # (lower case: its arguments take the caller's collation, see render).
+        "functions": ";\nCREATE FUNCTION instr(haystack text, needle text) RETURNS integer"
+        " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT strpos(haystack, needle)'",
     },
 }
+
+
+def render(sql: str, dialect: str, **extra: str) -> list[str]:
+    """Schema SQL → the dialect's statements. On PostgreSQL every TEXT column compares
+    and sorts in the "C" collation (by code point), as SQLite's BINARY does and as the
+    projector sorts in Python: whatever the database's locale, keys, merge rules and
+    listings order text the same way on both backends (and lower() folds ASCII only,
+    as SQLite's does)."""
+    text = sql.format(**DIALECT_TOKENS[dialect], **extra)
+    if dialect == "postgresql":
+        text = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', text)
+    return graph_schema.split_statements(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +74,7 @@ class Migration:
     sql: str
 
     def statements(self, dialect: str) -> list[str]:
-        return graph_schema.split_statements(self.sql.format(**DIALECT_TOKENS[dialect]))
+        return render(self.sql, dialect)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -73,7 +98,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             state TEXT NOT NULL
         );
         CREATE UNIQUE INDEX deliveries_identity ON deliveries (provider_key, dedupe_key);
-        CREATE INDEX deliveries_by_provider ON deliveries (provider_key, seq);
+        CREATE INDEX deliveries_by_provider ON deliveries (provider_key, seq)
+        {functions}
     """,
     ),
 )
@@ -130,6 +156,27 @@ SCHEMA_TABLE = """
 """
 
 
+def upgrade(execute: Execute, dialect: str, name: str, allowed: bool, now: str) -> list[int]:
+    """Inside the caller's locked transaction: create the version table, check the
+    database's version against this code's, and apply what is missing (an empty
+    database always; an older one only when the upgrade is ``allowed``). ``name`` names
+    the database in errors. Returns the versions applied."""
+    execute(SCHEMA_TABLE, ())
+    row = execute("SELECT COALESCE(MAX(version), 0) FROM embrasure_schema", ())
+    current = int(row.fetchone()[0])  # type: ignore[attr-defined]
+    if current > LATEST:
+        raise SchemaError(
+            f"{name} has schema version {current}, newer than this Embrasure's {LATEST}:"
+            " upgrade Embrasure"
+        )
+    if 0 < current < LATEST and not allowed:
+        raise SchemaError(
+            f"{name} has schema version {current}, this Embrasure needs {LATEST}: run"
+            f" `embrasure db upgrade --db {name}`"
+        )
+    return apply(execute, dialect, current, now)
+
+
 def pending(current: int) -> list[Migration]:
     return [m for m in MIGRATIONS if m.version > current]
 
@@ -144,10 +191,8 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
     for migration in pending(current):
         for statement in migration.statements(dialect):
             execute(statement, ())
-        execute(
-            "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)"
-            if dialect == "sqlite"
-            else "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (%s, %s, %s)",
+        execute(  # shared SQL: a PostgreSQL connection translates the placeholders
+            "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)",
             (migration.version, migration.name, now),
         )
         applied.append(migration.version)

@@ -9,26 +9,16 @@ is durable (https://www.sqlite.org/pragma.html#pragma_synchronous).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 
-from ..errors import IdempotencyConflict, SchemaError, StoreError, StoreUnavailable
-from ..model import Delivery, DeliveryDraft, DeliveryIds, Receipt, Token, utc_now
-from . import graph_schema, migrations
-from .base import (
-    TOKEN_COLUMNS,
-    AppendResult,
-    GraphReader,
-    LogEntry,
-    ProjectionTx,
-    Store,
-    token_of,
-    token_row,
-)
-from .sqlite_graph import SQLiteProjectionTx, decode_rejections, read_log, select_where_in
+from ..errors import StoreError, StoreUnavailable
+from ..model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
+from . import graph_schema, migrations, sql
+from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from .sqlite_graph import SQLiteProjectionTx
 from .sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
@@ -71,23 +61,8 @@ class SQLiteStore(Store):
         conn = self._writer
         conn.execute("BEGIN IMMEDIATE")  # the migration lock: one process at a time
         try:
-            conn.execute(migrations.SCHEMA_TABLE)
-            current = conn.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM embrasure_schema"
-            ).fetchone()[0]
-            if current > migrations.LATEST:
-                raise SchemaError(
-                    f"{self.path} has schema version {current}, newer than this "
-                    f"Embrasure's {migrations.LATEST}: upgrade Embrasure"
-                )
-            if 0 < current < migrations.LATEST and not upgrade:
-                raise SchemaError(
-                    f"{self.path} has schema version {current}, this Embrasure needs "
-                    f"{migrations.LATEST}: run `embrasure db upgrade --db sqlite:///{self.path}`"
-                )
-            migrations.apply(
-                lambda sql, args: conn.execute(sql, args), "sqlite", current, utc_now()
-            )
+            name = f"sqlite:///{self.path}"
+            migrations.upgrade(conn.execute, "sqlite", name, upgrade, utc_now())
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -105,51 +80,8 @@ class SQLiteStore(Store):
         conn = self._writer
         try:
             conn.execute("BEGIN IMMEDIATE")
-            known = self._known(conn, drafts)
-            results: list[AppendResult] = []
-            rows = []
-            for draft in drafts:
-                identity = (draft.provider_key, draft.dedupe_key)
-                if identity in known:
-                    delivery_id, sha, state, item_count, invalid = known[identity]
-                    results.append(
-                        IdempotencyConflict(delivery_id)
-                        if sha != draft.body_sha256
-                        else Receipt(delivery_id, state, True, item_count, invalid)
-                    )
-                    continue
-                delivery_id = self._ids.new()
-                invalid = len(draft.rejections)
-                rows.append(
-                    (
-                        delivery_id,
-                        draft.provider_key,
-                        draft.idempotency_key,
-                        draft.dedupe_key,
-                        draft.body_sha256,
-                        draft.received_at,
-                        draft.route,
-                        draft.body,
-                        draft.item_count,
-                        invalid,
-                        json.dumps([[r.index, r.kind, r.reason] for r in draft.rejections]),
-                        draft.state,
-                    )
-                )
-                known[identity] = (
-                    delivery_id,
-                    draft.body_sha256,
-                    draft.state,
-                    draft.item_count,
-                    invalid,
-                )
-                results.append(Receipt(delivery_id, draft.state, False, draft.item_count, invalid))
-            conn.executemany(
-                "INSERT INTO deliveries (delivery_id, provider_key, idempotency_key, dedupe_key,"
-                " body_sha256, received_at, route, body, item_count, invalid_item_count,"
-                " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            results, rows = sql.plan_append(conn, drafts, self._ids.new)
+            conn.executemany(sql.INSERT_DELIVERY, rows)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -157,29 +89,6 @@ class SQLiteStore(Store):
                     conn.execute("ROLLBACK")
             raise StoreUnavailable(f"the delivery log could not commit: {exc}") from exc
         return results
-
-    @staticmethod
-    def _known(
-        conn: sqlite3.Connection, drafts: Sequence[DeliveryDraft]
-    ) -> dict[tuple[str, str], tuple[str, str, str, int, int]]:
-        """Deliveries already stored under the drafts' identities."""
-        rows = select_where_in(
-            conn,
-            "deliveries",
-            (
-                "provider_key",
-                "dedupe_key",
-                "delivery_id",
-                "body_sha256",
-                "state",
-                "item_count",
-                "invalid_item_count",
-            ),
-            ("provider_key", "dedupe_key"),
-            [(d.provider_key, d.dedupe_key) for d in drafts],
-        )
-        known = {(r[0], r[1]): (r[2], r[3], r[4], r[5], r[6]) for r in rows}
-        return known
 
     # -- reads ------------------------------------------------------------------------
 
@@ -194,39 +103,10 @@ class SQLiteStore(Store):
         return conn
 
     def get_delivery(self, delivery_id: str) -> Delivery | None:
-        row = (
-            self._read()
-            .execute(
-                "SELECT seq, delivery_id, provider_key, idempotency_key, body_sha256,"
-                " received_at, route, item_count, rejections, state"
-                " FROM deliveries WHERE delivery_id = ?",
-                (delivery_id,),
-            )
-            .fetchone()
-        )
-        if row is None:
-            return None
-        seq, did, provider, key, sha, received_at, route, items, rejections, state = row
-        return Delivery(
-            seq,
-            did,
-            provider,
-            key,
-            sha,
-            received_at,
-            route,
-            items,
-            decode_rejections(rejections),
-            state,
-        )
+        return sql.get_delivery(self._read(), delivery_id)
 
     def get_body(self, delivery_id: str) -> bytes | None:
-        row = (
-            self._read()
-            .execute("SELECT body FROM deliveries WHERE delivery_id = ?", (delivery_id,))
-            .fetchone()
-        )
-        return None if row is None else bytes(row[0])
+        return sql.get_body(self._read(), delivery_id)
 
     # -- the projector's side -----------------------------------------------------------
 
@@ -246,8 +126,10 @@ class SQLiteStore(Store):
         prefix = graph_schema.prefix(self.generation(conn) if generation is None else generation)
         return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
 
-    def read_log(self, after_seq: int, limit: int, max_bytes: int) -> list[LogEntry]:
-        return read_log(self._read(), after_seq, limit, max_bytes)
+    def read_log(
+        self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    ) -> list[LogEntry]:
+        return sql.read_log(self._read(), after_seq, limit, max_bytes, max_items)
 
     def free_disk_bytes(self) -> int | None:
         stat = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
@@ -298,8 +180,8 @@ class SQLiteStore(Store):
             served = self.generation(conn)
             new = served + 1
             self._drop(conn, new)  # what a crashed reproject may have left
-            for statement in graph_schema.graph_statements(
-                graph_schema.prefix(new), migrations.DIALECT_TOKENS["sqlite"]
+            for statement in migrations.render(
+                graph_schema.GRAPH_TABLES, "sqlite", g=graph_schema.prefix(new)
             ):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {graph_schema.prefix(new)}position (id, seq) VALUES (1, 0)")
@@ -340,25 +222,17 @@ class SQLiteStore(Store):
 
     def tokens(self) -> list[Token]:
         try:
-            rows = self._read().execute(f"SELECT {TOKEN_COLUMNS} FROM tokens").fetchall()
+            return sql.tokens(self._read())
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
-        return [token_of(r) for r in rows]
 
     def add_token(self, token: Token) -> None:
         with self._short_write() as conn:
-            conn.execute(
-                f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                token_row(token),
-            )
+            sql.add_token(conn, token)
 
     def revoke_token(self, token_id: str, at: str) -> bool:
         with self._short_write() as conn:
-            cursor = conn.execute(
-                "UPDATE tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
-                (at, token_id),
-            )
-            return cursor.rowcount == 1
+            return sql.revoke_token(conn, token_id, at)
 
     @contextlib.contextmanager
     def _short_write(self) -> Iterator[sqlite3.Connection]:

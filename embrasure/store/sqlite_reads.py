@@ -7,13 +7,12 @@ plain rows; shaping them is the read API's job (embrasure/query.py).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .base import GraphReader, Row
 from .graph_schema import COLUMNS
-from .sqlite_graph import select_where_in
+from .sql import Connection, select_where_in
 
 MAX_PARAMS = 900
 
@@ -38,7 +37,7 @@ def _chunks(values: Sequence[Any], width: int) -> Iterator[Sequence[Any]]:
 
 
 class SQLiteReader(GraphReader):
-    def __init__(self, conn: sqlite3.Connection, prefix: str) -> None:
+    def __init__(self, conn: Connection, prefix: str) -> None:
         self.conn = conn
         self.g = prefix
 
@@ -135,11 +134,13 @@ class SQLiteReader(GraphReader):
     def backlog(self) -> tuple[int, int, str | None, int]:
         # The log past the position, from the deliveries_backlog index: a range of it, no
         # body read. A delivery with every item rejected on receipt has none pending.
-        pending = "item_count > invalid_item_count"
+        # CASE, not SUM(boolean): PostgreSQL runs this text too (postgres_reads.py).
+        pending = "CASE WHEN item_count > invalid_item_count THEN 1 ELSE 0 END"
         row = self.conn.execute(
             f"SELECT COALESCE(SUM({pending}), 0), COALESCE(SUM(item_count - invalid_item_count),"
-            f" 0), MIN(CASE WHEN {pending} THEN received_at END), COALESCE(SUM(NOT ({pending})),"
-            f" 0) FROM deliveries WHERE seq > (SELECT seq FROM {self.g}position)"
+            f" 0), MIN(CASE WHEN item_count > invalid_item_count THEN received_at END),"
+            f" COALESCE(SUM(1 - {pending}), 0)"
+            f" FROM deliveries WHERE seq > (SELECT seq FROM {self.g}position)"
         ).fetchone()
         return int(row[0]), int(row[1]), row[2], int(row[3])
 
@@ -198,7 +199,7 @@ class SQLiteReader(GraphReader):
     def namespaces(self, after: str | None, limit: int) -> list[Row]:
         sql = (
             f"SELECT ns, SUM(d), SUM(j) FROM (SELECT ns, 1 AS d, 0 AS j FROM {self.g}datasets"
-            f" UNION ALL SELECT ns, 0, 1 FROM {self.g}jobs)"
+            f" UNION ALL SELECT ns, 0, 1 FROM {self.g}jobs) AS n"
             + (" WHERE ns > ?" if after is not None else "")
             + " GROUP BY ns ORDER BY ns LIMIT ?"
         )
@@ -222,7 +223,7 @@ class SQLiteReader(GraphReader):
                 UNION ALL SELECT 'field', f.ns, f.name, f.field, f.field
                     FROM {self.g}field_names n CROSS JOIN {self.g}fields f ON f.field = n.field
                     WHERE instr(lower(n.field), :q) > 0
-            ) ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
+            ) AS m ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
         return [tuple(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
 
     def events(

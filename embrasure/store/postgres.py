@@ -1,0 +1,243 @@
+"""The PostgreSQL backend: psycopg 3 with a connection pool, for several receivers and
+projectors on one database (DESIGN §6).
+
+Connections are in autocommit mode and every transaction is spelled out (BEGIN …
+COMMIT), as in sqlite.py: a read is one REPEATABLE READ snapshot; an append and a
+projection are READ COMMITTED.
+
+**The log's ordering hazard.** ``deliveries.seq`` comes from an identity sequence, and
+PostgreSQL hands out sequence values when a row is inserted, not when its transaction
+commits: receiver A takes seq 10, receiver B takes 11 and commits first, and a reader
+tailing ``seq > cursor`` sees 11, moves its cursor past 10, and never sees 10 once A
+commits. Every append here therefore runs under one transaction-level advisory lock
+(``LOG_LOCK``), taken before its first statement and released by its COMMIT, so seq
+values are handed out in commit order: whatever a reader sees, every smaller seq it
+will ever see is already committed. The lock serializes only the appends' few
+statements and their commit; receivers parse, check and group deliveries in parallel
+(group commit makes one append of many deliveries). Chosen over reading only below
+``pg_snapshot_xmin``, which any long transaction on the database (a backup, a long
+report) would hold back, stalling projection; and over a per-delivery "projected" mark
+alone, which cannot tell when a projector may move its watermark. Projectors also keep
+such a mark (a generation's ``deliveries`` rows): see postgres_graph.py for how several
+of them share the log. ``tests/test_postgres.py`` shows the hazard on raw SQL and that
+appends do not have it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ..errors import StoreError, StoreUnavailable
+from ..model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
+from . import graph_schema, migrations, redact, sql
+from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from .postgres_conn import PgConnection, neutral, one_line
+from .postgres_graph import (
+    LOG_LOCK,
+    MIGRATION_LOCK,
+    ColumnTypes,
+    PostgresProjectionTx,
+    column_types,
+)
+from .postgres_reads import PostgresReader
+
+CONNECT_TIMEOUT = 10  # seconds to reach the server
+POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
+
+
+class PostgresStore(Store):
+    dialect = "postgresql"
+    concurrent_projectors = True
+
+    def __init__(self, url: str, *, upgrade: bool = False, pool_size: int = 10) -> None:
+        self.url = url
+        self.name = redact(url)  # for messages
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+                self._migrate(PgConnection(conn), upgrade)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open {self.name}: {one_line(exc)}") from exc
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            timeout=POOL_TIMEOUT,
+            name="embrasure",
+            open=True,
+        )
+        self._ids = DeliveryIds()
+        self._types: ColumnTypes | None = None  # read once, at the first projection
+
+    # -- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self, begin: str, doing: str) -> Iterator[PgConnection]:
+        """One transaction on a pooled connection: committed on a clean exit, rolled
+        back otherwise; driver errors become the store's neutral ones."""
+        try:
+            with self._pool.connection() as raw:
+                conn = PgConnection(raw)
+                conn.execute(begin)
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        with contextlib.suppress(psycopg.Error):
+                            raw.execute("ROLLBACK")
+                    raise
+        except psycopg.Error as exc:
+            raise neutral(exc, f"{doing} on {self.name}") from exc
+
+    def _migrate(self, conn: PgConnection, upgrade: bool) -> None:
+        conn.execute("BEGIN")
+        try:
+            # The migration lock: one process at a time, the others wait, then find
+            # nothing to do (DESIGN §6).
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+            migrations.upgrade(conn.execute, "postgresql", self.name, upgrade, utc_now())
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def schema_version(self) -> int:
+        with self._transaction("BEGIN READ ONLY", "reading the schema version") as conn:
+            return int(conn.execute("SELECT MAX(version) FROM embrasure_schema").fetchone()[0])
+
+    # -- the log ----------------------------------------------------------------------------
+
+    def append(self, drafts: Sequence[DeliveryDraft]) -> list[AppendResult]:
+        try:
+            with self._transaction("BEGIN", "the delivery log could not commit") as conn:
+                # Durable before the receipt, whatever the server's default; and seq
+                # values handed out in commit order (the module's docstring).
+                conn.execute(
+                    "SELECT set_config('synchronous_commit', 'on', true), pg_advisory_xact_lock(?)",
+                    (LOG_LOCK,),
+                )
+                results, rows = sql.plan_append(conn, drafts, self._ids.new)
+                conn.executemany(sql.INSERT_DELIVERY, rows)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return results
+
+    def get_delivery(self, delivery_id: str) -> Delivery | None:
+        with self._transaction("BEGIN READ ONLY", "reading a delivery") as conn:
+            return sql.get_delivery(conn, delivery_id)
+
+    def get_body(self, delivery_id: str) -> bytes | None:
+        with self._transaction("BEGIN READ ONLY", "reading a delivery") as conn:
+            return sql.get_body(conn, delivery_id)
+
+    def read_log(
+        self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    ) -> list[LogEntry]:
+        with self._transaction("BEGIN READ ONLY", "reading the log") as conn:
+            return sql.read_log(conn, after_seq, limit, max_bytes, max_items)
+
+    # -- the graph --------------------------------------------------------------------------
+
+    @staticmethod
+    def _generation(conn: PgConnection) -> int:
+        return int(conn.execute("SELECT generation FROM graph_meta WHERE id = 1").fetchone()[0])
+
+    def generation(self) -> int:
+        """The served graph generation."""
+        with self._transaction("BEGIN READ ONLY", "reading the generation") as conn:
+            return self._generation(conn)
+
+    def position(self, generation: int | None = None) -> int:
+        with self._transaction("BEGIN READ ONLY", "reading the position") as conn:
+            gen = self._generation(conn) if generation is None else generation
+            prefix = graph_schema.prefix(gen)
+            return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
+
+    @contextlib.contextmanager
+    def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:
+        with self._transaction("BEGIN", "projection could not commit") as conn:
+            # The graph is derived from the log, and a projection commits with its record
+            # of what is projected: a projection lost in a crash of the server is
+            # projected again (like SQLite's synchronous=NORMAL for the projector).
+            conn.execute("SET LOCAL synchronous_commit = off")
+            gen = self._generation(conn) if generation is None else generation
+            prefix = graph_schema.prefix(gen)
+            if self._types is None:
+                self._types = column_types(conn, prefix)
+            yield PostgresProjectionTx(conn, prefix, self._types)
+
+    def graph_version(self) -> int:
+        with self._transaction("BEGIN READ ONLY", "reading the graph version") as conn:
+            return int(conn.execute("SELECT graph_version FROM graph_meta").fetchone()[0])
+
+    def create_generation(self) -> int:
+        with self._transaction("BEGIN", "creating a graph generation") as conn:
+            new = self._generation(conn) + 1
+            prefix = graph_schema.prefix(new)
+            self._drop(conn, new)  # what a crashed reproject may have left
+            for statement in migrations.render(graph_schema.GRAPH_TABLES, "postgresql", g=prefix):
+                conn.execute(statement)
+            conn.execute(f"INSERT INTO {prefix}position (id, seq) VALUES (1, 0)")
+        return new
+
+    def drop_generation(self, generation: int) -> None:
+        with self._transaction("BEGIN", "dropping a graph generation") as conn:
+            if generation == self._generation(conn):
+                raise StoreError(f"generation {generation} is the served graph")
+            self._drop(conn, generation)
+
+    @staticmethod
+    def _drop(conn: PgConnection, generation: int) -> None:
+        prefix = graph_schema.prefix(generation)
+        tables = ", ".join(prefix + t for t in graph_schema.TABLES)
+        conn.execute(f"DROP TABLE IF EXISTS {tables}")
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[GraphReader]:
+        # One snapshot for every query of the request.
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
+            yield PostgresReader(conn, graph_schema.prefix(self._generation(conn)))
+
+    # -- tokens -------------------------------------------------------------------------
+
+    def tokens(self) -> list[Token]:
+        try:
+            with self._transaction("BEGIN READ ONLY", "reading the tokens") as conn:
+                return sql.tokens(conn)
+        except StoreError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def add_token(self, token: Token) -> None:
+        with self._transaction("BEGIN", "storing a token") as conn:
+            sql.add_token(conn, token)
+
+    def revoke_token(self, token_id: str, at: str) -> bool:
+        with self._transaction("BEGIN", "revoking a token") as conn:
+            return sql.revoke_token(conn, token_id, at)
+
+    def free_disk_bytes(self) -> int | None:
+        return None  # the database server's disk, not this machine's
+
+    def ping(self) -> None:
+        try:
+            with self._transaction("BEGIN READ ONLY", "ping") as conn:
+                conn.execute("SELECT 1 FROM deliveries LIMIT 1").fetchall()
+        except StoreError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def backup(self, path: str) -> None:
+        raise StoreError(
+            "embrasure backup copies SQLite files; back up PostgreSQL with its own tools "
+            "(pg_dump, or a base backup with WAL archiving)"
+        )
+
+    def close(self) -> None:
+        self._pool.close()

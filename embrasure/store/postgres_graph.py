@@ -1,0 +1,208 @@
+"""PostgreSQL: the projection transaction on one graph generation, with several
+projectors (in several processes) at once.
+
+How projectors share the log. Each transaction *claims* the deliveries it projects:
+``read_log`` locks their log rows (``SELECT … FOR UPDATE SKIP LOCKED``), so another
+projector's claim skips them, and takes only deliveries with no row yet in this
+generation's ``deliveries`` table (the per-delivery record of what is projected, written
+in the same transaction as the projection). The position is a *watermark*: every delivery
+up to it is projected; it only bounds the search, and moves up as far as the projected
+deliveries reach without a gap (``set_position``). Claimed deliveries that fail roll
+back with their transaction and are claimed again.
+
+Why the graph is the same as one projector's: every graph merge is an order-independent
+UPSERT join (graph_schema.MERGES), so deliveries applied by several transactions in any
+order join to the same rows; PostgreSQL serializes concurrent upserts of one key. Two
+things are not a plain join and are serialized here: run_count counts a run once (the
+run_io insert that finds the key taken, even a key another transaction inserted
+meanwhile, adds nothing), and symlink groups, resolved by reading the links table,
+are resolved under one advisory lock (``links_touching``), so the last transaction to
+resolve a group sees every link committed before it. Rows are written in key order, so
+two transactions touching the same rows lock them in the same order (no deadlock
+between upserts); a deadlock that happens anyway is a StoreConflict, and the projector
+retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .base import LogEntry, ProjectionTx, Row
+from .graph_schema import COLUMNS
+from .postgres_conn import PgConnection
+from .sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
+
+# pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.
+LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
+IDENTITY_LOCK = 0x656D6272_00000002  # symlink group resolution
+MIGRATION_LOCK = 0x656D6272_00000003  # schema upgrades
+
+
+ColumnTypes = dict[str, dict[str, str]]  # table → column → its PostgreSQL type
+
+
+def column_types(conn: PgConnection, prefix: str) -> ColumnTypes:
+    """The graph tables' column types (the same in every generation), as the catalog
+    has them: the casts of the arrays rows are sent as."""
+    types: ColumnTypes = {}
+    for table, column, kind in conn.execute(
+        "SELECT c.relname, a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a"
+        " JOIN pg_class c ON c.oid = a.attrelid"
+        " WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(?)"
+        " AND a.attnum > 0 AND NOT a.attisdropped",
+        ([prefix + t for t in COLUMNS],),
+    ):
+        types.setdefault(table.removeprefix(prefix), {})[column] = kind
+    return types
+
+
+def _key_order(table: str, rows: Sequence[Row]) -> list[Row]:
+    width = len(COLUMNS[table][0])
+    return sorted(rows, key=lambda row: row[:width])
+
+
+def _columns(rows: Sequence[Row], width: int) -> list[list[Any]]:
+    """Rows → one list per column: the arrays ``unnest`` turns back into rows."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
+
+
+class PostgresProjectionTx(TxReads, ProjectionTx):
+    """Rows go to the server as arrays, one per column, and one statement a table
+    (``INSERT … SELECT * FROM unnest(…) ON CONFLICT …``): a statement per row costs
+    ~20 µs of driver work each, which at ~27 rows an event was most of a projection.
+    Keys are distinct within one call (ProjectionTx.merge), as an upsert of several rows
+    in one statement requires."""
+
+    conn: PgConnection
+
+    def __init__(self, conn: PgConnection, prefix: str, types: ColumnTypes) -> None:
+        self.conn = conn
+        self.prefix = prefix
+        self.types = types
+        self._holding = False
+        self._identity_locked = False
+
+    def _sql(self, table: str) -> dict[str, str]:
+        keys, values = COLUMNS[table]
+        arrays = ", ".join(f"?::{self.types[table][c]}[]" for c in keys + values)
+        return table_sql(self.prefix, table, "postgresql", f"SELECT * FROM unnest({arrays})")
+
+    def _run(self, table: str, statement: str, rows: Sequence[Row]) -> None:
+        if rows:
+            width = len(COLUMNS[table][0]) + len(COLUMNS[table][1])
+            self.conn.execute_arrays(self._sql(table)[statement], _columns(rows, width))
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def insert_new(self, table: str, rows: Sequence[Row]) -> list[bool]:
+        if not rows:
+            return []
+        keys = COLUMNS[table][0]
+        width = len(keys)
+        ordered = _key_order(table, rows)
+        returned = self.conn.execute_arrays(
+            self._sql(table)["insert_new"] + " RETURNING " + ", ".join(keys),
+            _columns(ordered, width + len(COLUMNS[table][1])),
+        )
+        new = {tuple(r) for r in returned}
+        inserted = []
+        for row in rows:  # a key given twice was inserted once: by its first row
+            inserted.append(row[:width] in new)
+            new.discard(row[:width])
+        return inserted
+
+    def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
+        self._run(table, "insert_new", _key_order(table, rows))
+
+    def save(self, table: str, rows: Sequence[Row]) -> None:
+        self._run(table, "save", _key_order(table, rows))
+
+    def merge(self, table: str, rows: Sequence[Row]) -> None:
+        self._run(table, "merge", _key_order(table, rows))
+
+    def delete(self, table: str, keys: Iterable[Row]) -> None:
+        ordered = _key_order(table, list(keys))
+        if ordered:
+            columns = COLUMNS[table][0]
+            arrays = ", ".join(f"?::{self.types[table][c]}[]" for c in columns)
+            self.conn.execute_arrays(
+                f"DELETE FROM {self.prefix}{table} WHERE ({', '.join(columns)})"
+                f" IN (SELECT * FROM unnest({arrays}))",
+                _columns(ordered, len(columns)),
+            )
+
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        if not self._identity_locked:
+            # Held until commit: resolutions of symlink groups run one at a time, each
+            # seeing the links of every transaction that resolved before it.
+            self.conn.execute("SELECT pg_advisory_xact_lock(?)", (IDENTITY_LOCK,))
+            self._identity_locked = True
+        return super().links_touching(identities)
+
+    # -- the log and the position -----------------------------------------------------------
+
+    def position(self) -> int:
+        return int(self.conn.execute(f"SELECT seq FROM {self.prefix}position").fetchone()[0])
+
+    def _unprojected(self, columns: str) -> str:
+        return (
+            f"SELECT {columns} FROM deliveries d WHERE d.seq > ? AND NOT EXISTS"
+            f" (SELECT 1 FROM {self.prefix}deliveries p WHERE p.seq = d.seq) ORDER BY d.seq"
+        )
+
+    def read_log(
+        self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    ) -> list[LogEntry]:
+        # How many of the next unprojected deliveries fit the limits (a peek without
+        # locks, sizes only): claiming more would hold back deliveries this transaction
+        # will not project.
+        count = size = items = 0
+        for item_count, length in self.conn.execute(
+            self._unprojected("d.item_count, octet_length(d.body)") + " LIMIT ?",
+            (after_seq, limit),
+        ):
+            count, size, items = count + 1, size + length, items + item_count
+            if size >= max_bytes or (max_items is not None and items >= max_items):
+                break
+        if count == 0:
+            return []
+        skip = "" if self._holding else " SKIP LOCKED"
+        rows = self.conn.execute(
+            self._unprojected(LOG_COLUMNS) + f" LIMIT ? FOR UPDATE OF d{skip}",
+            (after_seq, count),
+        ).fetchall()
+        if not rows:
+            return []
+        # A delivery whose lock was released between this statement's snapshot and its
+        # locking was projected by the transaction that held it: look again with a new
+        # snapshot (READ COMMITTED), which sees that commit.
+        done = {
+            seq
+            for (seq,) in self.conn.execute(
+                f"SELECT seq FROM {self.prefix}deliveries WHERE seq = ANY(?)",
+                ([r[0] for r in rows],),
+            )
+        }
+        return log_entries([r for r in rows if r[0] not in done], max_bytes, max_items)
+
+    def set_position(self, seq: int) -> None:
+        # Projectors commit out of log order: the watermark moves up to just below the
+        # first delivery not projected (as this transaction sees it: others' uncommitted
+        # work counts as not projected, so it never moves too far), or to the end of the
+        # log. GREATEST: a transaction that waited for this row lock keeps the higher
+        # value another one wrote meanwhile. Appends commit in seq order (LOG_LOCK), so
+        # no delivery can appear later below the end of the log seen here.
+        self.conn.execute(
+            f"UPDATE {self.prefix}position SET seq = GREATEST(seq, COALESCE(("
+            + self._unprojected("d.seq - 1").replace("ORDER BY d.seq", "ORDER BY d.seq LIMIT 1")
+            + "), (SELECT max(seq) FROM deliveries), 0))",
+            (self.position(),),
+        )
+
+    def hold_log(self) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(?)", (LOG_LOCK,))
+        self._holding = True
+
+    def serve_this_generation(self) -> int:
+        return serve_generation(self.conn, self.prefix)

@@ -1,0 +1,309 @@
+"""SQL both backends share, written once in SQLite's spelling.
+
+Statements use ``?`` (and ``:name``) placeholders and SQLite's ``CROSS JOIN … ON`` (an
+inner join whose written order is the loop order: SQLite's planner hint). A PostgreSQL
+connection runs the same text through ``postgres_conn.translate``, the one place where
+the paramstyle and that spelling differ. Everything here takes any connection with
+``execute(sql, params)`` returning rows: a ``sqlite3.Connection`` or a
+``postgres_conn.PgConnection``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from ..errors import IdempotencyConflict
+from ..model import Delivery, DeliveryDraft, Receipt, Rejection, Token
+from .base import AppendResult, LogEntry, Row
+from .graph_schema import COLUMNS, GRAPH_VERSION, MERGES
+from .migrations import DIALECT_TOKENS
+
+# SQLite's default limit on host parameters is 32,766 (since 3.32); PostgreSQL's is
+# 65,535. Stay well below both: a few hundred keys a query is plenty.
+MAX_PARAMS = 900
+
+
+class Connection(Protocol):
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+
+# -- keyed rows of any table ------------------------------------------------------------
+
+
+def select_where_in(
+    conn: Connection,
+    table: str,
+    columns: Sequence[str],
+    match: Sequence[str],
+    values: Iterable[Sequence[object]],
+    where: str = "",
+) -> list[Row]:
+    """``columns`` of the rows of ``table`` whose ``match`` columns equal one of
+    ``values`` (each value at most once in the result per matching row).
+
+    Written as a join from a VALUES list, not as ``(a, b) IN (VALUES …)``: SQLite 3.40
+    plans a multi-column row-value IN as a full table scan, while ``CROSS JOIN`` (which
+    keeps the VALUES list as the outer loop) searches the index for every value.
+    """
+    wanted = list(dict.fromkeys(tuple(v) for v in values))
+    width = len(match)
+    row_marks = "(" + ", ".join("?" for _ in match) + ")"
+    on = " AND ".join(f"t.{c} = v.column{i + 1}" for i, c in enumerate(match))
+    picked = ", ".join(f"t.{c}" for c in columns)
+    out: list[Row] = []
+    per_query = max(1, MAX_PARAMS // width)
+    for start in range(0, len(wanted), per_query):
+        chunk = wanted[start : start + per_query]
+        sql = (
+            f"SELECT {picked} FROM (VALUES {', '.join(row_marks for _ in chunk)}) AS v"
+            f" CROSS JOIN {table} AS t ON {on}" + (f" WHERE {where}" if where else "")
+        )
+        out.extend(tuple(r) for r in conn.execute(sql, [x for key in chunk for x in key]))
+    return out
+
+
+_QUOTED = re.compile(r"('(?:[^']|'')*')")
+
+
+def _qualified(rule: str, table: str, columns: Sequence[str]) -> str:
+    """A merge rule with the stored row's columns named ``table.column``: SQLite reads a
+    bare name in an upsert's SET list as the stored row, PostgreSQL refuses it as
+    ambiguous (it could be ``excluded``'s). String literals are left alone."""
+    bare = re.compile(r"(?<![.\w])(" + "|".join(columns) + r")\b")
+    parts = _QUOTED.split(rule)
+    return "".join(p if i % 2 else bare.sub(rf"{table}.\1", p) for i, p in enumerate(parts))
+
+
+@functools.cache
+def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[str, str]:
+    """The generic statements on one graph table (graph_schema.COLUMNS): rows are tuples,
+    key columns first. ``merge``'s SET list is the table's merge rule (MERGES). The rows
+    come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a query giving
+    every column in order) says otherwise."""
+    keys, values = COLUMNS[table]
+    columns = keys + values
+    name = prefix + table
+    source = source or f"VALUES ({', '.join('?' for _ in columns)})"
+    insert = f"INSERT INTO {name} ({', '.join(columns)}) {source}"
+    conflict = f" ON CONFLICT ({', '.join(keys)})"
+    replace = ", ".join(f"{c} = excluded.{c}" for c in values)
+    rules = MERGES.get(table, {})
+    tokens = DIALECT_TOKENS[dialect]
+    merge = ", ".join(
+        f"{c} = {_qualified(rule.format(**tokens), name, columns)}" for c, rule in rules.items()
+    )
+    return {
+        "insert_new": insert + conflict + " DO NOTHING",
+        "save": insert + conflict + (f" DO UPDATE SET {replace}" if values else " DO NOTHING"),
+        "delete": f"DELETE FROM {name} WHERE " + " AND ".join(f"{k} = ?" for k in keys),
+        "merge": insert + conflict + (f" DO UPDATE SET {merge}" if merge else " DO NOTHING"),
+    }
+
+
+class TxReads:
+    """The reads of a projection transaction (base.ProjectionTx), one SQL text for both
+    backends; a backend's ProjectionTx lists this class first among its bases."""
+
+    conn: Connection
+    prefix: str
+
+    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
+        key_columns, value_columns = COLUMNS[table]
+        width = len(key_columns)
+        rows = select_where_in(
+            self.conn, self.prefix + table, key_columns + value_columns, key_columns, keys
+        )
+        return {row[:width]: row[width:] for row in rows}
+
+    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
+        keys, rest = COLUMNS[table]
+        return select_where_in(self.conn, self.prefix + table, keys + rest, columns, values)
+
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+        ids = list(identities)
+        columns = ("a_ns", "a_name", "b_ns", "b_name", "kind", "type")
+        table = self.prefix + "links"
+        rows = set(select_where_in(self.conn, table, columns, ("a_ns", "a_name"), ids))
+        rows.update(select_where_in(self.conn, table, columns, ("b_ns", "b_name"), ids))
+        return sorted(rows)
+
+
+def serve_generation(conn: Connection, prefix: str) -> int:
+    """Make the generation of ``prefix`` the served one; return the one served until now."""
+    old = int(conn.execute("SELECT generation FROM graph_meta").fetchone()[0])
+    new = int(prefix.removeprefix("g").removesuffix("_"))
+    conn.execute("UPDATE graph_meta SET generation = ?, graph_version = ?", (new, GRAPH_VERSION))
+    return old
+
+
+# -- the delivery log ----------------------------------------------------------------------
+
+LOG_COLUMNS = "seq, delivery_id, route, body, item_count, rejections"
+
+
+def decode_rejections(text: str) -> tuple[Rejection, ...]:
+    return tuple(Rejection(index, kind, reason) for index, kind, reason in json.loads(text))
+
+
+def log_entries(
+    rows: Iterable[Sequence[Any]], max_bytes: int, max_items: int | None = None
+) -> list[LogEntry]:
+    """Log rows (LOG_COLUMNS) → entries, stopping after the one that brings the bodies
+    past ``max_bytes`` or the items past ``max_items``."""
+    entries: list[LogEntry] = []
+    size = items = 0
+    for seq, delivery_id, route, body, item_count, rejections in rows:
+        entries.append(
+            LogEntry(
+                seq, delivery_id, route, bytes(body), item_count, decode_rejections(rejections)
+            )
+        )
+        size += len(body)
+        items += item_count
+        if size >= max_bytes or (max_items is not None and items >= max_items):
+            break
+    return entries
+
+
+def read_log(
+    conn: Connection, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+) -> list[LogEntry]:
+    rows = conn.execute(
+        f"SELECT {LOG_COLUMNS} FROM deliveries WHERE seq > ? ORDER BY seq LIMIT ?",
+        (after_seq, limit),
+    )
+    return log_entries(rows, max_bytes, max_items)
+
+
+def get_delivery(conn: Connection, delivery_id: str) -> Delivery | None:
+    row = conn.execute(
+        "SELECT seq, delivery_id, provider_key, idempotency_key, body_sha256,"
+        " received_at, route, item_count, rejections, state"
+        " FROM deliveries WHERE delivery_id = ?",
+        (delivery_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    seq, did, provider, key, sha, received_at, route, items, rejections, state = row
+    return Delivery(
+        seq,
+        did,
+        provider,
+        key,
+        sha,
+        received_at,
+        route,
+        items,
+        decode_rejections(rejections),
+        state,
+    )
+
+
+def get_body(conn: Connection, delivery_id: str) -> bytes | None:
+    row = conn.execute(
+        "SELECT body FROM deliveries WHERE delivery_id = ?", (delivery_id,)
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+INSERT_DELIVERY = (
+    "INSERT INTO deliveries (delivery_id, provider_key, idempotency_key, dedupe_key,"
+    " body_sha256, received_at, route, body, item_count, invalid_item_count,"
+    " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def plan_append(
+    conn: Connection, drafts: Sequence[DeliveryDraft], new_id: Callable[[], str]
+) -> tuple[list[AppendResult], list[tuple[Any, ...]]]:
+    """Inside the append transaction: one result per draft, and the INSERT_DELIVERY rows
+    of the new ones. A draft whose identity is stored already, or earlier in ``drafts``,
+    repeats the first receipt, or conflicts when its body differs (DESIGN §2)."""
+    known = {
+        (r[0], r[1]): r[2:]
+        for r in select_where_in(
+            conn,
+            "deliveries",
+            (
+                "provider_key",
+                "dedupe_key",
+                "delivery_id",
+                "body_sha256",
+                "state",
+                "item_count",
+                "invalid_item_count",
+            ),
+            ("provider_key", "dedupe_key"),
+            [(d.provider_key, d.dedupe_key) for d in drafts],
+        )
+    }
+    results: list[AppendResult] = []
+    rows = []
+    for draft in drafts:
+        identity = (draft.provider_key, draft.dedupe_key)
+        if identity in known:
+            delivery_id, sha, state, item_count, invalid = known[identity]
+            results.append(
+                IdempotencyConflict(delivery_id)
+                if sha != draft.body_sha256
+                else Receipt(delivery_id, state, True, item_count, invalid)
+            )
+            continue
+        delivery_id = new_id()
+        invalid = len(draft.rejections)
+        rows.append(
+            (
+                delivery_id,
+                draft.provider_key,
+                draft.idempotency_key,
+                draft.dedupe_key,
+                draft.body_sha256,
+                draft.received_at,
+                draft.route,
+                draft.body,
+                draft.item_count,
+                invalid,
+                json.dumps([[r.index, r.kind, r.reason] for r in draft.rejections]),
+                draft.state,
+            )
+        )
+        known[identity] = (delivery_id, draft.body_sha256, draft.state, draft.item_count, invalid)
+        results.append(Receipt(delivery_id, draft.state, False, draft.item_count, invalid))
+    return results, rows
+
+
+# -- bearer tokens (auth.py) -----------------------------------------------------------------
+
+TOKEN_COLUMNS = "token_id, digest, scopes, provider_key, name, created_at, revoked_at"
+
+
+def token_row(t: Token) -> Row:
+    """A token as its tokens row (TOKEN_COLUMNS), scopes space-separated (RFC 6749 §3.3)."""
+    scopes = " ".join(sorted(t.scopes))
+    return (t.token_id, t.digest, scopes, t.provider_key, t.name, t.created_at, t.revoked_at)
+
+
+def token_of(row: Row) -> Token:
+    return Token(row[0], row[1], frozenset(row[2].split()), row[3], row[4], row[5], row[6])
+
+
+def tokens(conn: Connection) -> list[Token]:
+    return [token_of(r) for r in conn.execute(f"SELECT {TOKEN_COLUMNS} FROM tokens").fetchall()]
+
+
+def add_token(conn: Connection, token: Token) -> None:
+    conn.execute(
+        f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", token_row(token)
+    )
+
+
+def revoke_token(conn: Connection, token_id: str, at: str) -> bool:
+    cursor = conn.execute(
+        "UPDATE tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
+        (at, token_id),
+    )
+    return bool(cursor.rowcount == 1)
