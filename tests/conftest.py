@@ -45,6 +45,16 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 OPENLINEAGE = SHARED / "openlineage"
 
 
+# The smallest valid RunEvent, for tests about transport rather than lineage.
+MINIMAL_EVENT = {
+    "eventType": "START",
+    "eventTime": "2026-11-30T09:00:00Z",
+    "producer": "https://example.com/test",
+    "run": {"runId": "0190a2d4-5f1c-7d2e-9a3b-4c5d6e7f8091"},
+    "job": {"namespace": "demo", "name": "hello"},
+}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,6 +19,7 @@ from embrasure.auth import required_scope
 from embrasure.model import Token
 from embrasure.store import open_store
 
+from conftest import MINIMAL_EVENT as EVENT
 from conftest import ServerProcess, make_client
 
 # Every route and the scope it needs; None: open to all. A route added without a scope
@@ -54,14 +55,6 @@ ROUTES: dict[tuple[str, str], str | None] = {
 }
 # Mounted apps serve files that hold no data: the web UI's own JS, CSS and images.
 PUBLIC_MOUNTS = {"/ui/static"}
-
-EVENT = {
-    "eventType": "START",
-    "eventTime": "2026-11-30T09:00:00Z",
-    "producer": "https://example.com/test",
-    "run": {"runId": "0190a2d4-5f1c-7d2e-9a3b-4c5d6e7f8091"},
-    "job": {"namespace": "demo", "name": "hello"},
-}
 
 
 def app_routes(client: TestClient) -> Iterator[tuple[str, str, Route]]:

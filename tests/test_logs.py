@@ -12,7 +12,7 @@ import pytest
 
 from embrasure.logs import JsonFormatter
 
-from conftest import ServerProcess
+from conftest import MINIMAL_EVENT, ServerProcess
 
 
 def test_a_record_becomes_one_json_object_with_its_extra_fields() -> None:
@@ -37,16 +37,9 @@ def test_a_record_becomes_one_json_object_with_its_extra_fields() -> None:
 def test_the_server_logs_each_delivery_by_its_id(db_path: Path) -> None:
     server = ServerProcess(db_path, "--log-format", "json", "--log-level", "debug").start()
     try:
-        event = {
-            "eventType": "START",
-            "eventTime": "2026-11-30T09:00:00Z",
-            "producer": "https://example.com/test",
-            "run": {"runId": "0190a2d4-5f1c-7d2e-9a3b-4c5d6e7f8091"},
-            "job": {"namespace": "demo", "name": "hello"},
-        }
         r = httpx.post(
             server.url + "/api/v1/lineage?provider_key=logs-test",
-            content=orjson.dumps(event),
+            content=orjson.dumps(MINIMAL_EVENT),
             headers={"Content-Type": "application/json"},
         )
         assert r.status_code == 202

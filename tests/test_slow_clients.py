@@ -12,17 +12,10 @@ import httpx
 import orjson
 import pytest
 
+from conftest import MINIMAL_EVENT as EVENT
 from conftest import ServerProcess
 
 pytestmark = pytest.mark.slow
-
-EVENT = {
-    "eventType": "START",
-    "eventTime": "2026-11-30T09:00:00Z",
-    "producer": "https://example.com/test",
-    "run": {"runId": "0190a2d4-5f1c-7d2e-9a3b-4c5d6e7f8091"},
-    "job": {"namespace": "demo", "name": "hello"},
-}
 
 
 def slow_body(port: int, answers: list[bytes]) -> None:
