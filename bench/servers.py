@@ -84,11 +84,14 @@ def start_null_receiver(work_dir: Path) -> Server:
     return _start("null", argv, port, work_dir, None)
 
 
-def start_embrasure(work_dir: Path, db_path: Path, source: Path) -> Server:
+def start_embrasure(
+    work_dir: Path, db_path: Path, source: Path, *, projector: bool = False
+) -> Server:
     """``embrasure serve`` importing the package from ``source`` (a copy of it taken at
     the start of the run), so every repeat measures the same code while people edit."""
     port = free_port()
-    # --no-projector: the receiver alone is measured (the issue's condition).
+    # --no-projector by default: the receiver alone is measured (the ingest issue's
+    # condition); the soak runs the whole server.
     # --log-level warning: the default info level logs nothing per request either, but
     # keep the server's log quiet so a real warning stands out in it.
     argv = [
@@ -100,7 +103,7 @@ def start_embrasure(work_dir: Path, db_path: Path, source: Path) -> Server:
         f"sqlite:///{db_path}",
         "--port",
         str(port),
-        "--no-projector",
+        *([] if projector else ["--no-projector"]),
         "--log-level",
         "warning",
     ]
