@@ -116,7 +116,11 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
         self._run(table, "insert_new", _key_order(table, rows))
 
     def save(self, table: str, rows: Sequence[Row]) -> None:
-        self._run(table, "save", _key_order(table, rows))
+        # The last row of a key wins, as SQLite's row-by-row upserts have it (one
+        # statement may not upsert a key twice).
+        width = len(COLUMNS[table][0])
+        last = {row[:width]: row for row in rows}
+        self._run(table, "save", _key_order(table, list(last.values())))
 
     def merge(self, table: str, rows: Sequence[Row]) -> None:
         self._run(table, "merge", _key_order(table, rows))
