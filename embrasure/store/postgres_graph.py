@@ -37,6 +37,7 @@ from .sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
 IDENTITY_LOCK = 0x656D6272_00000002  # symlink group resolution
 MIGRATION_LOCK = 0x656D6272_00000003  # schema upgrades
+REPROJECT_LOCK = 0x656D6272_00000004  # one reproject at a time (a session's lock)
 
 
 ColumnTypes = dict[str, dict[str, str]]  # table → column → its PostgreSQL type
