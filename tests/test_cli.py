@@ -44,7 +44,8 @@ def test_bad_env_value_names_the_variable() -> None:
         raise AssertionError("accepted a non-numeric port")
 
 
-def test_db_upgrade_creates_the_schema(db_url: str) -> None:
+def test_db_upgrade_creates_the_schema(empty_db_url: str) -> None:
+    db_url = empty_db_url
     result = CliRunner().invoke(main, ["db", "upgrade", "--db", db_url])
     assert result.exit_code == 0, result.output
     assert "up to date" in result.output
