@@ -52,6 +52,13 @@ def test_db_upgrade_creates_the_schema(empty_db_url: str) -> None:
     assert run_sql(db_url, "SELECT MAX(version) FROM embrasure_schema") == [(LATEST,)]
 
 
+def test_db_upgrade_never_prints_the_password(pg_db: str) -> None:
+    url = pg_db.replace("postgres@", "postgres:secret@")  # trust auth ignores it
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "secret" not in result.output and "postgres:***@" in result.output
+
+
 def test_an_unreachable_postgresql_is_one_error_line() -> None:
     # Nothing listens on port 1; the password must not be printed.
     url = "postgresql://u:secret@127.0.0.1:1/x"
