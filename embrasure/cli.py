@@ -216,7 +216,7 @@ def db() -> None:
 @setting_options("db")
 def upgrade(**flags: Any) -> None:
     """Apply pending schema migrations (safe to run from several processes at once)."""
-    from .store import open_store
+    from .store import open_store, redact
 
     settings = load_settings(flags)
     try:
@@ -224,7 +224,7 @@ def upgrade(**flags: Any) -> None:
     except EmbrasureError as exc:
         fail(str(exc))
     store.close()
-    click.echo(f"{settings.db}: schema is up to date")
+    click.echo(f"{redact(settings.db)}: schema is up to date")
 
 
 for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS:

@@ -44,11 +44,19 @@ def test_bad_env_value_names_the_variable() -> None:
         raise AssertionError("accepted a non-numeric port")
 
 
-def test_db_upgrade_creates_the_schema(db_url: str) -> None:
+def test_db_upgrade_creates_the_schema(empty_db_url: str) -> None:
+    db_url = empty_db_url
     result = CliRunner().invoke(main, ["db", "upgrade", "--db", db_url])
     assert result.exit_code == 0, result.output
     assert "up to date" in result.output
     assert run_sql(db_url, "SELECT MAX(version) FROM embrasure_schema") == [(LATEST,)]
+
+
+def test_db_upgrade_never_prints_the_password(pg_db: str) -> None:
+    url = pg_db.replace("postgres@", "postgres:secret@")  # trust auth ignores it
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "secret" not in result.output and "postgres:***@" in result.output
 
 
 def test_an_unreachable_postgresql_is_one_error_line() -> None:

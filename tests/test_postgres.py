@@ -252,6 +252,32 @@ def test_reproject_while_a_projector_and_appends_run(store: Store, pg_db: str) -
     assert export(store) == rebuilt
 
 
+def test_two_reprojects_at_once_wait_for_each_other(pg_db: str) -> None:
+    """As when projectors start together on a graph an older version built: each
+    reprojects; the second waits for the first instead of dropping its tables."""
+    stores = [open_store(pg_db) for _ in range(3)]
+    stores[0].append([draft(n) for n in range(40)])
+    Projector(stores[0]).run_until_caught_up()
+    before = export(stores[0])
+    generations: list[int] = []
+    threads = [
+        threading.Thread(
+            target=lambda s=s: generations.append(reproject(s, ProjectorLimits(batch_deliveries=3)))
+        )
+        for s in stores[1:]
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert sorted(generations) == [2, 3]
+        assert export(stores[0]) == before
+    finally:
+        for s in stores:
+            s.close()
+
+
 def test_an_unreachable_server_is_unavailable_not_a_crash(store: Store, pg_db: str) -> None:
     name = pg_db.rsplit("/", 1)[1]
     with psycopg.connect(pg_db.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:

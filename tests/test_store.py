@@ -48,8 +48,12 @@ def sqlite_store(db_path: Path) -> Iterator[SQLiteStore]:
     s.close()
 
 
-def test_new_database_gets_the_latest_schema(store: Store) -> None:
-    assert store.schema_version() == migrations.LATEST  # type: ignore[attr-defined]
+def test_new_database_gets_the_latest_schema(empty_db_url: str) -> None:
+    store = open_store(empty_db_url)
+    try:
+        assert store.schema_version() == migrations.LATEST  # type: ignore[attr-defined]
+    finally:
+        store.close()
 
 
 def test_sqlite_runs_in_wal_mode_with_full_sync(sqlite_store: SQLiteStore) -> None:
@@ -188,7 +192,8 @@ def test_migrations_render_for_every_dialect(dialect: str) -> None:
         assert statements and not any("{" in s for s in statements)
 
 
-def test_concurrent_upgrades_do_not_race(db_url: str) -> None:
+def test_concurrent_upgrades_do_not_race(empty_db_url: str) -> None:
+    db_url = empty_db_url
     cmd = [sys.executable, "-m", "embrasure", "db", "upgrade", "--db", db_url]
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)

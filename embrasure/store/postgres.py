@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -39,6 +40,7 @@ from .postgres_conn import PgConnection, neutral, one_line
 from .postgres_graph import (
     LOG_LOCK,
     MIGRATION_LOCK,
+    REPROJECT_LOCK,
     ColumnTypes,
     PostgresProjectionTx,
     column_types,
@@ -72,6 +74,7 @@ class PostgresStore(Store):
         )
         self._ids = DeliveryIds()
         self._types: ColumnTypes | None = None  # read once, at the first projection
+        self._reproject_lock: psycopg.Connection[Any] | None = None
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -179,6 +182,18 @@ class PostgresStore(Store):
             return int(conn.execute("SELECT graph_version FROM graph_meta").fetchone()[0])
 
     def create_generation(self) -> int:
+        # One reproject at a time on the database: a second one (projectors starting
+        # together on a graph an older version built each reproject it) waits here,
+        # rather than dropping the tables the first is building as a crash's leftovers.
+        # The lock is a session's, held on a connection of its own until the reproject
+        # drops the old generation (or the store closes).
+        if self._reproject_lock is None:
+            try:
+                lock = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                lock.execute("SELECT pg_advisory_lock(%s)", (REPROJECT_LOCK,))
+            except psycopg.Error as exc:
+                raise neutral(exc, f"waiting for another reproject on {self.name}") from exc
+            self._reproject_lock = lock
         with self._transaction("BEGIN", "creating a graph generation") as conn:
             new = self._generation(conn) + 1
             prefix = graph_schema.prefix(new)
@@ -193,6 +208,12 @@ class PostgresStore(Store):
             if generation == self._generation(conn):
                 raise StoreError(f"generation {generation} is the served graph")
             self._drop(conn, generation)
+        self._release_reproject_lock()
+
+    def _release_reproject_lock(self) -> None:
+        if self._reproject_lock is not None:
+            self._reproject_lock.close()  # a session's advisory lock ends with it
+            self._reproject_lock = None
 
     @staticmethod
     def _drop(conn: PgConnection, generation: int) -> None:
@@ -240,4 +261,5 @@ class PostgresStore(Store):
         )
 
     def close(self) -> None:
+        self._release_reproject_lock()
         self._pool.close()

@@ -37,6 +37,7 @@ from .sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
 IDENTITY_LOCK = 0x656D6272_00000002  # symlink group resolution
 MIGRATION_LOCK = 0x656D6272_00000003  # schema upgrades
+REPROJECT_LOCK = 0x656D6272_00000004  # one reproject at a time (a session's lock)
 
 
 ColumnTypes = dict[str, dict[str, str]]  # table → column → its PostgreSQL type
@@ -116,7 +117,11 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
         self._run(table, "insert_new", _key_order(table, rows))
 
     def save(self, table: str, rows: Sequence[Row]) -> None:
-        self._run(table, "save", _key_order(table, rows))
+        # The last row of a key wins, as SQLite's row-by-row upserts have it (one
+        # statement may not upsert a key twice).
+        width = len(COLUMNS[table][0])
+        last = {row[:width]: row for row in rows}
+        self._run(table, "save", _key_order(table, list(last.values())))
 
     def merge(self, table: str, rows: Sequence[Row]) -> None:
         self._run(table, "merge", _key_order(table, rows))
@@ -166,6 +171,7 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
             if size >= max_bytes or (max_items is not None and items >= max_items):
                 break
         if count == 0:
+            self._advance()  # caught up: bring the watermark along
             return []
         skip = "" if self._holding else " SKIP LOCKED"
         rows = self.conn.execute(
@@ -187,16 +193,24 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
         return log_entries([r for r in rows if r[0] not in done], max_bytes, max_items)
 
     def set_position(self, seq: int) -> None:
-        # Projectors commit out of log order: the watermark moves up to just below the
-        # first delivery not projected (as this transaction sees it: others' uncommitted
-        # work counts as not projected, so it never moves too far), or to the end of the
-        # log. GREATEST: a transaction that waited for this row lock keeps the higher
-        # value another one wrote meanwhile. Appends commit in seq order (LOG_LOCK), so
-        # no delivery can appear later below the end of the log seen here.
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move the watermark up to just below the first delivery not projected, or to
+        the end of the log. Projectors commit out of log order, and each sees the others'
+        uncommitted work as not projected, so it never moves too far; but the last two
+        to commit may each leave it short of the other's work: a claim that finds
+        nothing to do moves it again (``read_log``). Only a move up writes: a transaction
+        that waited for this row lock keeps the higher value another one wrote meanwhile.
+        Appends commit in seq order (LOG_LOCK), so no delivery can appear later below
+        the end of the log seen here."""
+        first_gap = self._unprojected("d.seq - 1").replace(
+            "ORDER BY d.seq", "ORDER BY d.seq LIMIT 1"
+        )
         self.conn.execute(
-            f"UPDATE {self.prefix}position SET seq = GREATEST(seq, COALESCE(("
-            + self._unprojected("d.seq - 1").replace("ORDER BY d.seq", "ORDER BY d.seq LIMIT 1")
-            + "), (SELECT max(seq) FROM deliveries), 0))",
+            f"UPDATE {self.prefix}position AS w SET seq = n.seq FROM (SELECT COALESCE(("
+            f"{first_gap}), (SELECT max(seq) FROM deliveries), 0) AS seq) AS n"
+            " WHERE n.seq > w.seq",
             (self.position(),),
         )
 
