@@ -24,15 +24,14 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from .errors import Problem, StoreUnavailable
 from .model import Token
+from .refresh import Refreshed
 from .responses import problem_response
 from .store import Store
 
@@ -73,20 +72,18 @@ def is_loopback(host: str) -> bool:
 
 class Guard:
     """Checks requests' bearer tokens against the store's tokens table, read at most
-    once per CACHE_SECONDS (and never on the event loop)."""
+    once per CACHE_SECONDS, off the event loop, one read at a time (refresh.Refreshed)."""
 
     def __init__(self, store: Store, *, enforce: bool = True) -> None:
         self.store = store
         self.enforce = enforce  # False: the in-process app of a --db client command
-        self._tokens: dict[str, Token] = {}
-        self._read_at = -CACHE_SECONDS
+        self._tokens = Refreshed(self._read, lambda: CACHE_SECONDS)
+
+    def _read(self) -> dict[str, Token]:
+        return {t.token_id: t for t in self.store.tokens()}
 
     async def tokens(self) -> dict[str, Token]:
-        if time.monotonic() - self._read_at >= CACHE_SECONDS:
-            rows = await run_in_threadpool(self.store.tokens)
-            self._tokens = {t.token_id: t for t in rows}
-            self._read_at = time.monotonic()
-        return self._tokens
+        return await self._tokens.get()
 
     async def check(self, request: Request, scope: str) -> Token | None:
         """The request's token (None while auth is off); raises Problem 401/403."""

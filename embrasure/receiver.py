@@ -19,11 +19,9 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -32,6 +30,7 @@ from . import jsonguard
 from .auth import requires
 from .errors import IdempotencyConflict, Problem, StoreUnavailable
 from .model import DeliveryDraft, Receipt, Rejection, Token, utc_now
+from .refresh import Refreshed
 from .responses import json_response, problem_response
 from .store import Store
 from .store.group_commit import GroupCommitter
@@ -327,7 +326,7 @@ def _overloaded(detail: str, retry_after: int, **extra: Any) -> Problem:
     return Problem(
         429,
         "overloaded",
-        "Too many pending deliveries",
+        "Overloaded: retry later",
         f"{detail} Nothing was stored; retry after the delay.",
         retry_after=retry_after,
         **extra,
@@ -386,7 +385,7 @@ class Backpressure:
     """DESIGN §2 overload: past ``max_backlog_items`` items not yet projected, or under
     ``min_free_disk_bytes`` free beside the log, ingest is refused (429) until the
     projector catches up or space is freed. Measured at most once per LOAD_CACHE_SECONDS,
-    off the event loop."""
+    off the event loop, one measurement at a time (refresh.Refreshed)."""
 
     def __init__(
         self, store: Store, max_backlog_items: int, min_free_disk_bytes: int, retry_after: int
@@ -395,14 +394,10 @@ class Backpressure:
         self.max_backlog_items = max_backlog_items
         self.min_free_disk_bytes = min_free_disk_bytes
         self.retry_after = retry_after
-        self._load: Load | None = None
-        self._measured_at = 0.0
+        self._load = Refreshed(self._measure, lambda: LOAD_CACHE_SECONDS)
 
     async def load(self) -> Load:
-        if self._load is None or time.monotonic() - self._measured_at >= LOAD_CACHE_SECONDS:
-            self._load = await run_in_threadpool(self._measure)
-            self._measured_at = time.monotonic()
-        return self._load
+        return await self._load.get()
 
     def _measure(self) -> Load:
         with self.store.reader() as reader:
