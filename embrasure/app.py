@@ -67,8 +67,11 @@ def build_app(
     store: Store,
     limits: Limits | None = None,
     projector: Projector | None = None,
+    *,
+    enforce_auth: bool = True,
 ) -> Starlette:
-    """The ASGI app. With ``projector``, the lifespan also runs it in a thread."""
+    """The ASGI app. With ``projector``, the lifespan also runs it in a thread. Without
+    ``enforce_auth`` (a --db client command's in-process app) no token is asked for."""
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
     backpressure = Backpressure(
         store, settings.max_backlog_items, settings.min_free_disk_mb * MiB, settings.retry_after
@@ -112,5 +115,5 @@ def build_app(
     )
     app.state.store = store
     app.state.committer = committer
-    app.state.guard = Guard(store)
+    app.state.guard = Guard(store, enforce=enforce_auth)
     return app

@@ -177,7 +177,6 @@ class LocalClient(Client):
 
     def __init__(self, db: str, settings: Settings, *, create: bool) -> None:
         from .app import build_app
-        from .auth import Guard
         from .store import open_store, redact
 
         if db.startswith("sqlite:///") and not create:
@@ -189,9 +188,10 @@ class LocalClient(Client):
         except EmbrasureError as exc:
             raise ClientError(f"--db {redact(db)}: {exc}") from None
         self.target = redact(db)
-        self._app = build_app(dataclasses.replace(settings, db=db), self.store, projector=None)
         # Whoever can open the database needs no token to read it through the API.
-        self._app.state.guard = Guard(self.store, enforce=False)
+        self._app = build_app(
+            dataclasses.replace(settings, db=db), self.store, projector=None, enforce_auth=False
+        )
         self._runner = asyncio.Runner()
         self._to_app: asyncio.Queue[dict[str, Any]] | None = None
         self._from_app: asyncio.Queue[dict[str, Any]] | None = None

@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import requires
@@ -140,10 +140,9 @@ class TimedRequests:
         try:
             await self.app(scope, receive, send_status)
         finally:
+            # A Route's path is its template; a Mount's (/ui/static) its prefix.
             route = scope.get("route")
-            template = route.path if isinstance(route, Route) else "unmatched"
-            if template == "unmatched" and scope["path"].startswith("/ui/static/"):
-                template = "/ui/static"
+            template = route.path if isinstance(route, Route | Mount) else "unmatched"
             self.histogram.labels(scope["method"], template, str(status)).observe(
                 time.perf_counter() - started
             )

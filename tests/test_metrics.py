@@ -56,6 +56,7 @@ def test_request_latency_by_route_template_and_status(api: Api) -> None:
     api.post(run_event("START", "etl", run_id(1), at(9)))
     api.client.get("/api/v1/deliveries/01NOSUCHDELIVERY")
     api.client.get("/no/such/page/at/all")
+    api.client.get("/ui/static/style.css")
     samples = scrape(api)
 
     def count(method: str, route: str, status: str) -> Any:
@@ -65,3 +66,4 @@ def test_request_latency_by_route_template_and_status(api: Api) -> None:
     assert count("POST", "/api/v1/lineage/batch", "202") == 1
     assert count("GET", "/api/v1/deliveries/{delivery_id}", "404") == 1
     assert count("GET", "unmatched", "404") == 1  # not one label per random URL
+    assert count("GET", "/ui/static", "200") == 1  # a mount: its prefix
