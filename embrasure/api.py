@@ -21,6 +21,7 @@ from .as_of import AsOfGraph
 from .auth import public, requires
 from .errors import Problem, StoreUnavailable
 from .export import open_export
+from .hidden import Hidden
 from .impact import impact
 from .model import DatasetId, JobId, Rejection
 from .params import (
@@ -250,6 +251,7 @@ class ReadApi:
             rows = reader.rows("runs", ("run_id",), [(run_id,)])
             if not rows:
                 raise not_found(f"No run {run_id!r} is known.")
+            _shown(Hidden(reader, Identities(reader)), JobId(rows[0][1], rows[0][2]))
             return run_view(reader, rows[0])
 
         return await self._answer(work)
@@ -262,6 +264,7 @@ class ReadApi:
             before = decode_cursor(request)
             if kind == "dataset":
                 return _writer_runs(reader, DatasetId(namespace, name), before, limit)
+            _shown(Hidden(reader, Identities(reader)), JobId(namespace, name))
             rows = reader.runs_of_job(
                 (namespace, name), tuple(before) if before else None, limit + 1
             )
@@ -278,19 +281,19 @@ class ReadApi:
     async def list_datasets(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
             ids = Identities(reader)
+            hidden = Hidden(reader, ids)
             namespace = request.query_params.get("namespace")
             name = request.query_params.get("name")
             if namespace is not None and name is not None:
-                node = ids.canonical([DatasetId(namespace, name)])[DatasetId(namespace, name)]
-                if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                    raise not_found(f"No dataset {namespace} {name} is known.")
+                node = _known_dataset(reader, ids, DatasetId(namespace, name))
+                _shown(hidden, node)
                 return {"datasets": [dataset_view(reader, ids, node)], "next_cursor": None}
             return self._page(
                 reader,
                 request,
                 "datasets",
                 namespace,
-                lambda r: _canonical_only(ids, r),
+                lambda r: _canonical_only(ids, r) and not hidden.dataset(DatasetId(r[0], r[1])),
                 lambda r: dataset_view(reader, ids, DatasetId(r[0], r[1])),
             )
 
@@ -298,18 +301,20 @@ class ReadApi:
 
     async def list_jobs(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
+            hidden = Hidden(reader, Identities(reader))
             namespace = request.query_params.get("namespace")
             name = request.query_params.get("name")
             if namespace is not None and name is not None:
                 if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
                     raise not_found(f"No job {namespace} {name} is known.")
+                _shown(hidden, JobId(namespace, name))
                 return {"jobs": [job_view(reader, JobId(namespace, name))], "next_cursor": None}
             return self._page(
                 reader,
                 request,
                 "jobs",
                 namespace,
-                lambda r: True,
+                lambda r: not hidden.job(JobId(r[0], r[1])),
                 lambda r: job_view(reader, JobId(r[0], r[1])),
             )
 
@@ -360,13 +365,12 @@ class ReadApi:
             root: DatasetId | JobId
             if kind == "dataset":
                 root = DatasetId(namespace, name)
-                node = Identities(reader).canonical([root])[root]
-                if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                    raise not_found(f"No dataset {namespace} {name} is known.")
+                _shown(graph.hidden, _known_dataset(reader, Identities(reader), root))
             else:
                 root = JobId(namespace, name)
                 if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
                     raise not_found(f"No {kind} {namespace} {name} is known.")
+                _shown(graph.hidden, root)
             return query.lineage(graph, root, direction, depth, states, limit)
 
         return await self._answer(work)
@@ -381,9 +385,8 @@ class ReadApi:
             if not kinds <= {"mapping", "indirect"}:
                 raise bad("kinds is a comma-separated list of mapping, indirect")
             root = DatasetId(namespace, name)
-            node = Identities(reader).canonical([root])[root]
-            if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                raise not_found(f"No dataset {namespace} {name} is known.")
+            ids = Identities(reader)
+            _shown(Hidden(reader, ids), _known_dataset(reader, ids, root))
             return query.column_lineage(reader, root, field, direction, depth, kinds, limit)
 
         return await self._answer(work)
@@ -395,9 +398,8 @@ class ReadApi:
             depth = integer(request, "depth", 5, 0, MAX_DEPTH)
             limit = integer(request, "limit", 1_000, 1, 10_000)
             root = DatasetId(namespace, name)
-            node = Identities(reader).canonical([root])[root]
-            if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-                raise not_found(f"No dataset {namespace} {name} is known.")
+            ids = Identities(reader)
+            _shown(Hidden(reader, ids), _known_dataset(reader, ids, root))
             return impact(reader, root, field, depth, limit)
 
         return await self._answer(work)
@@ -410,7 +412,12 @@ class ReadApi:
             totals = ingest_totals(reader)
             # A run has a START and a COMPLETE, often more: ask for a few events per run.
             ids = reader.recent_run_ids(recent * 4)[:recent]
-            rows = {r[0]: r for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])}
+            hidden = Hidden(reader, Identities(reader))
+            rows = {
+                r[0]: r
+                for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])
+                if not hidden.job(JobId(r[1], r[2]))
+            }
             return {
                 "deliveries": totals.deliveries,
                 "items": totals.items,
@@ -424,7 +431,10 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             after = decode_cursor(request)
-            rows = reader.namespaces(after, limit + 1)
+            hidden = Hidden(reader, Identities(reader)).namespaces
+            rows = [
+                r for r in reader.namespaces(after, limit + 1 + len(hidden)) if r[0] not in hidden
+            ]
             more = len(rows) > limit
             return {
                 "namespaces": [{"name": ns, "datasets": d, "jobs": j} for ns, d, j in rows[:limit]],
@@ -537,9 +547,9 @@ def _writer_runs(
     store query ordered by time would be the next step for a table written millions of
     times."""
     ids = Identities(reader)
-    node = ids.canonical([dataset])[dataset]
-    if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
-        raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
+    hidden = Hidden(reader, ids)
+    node = _known_dataset(reader, ids, dataset)
+    _shown(hidden, node)
     members = ids.members([node])[node]
     io = reader.rows(
         "run_io", ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
@@ -547,7 +557,11 @@ def _writer_runs(
     run_ids = sorted({r[0] for r in io})
     latest = RUN_KEYS.index("latest_key")  # the order (and cursor) of runs_of_job
     rows = sorted(
-        reader.rows("runs", ("run_id",), [(i,) for i in run_ids]),
+        (
+            r
+            for r in reader.rows("runs", ("run_id",), [(i,) for i in run_ids])
+            if not hidden.job(JobId(r[1], r[2]))
+        ),
         key=lambda r: (r[latest], r[0]),
         reverse=True,
     )
@@ -563,3 +577,17 @@ def _writer_runs(
 def _canonical_only(ids: Identities, row: Row) -> bool:
     identity = DatasetId(row[0], row[1])
     return ids.canonical([identity])[identity] == identity
+
+
+def _known_dataset(reader: GraphReader, ids: Identities, dataset: DatasetId) -> DatasetId:
+    """The canonical node of a dataset named by any identity; 404 when none is known."""
+    node = ids.canonical([dataset])[dataset]
+    if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+        raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
+    return node
+
+
+def _shown(hidden: Hidden, node: DatasetId | JobId) -> None:
+    """404 for a node an admin hid, saying so (hidden.py)."""
+    if hidden and hidden.nodes_hidden([node]):
+        raise not_found(hidden.why(node))

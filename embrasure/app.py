@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
 from . import openapi, ui
+from .admin import AdminApi
 from .api import ReadApi
 from .auth import Guard
 from .errors import Problem
@@ -86,6 +87,7 @@ def build_app(
         settings.body_timeout_seconds,
     )
     read_api = ReadApi(store, settings.retry_after, backpressure)
+    admin_api = AdminApi(store, committer, settings.retry_after, settings.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -104,6 +106,7 @@ def build_app(
     routes: list[BaseRoute] = [
         *receiver.routes(),
         *read_api.routes(),
+        *admin_api.routes(),
         *metrics.routes(),
         *ui.routes(),
     ]

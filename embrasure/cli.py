@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from . import cli_graph, cli_ingest, cli_tokens, logs
+from . import cli_admin, cli_graph, cli_ingest, cli_tokens, logs
 from .cli_options import fail, load_settings, setting_options
 from .errors import EmbrasureError
 from .settings import Settings, markdown_table
@@ -227,7 +227,7 @@ def upgrade(**flags: Any) -> None:
     click.echo(f"{redact(settings.db)}: schema is up to date")
 
 
-for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS:
+for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS + cli_admin.COMMANDS:
     main.add_command(command)
 
 

@@ -96,8 +96,11 @@ class Client(abc.ABC):
     def get(self, path: str, params: Params | None = None) -> Any:
         return self._json(self.request("GET", path, params=params))
 
-    def post(self, path: str, params: Params | None = None) -> Any:
-        return self._json(self.request("POST", path, params=params))
+    def post(self, path: str, params: Params | None = None, content: bytes | None = None) -> Any:
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        return self._json(
+            self.request("POST", path, params=params, content=content, headers=headers)
+        )
 
     def _json(self, reply: Reply) -> Any:
         if reply.status >= 400:

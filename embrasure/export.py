@@ -22,7 +22,7 @@ import orjson
 from starlette.concurrency import run_in_threadpool
 
 from .model import DatasetId, JobId
-from .query import Graph, _column_order, column_edge_json, column_edges_of
+from .query import Graph, MergedEdge, _column_order, column_edge_json, column_edges_of
 from .store import Store
 from .store.base import GraphReader
 from .views import Identities, dataset_view, job_view, node_id, run_view
@@ -55,8 +55,12 @@ def export_chunks(reader: GraphReader) -> Iterator[bytes]:
     assert isinstance(ids, Identities)  # the served graph's (no asOf)
     identities = [DatasetId(r[0], r[1]) for r in reader.rows("datasets")]
     canonical = ids.canonical(identities)
-    nodes = sorted(set(canonical.values()))
-    jobs = sorted(JobId(r[0], r[1]) for r in reader.rows("jobs"))
+    # What admins hid is left out, with every edge and run through it (hidden.py).
+    hidden: set[DatasetId | JobId] = set(graph.hidden.datasets_hidden(canonical.values()))
+    hidden |= {j for r in reader.rows("jobs") if graph.hidden.job(j := JobId(r[0], r[1]))}
+    nodes = sorted(n for n in set(canonical.values()) if n not in hidden)
+    jobs = sorted(j for r in reader.rows("jobs") if (j := JobId(r[0], r[1])) not in hidden)
+    runs = (r for r in reader.rows("runs") if JobId(r[1], r[2]) not in hidden)
 
     # Top-level keys in sorted order, as OPT_SORT_KEYS writes them.
     yield b'{"column_edges":['
@@ -64,11 +68,11 @@ def export_chunks(reader: GraphReader) -> Iterator[bytes]:
     yield b'],"datasets":['
     yield from _pieces(dataset_view(reader, ids, n) for n in nodes)
     yield b'],"edges":['
-    yield from _pieces(_edges(graph, nodes, jobs))
+    yield from _pieces(_edges(graph, nodes, jobs, hidden))
     yield b'],"jobs":['
     yield from _pieces(_job_view(reader, j) for j in jobs)
     yield b'],"runs":['
-    yield from _pieces(run_view(reader, row) for row in reader.rows("runs"))
+    yield from _pieces(run_view(reader, row) for row in runs)
     yield b"]}"
 
 
@@ -85,26 +89,31 @@ def _column_edges(graph: Graph, reader: GraphReader) -> Iterator[dict[str, Any]]
     canonical = graph.ids.canonical({DatasetId(ns, name) for ns, name, _ in sources})
     fields = sorted({(canonical[DatasetId(ns, name)], f) for ns, name, f in sources})
     for chunk in _chunked(fields):
-        found = column_edges_of(reader, graph.ids, chunk, "src")
+        found = column_edges_of(graph, chunk, "src")
         for edge, span in sorted(found, key=lambda e: _column_order(e[0].key)):
             yield column_edge_json(graph, edge, span)
 
 
-def _edges(graph: Graph, nodes: list[DatasetId], jobs: list[JobId]) -> Iterator[dict[str, Any]]:
+def _edges(
+    graph: Graph, nodes: list[DatasetId], jobs: list[JobId], hidden: set[DatasetId | JobId]
+) -> Iterator[dict[str, Any]]:
     """Dataset edges in (source id, target id, static) order. Every 'dataset:' id sorts
     before every 'job:' and 'service:' one, so the edges into jobs come first, by dataset,
     then the edges out of jobs, by job."""
     by_id = sorted(nodes, key=lambda n: node_id("dataset", n.namespace, n.name))
     for chunk in _chunked(by_id):
-        yield from _sorted_json(graph, graph.edges_of_datasets(chunk, "in"))
+        yield from _sorted_json(graph, graph.edges_of_datasets(chunk, "in"), hidden)
     kinds = graph.job_types(jobs)
     by_id_jobs = sorted(jobs, key=lambda j: node_id(kinds[j], j.namespace, j.name))
     for jobs_chunk in _chunked(by_id_jobs):
-        yield from _sorted_json(graph, graph.edges_of_jobs(jobs_chunk, "out"))
+        yield from _sorted_json(graph, graph.edges_of_jobs(jobs_chunk, "out"), hidden)
 
 
-def _sorted_json(graph: Graph, edges: list[Any]) -> list[dict[str, Any]]:
-    return sorted(graph.edge_json(edges), key=lambda e: (e["source"], e["target"], e["static"]))
+def _sorted_json(
+    graph: Graph, edges: list[MergedEdge], hidden: set[DatasetId | JobId]
+) -> list[dict[str, Any]]:
+    shown = [e for e in edges if e.job not in hidden and e.dataset not in hidden]
+    return sorted(graph.edge_json(shown), key=lambda e: (e["source"], e["target"], e["static"]))
 
 
 def export_bytes(reader: GraphReader) -> bytes:

@@ -125,7 +125,7 @@ def _field_walk(
     frontier = sorted(paths)
     for distance in range(1, depth + 1):
         nxt: list[tuple[DatasetId, str]] = []
-        edges = column_edges_of(graph.reader, graph.ids, frontier, "src")
+        edges = column_edges_of(graph, frontier, "src")
         # Every job of this hop's edges in two queries, not two per job (bench/query.py).
         graph.job_types(e.job for e, _span in edges if e.job is not None)
         for edge, _span in sorted(edges, key=lambda e: _edge_order(e[0])):

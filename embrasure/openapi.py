@@ -271,6 +271,7 @@ def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict
             {"name": "deliveries", "description": "Receipts, outcomes and quarantine."},
             {"name": "graph", "description": "Lineage, column lineage, impact, export."},
             {"name": "entities", "description": "Runs, datasets, jobs, search, raw events."},
+            {"name": "admin", "description": "Hide and unhide datasets, jobs, namespaces."},
             {"name": "service", "description": "Health and this documentation."},
         ],
         "paths": dict(sorted(paths.items())),

@@ -381,5 +381,55 @@ def _entities() -> dict[str, dict[str, Operation]]:
     }
 
 
+def _admin() -> dict[str, dict[str, Operation]]:
+    def decide(action: str, summary: str, description: str, not_found: str) -> Operation:
+        responses = {
+            "202": json_body("AdminReceipt", "Stored in the log; applied once projected."),
+            "400": problem("The body is not an AdminRequest."),
+            "503": problem("The log cannot commit now; nothing was stored.", retry_after=True),
+        }
+        if not_found:
+            responses["404"] = problem(not_found)
+        return operation(
+            action,
+            "admin",
+            summary,
+            description,
+            [],
+            responses,
+            request_body={"required": True, "content": {JSON: {"schema": ref("AdminRequest")}}},
+        )
+
+    return {
+        "/api/v1/admin/hide": {
+            "post": decide(
+                "hide",
+                "Hide a dataset, job or namespace",
+                "Recorded in the delivery log as an administrative entry, so reprojection "
+                "keeps it. A hidden node is left out of listings, search, lineage, impact "
+                "and the export, and walks do not pass through it; its events are still "
+                "projected.",
+                "Nothing of that name is known.",
+            )
+        },
+        "/api/v1/admin/unhide": {
+            "post": decide(
+                "unhide",
+                "Show a hidden dataset, job or namespace again",
+                "A dataset hidden under any identity of its node is shown again.",
+                "",
+            )
+        },
+        "/api/v1/admin/hidden": read(
+            "listHidden",
+            "admin",
+            "What is hidden",
+            "Who hid what, when and why; by type, namespace and name.",
+            [limit(100), CURSOR],
+            "HiddenList",
+        ),
+    }
+
+
 def read_paths() -> dict[str, dict[str, Operation]]:
-    return _deliveries() | _graph() | _entities()
+    return _deliveries() | _graph() | _entities() | _admin()

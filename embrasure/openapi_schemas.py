@@ -467,6 +467,55 @@ def _problem() -> Schema:
     return schema
 
 
+def _admin() -> dict[str, Schema]:
+    kind = enum(("dataset", "job", "namespace"))
+    name = nullable(string("The dataset's or job's name; null for a namespace."))
+    return {
+        "AdminRequest": obj(
+            "What to hide or show again.",
+            {"type": kind, "namespace": string(minLength=1)},
+            {
+                "name": string("Required for a dataset or a job; left out for a namespace."),
+                "reason": string("Why, for whoever reads the hidden list.", maxLength=1000),
+            },
+        ),
+        "AdminReceipt": obj(
+            "The administrative entries stored in the log (more than one when a dataset's "
+            "node was hidden under several identities).",
+            {
+                "action": enum(("hide", "unhide")),
+                "state": enum(("accepted",)),
+                "entries": array(
+                    obj(
+                        "One entry.",
+                        {
+                            "type": kind,
+                            "namespace": string(),
+                            "name": name,
+                            "delivery_id": string("Its delivery: poll it to see it projected."),
+                        },
+                    )
+                ),
+            },
+        ),
+        "HiddenList": page(
+            "hidden",
+            obj(
+                "A hidden entity.",
+                {
+                    "type": kind,
+                    "namespace": string(),
+                    "name": name,
+                    "hidden_at": time(),
+                    "by": nullable(string("The admin's token, name (id); null with auth off.")),
+                    "reason": nullable(string()),
+                },
+            ),
+            "What is hidden.",
+        ),
+    }
+
+
 def component_schemas() -> dict[str, Schema]:
     return {
         "Problem": _problem(),
@@ -474,6 +523,7 @@ def component_schemas() -> dict[str, Schema]:
         **_ingest(),
         **_graph(),
         **_entities(),
+        **_admin(),
         "Health": obj("The process is up.", {"status": enum(("ok",))}),
         "Ready": obj(
             "The store is reachable and ingest is not refused for overload (DESIGN §2).",

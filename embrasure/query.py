@@ -10,9 +10,11 @@ Walks are breadth-first, one store query per frontier, reading only the directio
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from .hidden import Hidden
 from .model import DatasetId, JobId
 from .projector import graph_rows
 from .projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
@@ -84,6 +86,11 @@ class Graph:
         self.reader = reader
         self.ids: Resolver = Identities(reader)
         self._kinds: dict[JobId, str] = {}
+
+    @functools.cached_property
+    def hidden(self) -> Hidden:
+        """What admins hid, resolved by this graph's identities (now, or as of then)."""
+        return Hidden(self.reader, self.ids)
 
     def job_type(self, job: JobId) -> str:
         kind = self._kinds.get(job)
@@ -276,6 +283,9 @@ def step(
     datasets = [n for n in frontier if isinstance(n, DatasetId)]
     jobs = [n for n in frontier if isinstance(n, JobId)]
     found = graph.hops(datasets, jobs, walk)
+    if graph.hidden:  # a walk does not pass through a hidden node
+        hidden = graph.hidden.nodes_hidden({n for _, n in found})
+        found = [(hop, n) for hop, n in found if n not in hidden]
     if states is None:
         return found
     edges = graph.complete(hop for hop, _ in found)
@@ -300,10 +310,12 @@ def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
 
 
 def column_edges_of(
-    reader: GraphReader, ids: Resolver, fields: list[tuple[DatasetId, str]], side: str
+    graph: Graph, fields: list[tuple[DatasetId, str]], side: str
 ) -> list[tuple[ColumnEdge, EdgeSpan]]:
     """Column edges whose ``side`` ("src" or "tgt") is one of ``fields``, resolved to
-    canonical nodes and merged (a declared edge wins over a SQL-derived one)."""
+    canonical nodes and merged (a declared edge wins over a SQL-derived one); none
+    through a hidden dataset or job."""
+    reader, ids = graph.reader, graph.ids
     members = ids.members({d for d, _ in fields})
     keys = [(m.namespace, m.name, f) for d, f in fields for m in members[d]]
     rows = reader.rows("column_edges", (f"{side}_ns", f"{side}_name", f"{side}_field"), keys)
@@ -322,6 +334,11 @@ def column_edges_of(
             span.add(old[1].first)
             span.add(old[1].last)
         merged[edge.key] = (edge, span)
+    if graph.hidden:
+        hidden = graph.hidden.nodes_hidden(
+            {n for e in merged for n in (e.source, e.target, e.job) if n is not None}
+        )
+        return [m for k, m in merged.items() if not {k.source, k.target, k.job} & hidden]
     return list(merged.values())
 
 
@@ -334,8 +351,8 @@ def column_lineage(
     kinds: set[str],
     limit: int = 500,
 ) -> dict[str, Any]:
-    ids = Identities(reader)
-    root = ids.canonical([root])[root]
+    graph = Graph(reader)
+    root = graph.ids.canonical([root])[root]
     start = (root, field)
     nodes: dict[tuple[DatasetId, str], int] = {start: 0}
     truncated = False
@@ -346,7 +363,7 @@ def column_lineage(
         for distance in range(1, depth + 1):
             side = "tgt" if walk == "upstream" else "src"
             nxt: list[tuple[DatasetId, str]] = []
-            for edge, span in column_edges_of(reader, ids, frontier, side):
+            for edge, span in column_edges_of(graph, frontier, side):
                 if edge.kind not in kinds:
                     continue
                 other = (
@@ -365,7 +382,6 @@ def column_lineage(
             frontier = nxt
             if not frontier:
                 break
-    graph = Graph(reader)
     return {
         "root": dataset_node(root, field)["id"],
         "nodes": [dataset_node(d, f) for d, f in sorted(nodes)],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .hidden import Hidden
 from .model import DatasetId, JobId
 from .store.base import GraphReader
 from .views import Identities, dataset_node, job_kind, job_node
@@ -23,16 +24,25 @@ def search(reader: GraphReader, q: str, offset: int, limit: int) -> list[dict[st
     """The results ``offset`` to ``offset + limit`` (one more when there are more)."""
     wanted = offset + limit + 1
     ids = Identities(reader)
+    hidden = Hidden(reader, ids)
     results: dict[str, dict[str, Any]] = {}
     fetch = wanted
     while True:
         rows = reader.search(q, fetch)
         canonical = ids.canonical(DatasetId(r[1], r[2]) for r in rows if r[0] != "job")
+        gone = hidden.datasets_hidden(canonical.values())
         results.clear()
         for kind, ns, name, field, rank in rows:
+            if (
+                hidden.job(JobId(ns, name))
+                if kind == "job"
+                else canonical[DatasetId(ns, name)] in gone
+            ):
+                continue
             result = _result(reader, canonical, kind, ns, name, field, rank)
             results.setdefault(result["node"]["id"], result)
-        # Aliases of one node collapse into one result: fetch more until enough remain.
+        # Aliases of one node collapse into one result, hidden nodes are left out: fetch
+        # more until enough remain.
         if len(results) >= wanted or len(rows) < fetch:
             break
         fetch *= 2

@@ -351,6 +351,11 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     assert events["next_cursor"]
     export = call("GET", "/api/v1/export")
     assert all(export[k] for k in export)
+    hide = {"type": "dataset", "namespace": ORDERS[0], "name": ORDERS[1], "reason": "test"}
+    assert call("POST", "/api/v1/admin/hide", 202, hide)["entries"]
+    api.project()
+    assert call("GET", "/api/v1/admin/hidden")["hidden"][0]["reason"] == "test"
+    call("POST", "/api/v1/admin/unhide", 202, {"type": "namespace", "namespace": "bi"})
     call("GET", "/healthz")
     call("GET", "/readyz")
     call("GET", "/openapi.json")

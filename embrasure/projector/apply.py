@@ -19,16 +19,17 @@ import orjson
 
 from ..model import DatasetId, EventFacts, Quarantined
 from ..store.base import LogEntry, ProjectionTx
-from . import graph_rows
+from . import admin, graph_rows
 from .graph_rows import Contributions, time_key
 from .pipeline import project_event
 from .symlinks import Link, resolve_group
+from .validate import Invalid
 
 
 def split_items(entry: LogEntry) -> list[Any]:
     """The delivery's items, parsed (the receiver already checked the bytes)."""
     doc = orjson.loads(entry.body)
-    if entry.route == "single":
+    if entry.route in ("single", admin.ROUTE):
         return [doc]
     items = doc["events"] if isinstance(doc, dict) else doc
     return list(items)
@@ -41,14 +42,19 @@ class Prepared:
     entries: Sequence[LogEntry]
     items: list[tuple[Any, ...]]  # one outcome row per item (graph_schema "items")
     changes: Contributions
+    hidden: list[tuple[Any, ...]]  # admin entries' rows, the latest per entity
 
 
 def prepare(entries: Sequence[LogEntry]) -> Prepared:
     """Validate every item and fold the valid events (pure: no store, no lock)."""
     facts: list[tuple[EventFacts, int, int]] = []
     items: list[tuple[Any, ...]] = []
+    hidden: list[tuple[Any, ...]] = []
     seen: set[str] = set()
     for entry in entries:
+        if entry.route == admin.ROUTE:
+            items.append(_admin(entry, hidden))
+            continue
         rejected = {r.index: r for r in entry.rejections}
         for idx, item in enumerate(split_items(entry)):
             if idx in rejected:
@@ -60,7 +66,18 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
                 seen.add(result.event_id)
                 facts.append((result, entry.seq, idx))
             items.append(item_row(entry.seq, idx, result))
-    return Prepared(entries, items, graph_rows.contributions(facts))
+    return Prepared(entries, items, graph_rows.contributions(facts), admin.latest(hidden))
+
+
+def _admin(entry: LogEntry, hidden: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """An administrative entry's outcome row; its hidden row goes to ``hidden``."""
+    try:
+        parsed = admin.AdminEntry.parse(orjson.loads(entry.body))
+    except (Invalid, orjson.JSONDecodeError) as exc:
+        reason = exc.reason if isinstance(exc, Invalid) else f"not JSON: {exc}"
+        return (entry.seq, 0, admin.ROUTE, "quarantined", reason, 0, "[]", None)
+    hidden.append(parsed.row(entry.seq))
+    return (entry.seq, 0, admin.ROUTE, "projected", None, 0, "[]", None)
 
 
 def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> tuple[Any, ...]:
@@ -92,6 +109,7 @@ def commit(tx: ProjectionTx, prepared: Prepared) -> None:
     """Apply prepared deliveries inside ``tx`` and record the new position (the caller
     commits the transaction)."""
     edges_by_seq = _apply_changes(tx, prepared.changes)
+    tx.merge("hidden", prepared.hidden)
     tx.save("items", prepared.items)
     counts: dict[int, list[int]] = {}
     for seq, _idx, _kind, outcome, *_ in prepared.items:

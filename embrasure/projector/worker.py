@@ -26,6 +26,7 @@ from ..errors import Problem, StoreConflict, StoreUnavailable
 from ..model import Quarantined
 from ..store.base import LogEntry, ProjectionTx, Store
 from ..store.graph_schema import GRAPH_VERSION
+from . import admin
 from .apply import apply, apply_events, commit, item_row, prepare, split_items
 from .pipeline import project_event
 
@@ -62,6 +63,14 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
                 "not-found",
                 "No such item",
                 f"Delivery {delivery_id} has items 0 to {item_count - 1}.",
+            )
+        if route == admin.ROUTE:
+            raise Problem(
+                409,
+                "not-replayable",
+                "Item cannot be replayed",
+                "An administrative entry (hide or unhide) is not replayed: hide or unhide "
+                "again instead.",
             )
         if any(r[0] == index for r in orjson.loads(rejections)):
             raise Problem(

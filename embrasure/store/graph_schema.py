@@ -21,7 +21,24 @@ import re
 # 6: edges keep their latest run, and are indexed by direction; 7: field_names
 GRAPH_VERSION = 7
 
-GRAPH_TABLES = """
+# Admin hide / unhide (DESIGN §5), from the log's administrative entries: the latest entry
+# for an entity (by log position) decides. Added to existing generations by migration 4.
+HIDDEN_TABLE = """
+CREATE TABLE IF NOT EXISTS {g}hidden (
+    kind TEXT NOT NULL,                    -- dataset / job / namespace
+    ns TEXT NOT NULL,
+    name TEXT NOT NULL,                    -- '' for a namespace
+    hidden INTEGER NOT NULL,               -- 1 hidden, 0 shown again
+    seq {bigint} NOT NULL,                 -- the deciding entry's log position
+    at TEXT NOT NULL,                      -- when the admin asked (RFC 3339 UTC)
+    by_token TEXT,                         -- the admin's token ("name (id)"), none: auth off
+    reason TEXT,
+    PRIMARY KEY (kind, ns, name)
+){without_rowid}
+"""
+
+GRAPH_TABLES = (
+    """
 CREATE TABLE {g}position (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq {bigint} NOT NULL                  -- the last delivery projected
@@ -186,8 +203,10 @@ CREATE TABLE {g}column_edges (
     PRIMARY KEY (tgt_ns, tgt_name, tgt_field, src_ns, src_name, src_field,
                  job_ns, job_name, derived)
 ){without_rowid};
-CREATE INDEX {g}column_edges_src ON {g}column_edges (src_ns, src_name, src_field)
+CREATE INDEX {g}column_edges_src ON {g}column_edges (src_ns, src_name, src_field);
 """
+    + HIDDEN_TABLE
+)
 
 
 TABLES = (
@@ -210,6 +229,7 @@ TABLES = (
     "facet_history",
     "facet_values",
     "column_edges",
+    "hidden",
 )
 
 
@@ -343,6 +363,7 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "last_text",
         ),
     ),
+    "hidden": (("kind", "ns", "name"), ("hidden", "seq", "at", "by_token", "reason")),
 }
 
 
@@ -437,6 +458,8 @@ MERGES: dict[str, dict[str, str]] = {
             "deleted_json",
         ),
     },
+    # projector/admin.py: the latest administrative entry in the log decides.
+    "hidden": _later(("hidden", "seq", "at", "by_token", "reason"), ("seq",)),
     # column_lineage.merge_edges (derived is part of the key).
     "column_edges": {
         "kind": f"CASE WHEN {_MAPPING} THEN 'mapping' ELSE 'indirect' END",

@@ -72,6 +72,9 @@ class Migration:
     version: int
     name: str
     sql: str
+    # Graph tables added to the served generation, ``{g}`` its prefix: a new table the
+    # next generations get from graph_schema.GRAPH_TABLES, so no reprojection is needed.
+    served_generation: str = ""
 
     def statements(self, dialect: str) -> list[str]:
         return render(self.sql, dialect)
@@ -145,6 +148,17 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        4,
+        "admin hide and unhide",
+        "",
+        # Empty in every existing graph: no log before this version holds an admin entry.
+        # (A new database has it already: migration 2 creates the current graph tables.)
+        served_generation=graph_schema.HIDDEN_TABLE,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 SCHEMA_TABLE = """
@@ -191,6 +205,11 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
     for migration in pending(current):
         for statement in migration.statements(dialect):
             execute(statement, ())
+        if migration.served_generation:
+            row = execute("SELECT generation FROM graph_meta", ())
+            prefix = graph_schema.prefix(int(row.fetchone()[0]))  # type: ignore[attr-defined]
+            for statement in render(migration.served_generation, dialect, g=prefix):
+                execute(statement, ())
         execute(  # shared SQL: a PostgreSQL connection translates the placeholders
             "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)",
             (migration.version, migration.name, now),

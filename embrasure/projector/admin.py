@@ -1,0 +1,100 @@
+"""Administrative log entries: hide or unhide a dataset, job or namespace (DESIGN §5).
+
+An admin's request is appended to the delivery log like a producer's delivery — route
+``admin``, one item, provider_key ``embrasure-admin`` — so the graph stays a function of
+the log and ``reproject`` keeps what admins decided. Producers cannot write one: the
+ingest routes store only the routes ``single`` and ``batch``.
+
+Hiding is not deleting: the entity's events are still projected, and its node, edges and
+runs are kept, only left out of what the read API serves (embrasure/hidden.py). The
+latest entry for an entity, by log position, decides. Each hidden row keeps the position
+of the entry that set it, and a merge takes the later one (graph_schema.MERGES), so
+projectors committing out of log order (PostgreSQL) reach the same table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from .validate import Invalid
+
+ROUTE = "admin"
+PROVIDER_KEY = "embrasure-admin"
+KINDS = ("dataset", "job", "namespace")
+ACTIONS = ("hide", "unhide")
+MAX_REASON = 1000  # characters
+
+
+@dataclasses.dataclass(frozen=True)
+class AdminEntry:
+    """One hide or unhide, as stored in the log (``to_json``) and read back (``parse``)."""
+
+    action: str  # hide / unhide
+    kind: str  # dataset / job / namespace
+    namespace: str
+    name: str  # '' for a namespace
+    at: str  # when the admin asked: RFC 3339 UTC
+    by: str | None  # the admin's token, "name (id)"; None while auth is off
+    reason: str | None = None
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(dataclasses.asdict(self), option=orjson.OPT_SORT_KEYS)
+
+    @classmethod
+    def parse(cls, doc: Any) -> AdminEntry:
+        """The entry, or Invalid naming what is wrong with it."""
+        if not isinstance(doc, dict):
+            raise Invalid("an admin entry is a JSON object")
+        entry = cls(
+            action=_one_of(doc, "action", ACTIONS),
+            kind=_one_of(doc, "kind", KINDS),
+            namespace=_text(doc, "namespace"),
+            name=_text(doc, "name", empty=True),
+            at=_text(doc, "at"),
+            by=_optional(doc, "by"),
+            reason=_optional(doc, "reason"),
+        )
+        if (entry.kind == "namespace") != (entry.name == ""):
+            raise Invalid("a namespace entry has an empty name; a dataset or job entry a name")
+        if entry.reason is not None and len(entry.reason) > MAX_REASON:
+            raise Invalid(f"reason is longer than {MAX_REASON} characters")
+        return entry
+
+    def row(self, seq: int) -> tuple[Any, ...]:
+        """Its graph_schema ``hidden`` row, decided at log position ``seq``."""
+        hidden = int(self.action == "hide")
+        return (self.kind, self.namespace, self.name, hidden, seq, self.at, self.by, self.reason)
+
+
+def latest(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """One row per entity, the latest in the log: a batch's rows, ready to merge."""
+    best: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for row in rows:
+        key = row[:3]
+        if key not in best or row[4] > best[key][4]:
+            best[key] = row
+    return [best[k] for k in sorted(best)]
+
+
+def _one_of(doc: dict[str, Any], key: str, allowed: tuple[str, ...]) -> str:
+    value = doc.get(key)
+    if value not in allowed:
+        raise Invalid(f"{key} must be one of {', '.join(allowed)}; got {value!r}")
+    return str(value)
+
+
+def _text(doc: dict[str, Any], key: str, empty: bool = False) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or (not value and not empty):
+        raise Invalid(f"{key} must be a {'' if empty else 'non-empty '}string")
+    return value
+
+
+def _optional(doc: dict[str, Any], key: str) -> str | None:
+    value = doc.get(key)
+    if value is not None and not isinstance(value, str):
+        raise Invalid(f"{key} must be a string or null")
+    return value
