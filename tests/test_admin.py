@@ -30,10 +30,14 @@ from test_graph_api import (
     input_field,
     job_id,
     node_ids,
+    platform,
     run_id,
 )
 
 from embrasure.projector.worker import reproject
+from embrasure.store import migrations, open_store
+
+from conftest import run_sql
 
 
 class Admin(Api):
@@ -247,6 +251,31 @@ def test_the_cli_hides_lists_and_unhides(admin: Admin, db_url: str) -> None:
         "unhide", "--type", "job", "--namespace", "spark", "--name", "daily"
     )
     assert ("spark", "daily") in admin.names("/api/v1/jobs", "jobs")
+
+
+def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> None:
+    """Migration 4 adds the hidden table to the served graph; 5 backfills the log's
+    running totals (sql.record_totals), so the backlog of an older log is right."""
+    api = Admin(client)
+    api.ingest(*platform())  # projected
+    api.post(*export_events())  # pending
+    api.post(export_events()[0], 7)  # one pending item, one rejected on receipt
+    run_sql(db_url, "DROP TABLE g1_hidden")
+    run_sql(db_url, "DROP TABLE delivery_totals")
+    run_sql(db_url, "DELETE FROM embrasure_schema WHERE version > 3")
+    store = open_store(db_url, upgrade=True)
+    try:
+        assert store.schema_version() == migrations.LATEST  # type: ignore[attr-defined]
+        with store.reader() as reader:
+            assert reader.rows("hidden") == []
+            pending, items, oldest, rejected = reader.backlog()
+        assert (pending, items, rejected) == (2, len(export_events()) + 1, 0)
+        assert oldest is not None
+    finally:
+        store.close()
+    api.hide("job", "spark", "daily")  # the upgraded database is served as usual
+    with api.store.reader() as reader:
+        assert reader.backlog()[:2] == (0, 0)
 
 
 def test_dbt_column_edges_come_back_when_the_job_is_shown(admin: Admin) -> None:

@@ -127,6 +127,7 @@ class PostgresStore(Store):
                 )
                 results, rows = sql.plan_append(conn, drafts, self._ids.new)
                 conn.executemany(sql.INSERT_DELIVERY, rows)
+                sql.record_totals(conn)
         except StoreUnavailable:
             raise
         except StoreError as exc:

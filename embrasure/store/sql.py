@@ -30,6 +30,8 @@ MAX_PARAMS = 900
 class Connection(Protocol):
     def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
 
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
 
 # -- keyed rows of any table ------------------------------------------------------------
 
@@ -215,6 +217,27 @@ INSERT_DELIVERY = (
     " body_sha256, received_at, route, body, item_count, invalid_item_count,"
     " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def record_totals(conn: Connection) -> None:
+    """Inside the append transaction, after the inserts (the log's lock held): the
+    running totals of the deliveries appended since the last totals row."""
+    last = conn.execute(
+        "SELECT seq, items, pending, rejected FROM delivery_totals ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    after, items, pending, rejected = (0, 0, 0, 0) if last is None else tuple(last)
+    rows = []
+    for seq, item_count, invalid in conn.execute(
+        "SELECT seq, item_count, invalid_item_count FROM deliveries WHERE seq > ? ORDER BY seq",
+        (after,),
+    ):
+        items += item_count - invalid
+        pending += item_count > invalid
+        rejected += item_count <= invalid
+        rows.append((seq, items, pending, rejected))
+    conn.executemany(
+        "INSERT INTO delivery_totals (seq, items, pending, rejected) VALUES (?, ?, ?, ?)", rows
+    )
 
 
 def plan_append(

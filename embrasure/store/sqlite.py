@@ -82,6 +82,7 @@ class SQLiteStore(Store):
             conn.execute("BEGIN IMMEDIATE")
             results, rows = sql.plan_append(conn, drafts, self._ids.new)
             conn.executemany(sql.INSERT_DELIVERY, rows)
+            sql.record_totals(conn)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:

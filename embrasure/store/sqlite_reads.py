@@ -132,17 +132,23 @@ class SQLiteReader(GraphReader):
         return [tuple(r) for r in self.conn.execute(sql)]
 
     def backlog(self) -> tuple[int, int, str | None, int]:
-        # The log past the position, from the deliveries_backlog index: a range of it, no
-        # body read. A delivery with every item rejected on receipt has none pending.
-        # CASE, not SUM(boolean): PostgreSQL runs this text too (postgres_reads.py).
-        pending = "CASE WHEN item_count > invalid_item_count THEN 1 ELSE 0 END"
+        # Two rows of the running totals (sql.record_totals), and the first delivery past
+        # the position with an item to project, from the deliveries_backlog index: no
+        # scan of the backlog, however long it is.
+        position = f"(SELECT seq FROM {self.g}position)"
         row = self.conn.execute(
-            f"SELECT COALESCE(SUM({pending}), 0), COALESCE(SUM(item_count - invalid_item_count),"
-            f" 0), MIN(CASE WHEN item_count > invalid_item_count THEN received_at END),"
-            f" COALESCE(SUM(1 - {pending}), 0)"
-            f" FROM deliveries WHERE seq > (SELECT seq FROM {self.g}position)"
+            "SELECT t.items - COALESCE(p.items, 0), t.pending - COALESCE(p.pending, 0),"
+            " t.rejected - COALESCE(p.rejected, 0)"
+            " FROM (SELECT items, pending, rejected FROM delivery_totals"
+            " ORDER BY seq DESC LIMIT 1) AS t"
+            f" LEFT JOIN delivery_totals p ON p.seq = {position}"
         ).fetchone()
-        return int(row[0]), int(row[1]), row[2], int(row[3])
+        oldest = self.conn.execute(
+            f"SELECT received_at FROM deliveries WHERE seq > {position}"
+            " AND item_count > invalid_item_count ORDER BY seq LIMIT 1"
+        ).fetchone()
+        items, pending, rejected = (0, 0, 0) if row is None else (int(v) for v in row)
+        return pending, items, None if oldest is None else oldest[0], rejected
 
     def recent_run_ids(self, limit: int) -> list[str]:
         # Walks the eventTime index backwards, so it reads about ``limit`` rows.
