@@ -95,7 +95,7 @@ class AdminApi:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, 1000)
             after = decode_cursor(request)
-            found = Hidden(reader, Identities(reader)).entries()
+            found = Hidden.of(reader).entries()
             if after is not None:
                 found = [e for e in found if _order(e) > tuple(after)]
             more = len(found) > limit

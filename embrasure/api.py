@@ -251,7 +251,7 @@ class ReadApi:
             rows = reader.rows("runs", ("run_id",), [(run_id,)])
             if not rows:
                 raise not_found(f"No run {run_id!r} is known.")
-            _shown(Hidden(reader, Identities(reader)), JobId(rows[0][1], rows[0][2]))
+            _shown(Hidden.of(reader), JobId(rows[0][1], rows[0][2]))
             return run_view(reader, rows[0])
 
         return await self._answer(work)
@@ -264,7 +264,7 @@ class ReadApi:
             before = decode_cursor(request)
             if kind == "dataset":
                 return _writer_runs(reader, DatasetId(namespace, name), before, limit)
-            _shown(Hidden(reader, Identities(reader)), JobId(namespace, name))
+            _shown(Hidden.of(reader), JobId(namespace, name))
             rows = reader.runs_of_job(
                 (namespace, name), tuple(before) if before else None, limit + 1
             )
@@ -285,8 +285,7 @@ class ReadApi:
             namespace = request.query_params.get("namespace")
             name = request.query_params.get("name")
             if namespace is not None and name is not None:
-                node = _known_dataset(reader, ids, DatasetId(namespace, name))
-                _shown(hidden, node)
+                node = _shown_dataset(reader, ids, hidden, DatasetId(namespace, name))
                 return {"datasets": [dataset_view(reader, ids, node)], "next_cursor": None}
             return self._page(
                 reader,
@@ -301,13 +300,11 @@ class ReadApi:
 
     async def list_jobs(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            hidden = Hidden(reader, Identities(reader))
+            hidden = Hidden.of(reader)
             namespace = request.query_params.get("namespace")
             name = request.query_params.get("name")
             if namespace is not None and name is not None:
-                if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
-                    raise not_found(f"No job {namespace} {name} is known.")
-                _shown(hidden, JobId(namespace, name))
+                _shown_job(reader, hidden, JobId(namespace, name))
                 return {"jobs": [job_view(reader, JobId(namespace, name))], "next_cursor": None}
             return self._page(
                 reader,
@@ -365,12 +362,10 @@ class ReadApi:
             root: DatasetId | JobId
             if kind == "dataset":
                 root = DatasetId(namespace, name)
-                _shown(graph.hidden, _known_dataset(reader, Identities(reader), root))
+                _shown_dataset(reader, Identities(reader), graph.hidden, root)
             else:
                 root = JobId(namespace, name)
-                if not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
-                    raise not_found(f"No {kind} {namespace} {name} is known.")
-                _shown(graph.hidden, root)
+                _shown_job(reader, graph.hidden, root, kind)
             return query.lineage(graph, root, direction, depth, states, limit)
 
         return await self._answer(work)
@@ -386,7 +381,7 @@ class ReadApi:
                 raise bad("kinds is a comma-separated list of mapping, indirect")
             root = DatasetId(namespace, name)
             ids = Identities(reader)
-            _shown(Hidden(reader, ids), _known_dataset(reader, ids, root))
+            _shown_dataset(reader, ids, Hidden(reader, ids), root)
             return query.column_lineage(reader, root, field, direction, depth, kinds, limit)
 
         return await self._answer(work)
@@ -399,7 +394,7 @@ class ReadApi:
             limit = integer(request, "limit", 1_000, 1, 10_000)
             root = DatasetId(namespace, name)
             ids = Identities(reader)
-            _shown(Hidden(reader, ids), _known_dataset(reader, ids, root))
+            _shown_dataset(reader, ids, Hidden(reader, ids), root)
             return impact(reader, root, field, depth, limit)
 
         return await self._answer(work)
@@ -412,7 +407,7 @@ class ReadApi:
             totals = ingest_totals(reader)
             # A run has a START and a COMPLETE, often more: ask for a few events per run.
             ids = reader.recent_run_ids(recent * 4)[:recent]
-            hidden = Hidden(reader, Identities(reader))
+            hidden = Hidden.of(reader)
             rows = {
                 r[0]: r
                 for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])
@@ -431,7 +426,7 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             after = decode_cursor(request)
-            hidden = Hidden(reader, Identities(reader)).namespaces
+            hidden = Hidden.of(reader).namespaces
             rows = [
                 r for r in reader.namespaces(after, limit + 1 + len(hidden)) if r[0] not in hidden
             ]
@@ -548,8 +543,7 @@ def _writer_runs(
     times."""
     ids = Identities(reader)
     hidden = Hidden(reader, ids)
-    node = _known_dataset(reader, ids, dataset)
-    _shown(hidden, node)
+    node = _shown_dataset(reader, ids, hidden, dataset)
     members = ids.members([node])[node]
     io = reader.rows(
         "run_io", ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
@@ -579,12 +573,23 @@ def _canonical_only(ids: Identities, row: Row) -> bool:
     return ids.canonical([identity])[identity] == identity
 
 
-def _known_dataset(reader: GraphReader, ids: Identities, dataset: DatasetId) -> DatasetId:
-    """The canonical node of a dataset named by any identity; 404 when none is known."""
+def _shown_dataset(
+    reader: GraphReader, ids: Identities, hidden: Hidden, dataset: DatasetId
+) -> DatasetId:
+    """The canonical node of a dataset named by any identity; 404 when none is known, or
+    when an admin hid it."""
     node = ids.canonical([dataset])[dataset]
     if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
         raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
+    _shown(hidden, node)
     return node
+
+
+def _shown_job(reader: GraphReader, hidden: Hidden, job: JobId, kind: str = "job") -> None:
+    """404 when the job is not known, or when an admin hid it."""
+    if not reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)]):
+        raise not_found(f"No {kind} {job.namespace} {job.name} is known.")
+    _shown(hidden, job)
 
 
 def _shown(hidden: Hidden, node: DatasetId | JobId) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from .model import DatasetId, JobId
 from .store.base import GraphReader, Row
+from .views import Identities
 
 
 class Members(Protocol):
@@ -38,6 +39,11 @@ class Hidden:
         self.namespaces = {ns for kind, ns, _ in self.rows if kind == "namespace"}
         self.datasets = {DatasetId(ns, n) for kind, ns, n in self.rows if kind == "dataset"}
         self.jobs = {JobId(ns, n) for kind, ns, n in self.rows if kind == "job"}
+
+    @classmethod
+    def of(cls, reader: GraphReader) -> Hidden:
+        """Resolved by the served graph's identities (views.Identities)."""
+        return cls(reader, Identities(reader))
 
     def __bool__(self) -> bool:
         return bool(self.rows)
