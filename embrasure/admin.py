@@ -66,7 +66,7 @@ class AdminApi:
                 self._read, lambda r: _targets(r, action, kind, namespace, name)
             )
             token = getattr(request.state, "token", None)
-            by = f"{token.name} ({token.token_id})" if token is not None else None
+            by = None if token is None else _who(token.name, token.token_id)
             at = utc_now()
             entries = [AdminEntry(action, kind, ns, n, at, by, reason) for ns, n in targets]
             receipts = await asyncio.gather(*(self.committer.append(_draft(e)) for e in entries))
@@ -204,6 +204,10 @@ def _entry_json(entry: AdminEntry, receipt: Receipt) -> dict[str, Any]:
         "name": entry.name if entry.kind != "namespace" else None,
         "delivery_id": receipt.delivery_id,
     }
+
+
+def _who(name: str, token_id: str) -> str:
+    return f"{name} ({token_id})" if name else token_id
 
 
 def _order(entry: dict[str, Any]) -> tuple[str, str, str]:

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
+from test_graph_api import Api
 
 from embrasure import auth
 from embrasure.auth import required_scope
@@ -302,3 +303,21 @@ def test_client_commands_send_the_token_to_a_server(db_path: Path) -> None:
         assert orjson.loads(allowed.stdout)["deliveries"] == []
     finally:
         server.stop()
+
+
+def test_an_admin_entry_names_the_token_that_made_it(
+    secured: TestClient, tokens: dict[str, str]
+) -> None:
+    body = orjson.dumps({"type": "namespace", "namespace": "demo"})
+    api = Api(secured)
+    api.client.headers.update(bearer(tokens["ingest"]))
+    api.post(EVENT)
+    refused = secured.post("/api/v1/admin/hide", content=body, headers=bearer(tokens["read"]))
+    assert refused.status_code == 403
+    api.project()
+    hid = secured.post("/api/v1/admin/hide", content=body, headers=bearer(tokens["admin"]))
+    assert hid.status_code == 202, hid.text
+    api.project()
+    listed = secured.get("/api/v1/admin/hidden", headers=bearer(tokens["admin"])).json()
+    token_id = tokens["admin"].split("_")[1]
+    assert [(e["namespace"], e["by"]) for e in listed["hidden"]] == [("demo", token_id)]
