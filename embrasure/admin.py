@@ -110,7 +110,13 @@ class AdminApi:
             return problem_response(problem)
         except StoreUnavailable as exc:
             return problem_response(
-                Problem(503, "store-unavailable", "Store unavailable", str(exc), retry_after=1)
+                Problem(
+                    503,
+                    "store-unavailable",
+                    "Store unavailable",
+                    str(exc),
+                    retry_after=self.retry_after,
+                )
             )
 
     def _read(self, work: Any) -> Any:
