@@ -91,9 +91,12 @@ DIALECTS: dict[str, str] = {
 # or dbt-compiled models.
 MAX_SQL_CHARS = 200_000
 
-# Distinct (query, dialect) parse results remembered per process. A result is small (table
-# and column names), the key a 16-byte digest: 1,024 entries is a few MB at most.
-CACHE_SIZE = 1024
+# Distinct (query, dialect) parse results remembered per process: as many as the
+# pipeline's per-content memo (pipeline.MEMO_SIZE, a platform's job count), since a job's
+# SQL usually repeats in every run while its dataset facets (row counts…) do not. A result
+# is small (table and column names, ~2 KB for a 10-column query), the key a 16-byte
+# digest: 4,096 entries are ~10 MB at most.
+CACHE_SIZE = 4096
 
 # Dialects whose catalogs store identifiers in lower case whatever the query's spelling:
 # Hive's metastore does, so a column written ``transactionTYPe`` is ``transactiontype``
