@@ -310,6 +310,17 @@ def test_only_outputs_without_a_facet_get_derived_lineage() -> None:
     assert [c.derived for c in facts.columns] == [None]
 
 
+def test_a_facet_dropped_for_breaking_its_schema_leaves_the_output_without() -> None:
+    broken = {"fields": [1, 2]}  # ColumnLineageDatasetFacet wants an object
+    facts = facts_of(
+        event("INSERT INTO x SELECT id FROM s", [ds("s")], [ds("x", columnLineage=broken)])
+    )
+    assert facts.warnings[0].startswith("outputs[0].facets.columnLineage dropped")
+    assert [(c.source_field, c.target_field, c.derived) for c in facts.columns] == [
+        ("id", "id", "sql")
+    ]
+
+
 # -- columns -----------------------------------------------------------------------------------
 
 
