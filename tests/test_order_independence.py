@@ -1,7 +1,8 @@
 """DESIGN §1: the graph is a function of the SET of accepted events.
 
 Hypothesis draws event sets over a small universe (so that runs, jobs, datasets, aliases
-and column edges collide often): several jobs and runs, symlinks, column lineage,
+and column edges collide often): several jobs and runs, symlinks, column lineage (declared,
+and derived from the job's SQL for the edges the same outputs declare elsewhere),
 duplicates, JobEvents, DatasetEvents, ``_deleted`` facets, unknown times, renames and
 drops. Every permutation and split into single and batch deliveries must export the same
 graph, and so must a reprojection.
@@ -43,6 +44,16 @@ TIMES = [
 ]
 TYPES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER", "WEIRD", None]
 FIELDS = ["id", "amount", "name"]
+SQL = [
+    {"query": "select 1"},
+    {"query": "select id, amount, name from db.orders"},
+    {"query": "select id, name from x"},
+    {"query": "insert into db.report select id, amount as name from db.orders"},
+    {"query": "select o.id, c.name from orders o join db.customers c on o.id = c.id"},
+    {"query": "insert into report select amount from x", "dialect": "postgres"},
+    {"query": "selec broken"},
+    {"_deleted": True},
+]
 
 
 def _time(draw: st.DrawFn, event: dict[str, Any]) -> None:
@@ -149,12 +160,13 @@ def run_event(draw: st.DrawFn) -> dict[str, Any]:
         run_facets["errorMessage"] = {"message": "boom", "programmingLanguage": "python"}
     if run_facets:
         event["run"]["facets"] = run_facets
-    if draw(st.integers(0, 3)) == 0:
-        event["job"]["facets"] = {
-            "sql": draw(
-                st.sampled_from([{"query": "select 1"}, {"query": "select 2"}, {"_deleted": True}])
-            )
-        }
+    if draw(st.booleans()):
+        # SQL that yields derived column lineage where an output has no columnLineage
+        # facet (meeting declared facts for the same edges), a query without target, and
+        # SQL that does not parse (a warning). A query reading the event's own first
+        # input makes derived edges common enough to meet declared ones.
+        own = [{"query": f'select id, amount, name from "{inputs[0]["name"]}"'}] if inputs else []
+        event["job"]["facets"] = {"sql": draw(st.sampled_from(own + own + SQL))}
     return event
 
 

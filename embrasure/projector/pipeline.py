@@ -14,7 +14,9 @@
 8. datasets     — inputs/outputs (or a DatasetEvent's dataset): identity rules, facets
                   and input/output facets checked, symlinks, version, lifecycle
 9. parent       — the parent run and job (ParentRunFacet 1-2-0, legacy parentRun)
-10. columns     — column lineage of the outputs' columnLineage facets (column_lineage.py)
+10. columns     — column lineage of the outputs' columnLineage facets (column_lineage.py),
+                  and for outputs without one, derived from the job's sql facet
+                  (sql_lineage.py, marked derived="sql")
 
 A broken rule at stages 1-6 or 8 quarantines the event with its reason; everything else
 only adds warnings. The event's facts are a function of its bytes alone, so the store's
@@ -32,7 +34,7 @@ import orjson
 from embrasure.model import ColumnFact, DatasetFacts, EventFacts, JobId, Quarantined
 
 from ..jsonguard import json_type
-from . import column_lineage, validate
+from . import column_lineage, sql_lineage, validate
 from .canonical import canonical_json, event_id
 from .times import parse_event_time
 from .validate import Invalid
@@ -176,6 +178,12 @@ def _read_declared(
     except Invalid as broken:
         return broken.reason
     columns, column_warnings = _column_facts(datasets)
+    if job is not None:
+        # DESIGN §3: an output without a columnLineage facet gets the mappings parsed
+        # from the job's SQL, marked derived; a declared fact for the same edge wins.
+        derived, derived_warnings = sql_lineage.derive(job_facets, datasets)
+        columns += derived
+        column_warnings += derived_warnings
     return Declared(
         key, job_facets, job_warnings, datasets, dataset_warnings, columns, column_warnings
     )
