@@ -18,8 +18,10 @@ import re
 
 # 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields;
 # 5: what each event named (events.io_key, io_sets) and when links were first seen;
-# 6: edges keep their latest run, and are indexed by direction; 7: field_names
-GRAPH_VERSION = 7
+# 6: edges keep their latest run, and are indexed by direction; 7: field_names;
+# 8: column lineage derived from the job's SQL (projector/sql_lineage.py) — a rule that
+# changes what old events project to, so an older graph is rebuilt from the log
+GRAPH_VERSION = 8
 
 # Admin hide / unhide (DESIGN §5), from the log's administrative entries: the latest entry
 # for an entity (by log position) decides. Added to existing generations by migration 4.
