@@ -1,0 +1,401 @@
+"""The real openlineage-python client (pinned in pyproject's dev extras) against a live
+server over real HTTP: its HttpTransport and its AsyncHttpTransport send RunEvents,
+JobEvents and DatasetEvents built with the client's own facet classes, and the read API
+answers with exactly the graph DESIGN §3-§5 describe. Its ``compression: gzip`` option
+gets a 415 the operator can act on; its retries (a proxy that resets connections and
+answers late) store nothing twice."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.server
+import logging
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import requests
+from openlineage.client.transport import Transport
+from openlineage.client.transport.async_http import AsyncHttpConfig, AsyncHttpTransport
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+import olclient as ol
+from conftest import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+# The client's retry settings as an operator writes them (openlineage.yml `retry:`), with
+# short waits: urllib3 retries a POST on a reset or a read time-out because the client's
+# default allowed_methods include POST.
+RETRY = {
+    "total": 5,
+    "read": 5,
+    "connect": 5,
+    "backoff_factor": 0.05,
+    "status_forcelist": [500, 502, 503, 504],
+    "allowed_methods": ["HEAD", "POST"],
+}
+EVENTS = 9  # ol.pipeline_events()
+
+
+def _transport(kind: str, url: str, **options: Any) -> Transport:
+    """The transport as the client's own config loader builds it from a dict (what
+    openlineage.yml or OPENLINEAGE__TRANSPORT__* hold)."""
+    if kind == "sync":
+        return HttpTransport(HttpConfig.from_dict({"type": "http", "url": url, **options}))
+    return AsyncHttpTransport(
+        AsyncHttpConfig.from_dict({"type": "async_http", "url": url, **options})
+    )
+
+
+def _emit_all(transport: Transport, events: list[ol.Event]) -> None:
+    client = ol.client(transport)
+    for event in events:
+        client.emit(event)
+    if isinstance(transport, AsyncHttpTransport):
+        assert transport.wait_for_completion(timeout=60)
+        stats = dict(transport.get_stats())
+        transport.close(timeout=10)
+        assert stats == {"pending": 0, "success": len(events), "failed": 0}
+    else:
+        transport.close()
+
+
+def _get(http: httpx.Client, path: str, **params: str) -> Any:
+    reply = http.get(path, params=params)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+CLIENT_PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
+SOURCE_ID = f"dataset:{ol.SOURCE_NS}:{ol.SOURCE}"
+TABLE_ID = f"dataset:{ol.TABLE_NS}:{ol.TABLE}"
+JOB_ID = f"job:{ol.JOB_NS}:{ol.JOB}"
+
+
+def _facet(schema: str, version: str, **fields: Any) -> dict[str, Any]:
+    url = f"https://openlineage.io/spec/facets/{version}/{schema}.json#/$defs/{schema}"
+    return {"_producer": CLIENT_PRODUCER, "_schemaURL": url, **fields}
+
+
+# The client adds this run facet to every RunEvent by itself.
+CLIENT_TAGS = _facet(
+    "TagsRunFacet",
+    "1-0-0",
+    tags=[{"key": "openlineage_client_version", "source": "OPENLINEAGE_CLIENT", "value": "1.54.0"}],
+)
+PARENT = {
+    "runId": ol.DAG_RUN,
+    "job": {"namespace": ol.DAG_NS, "name": ol.DAG},
+    "root": {"runId": ol.DAG_RUN, "job": {"namespace": ol.DAG_NS, "name": ol.DAG}},
+}
+
+
+def _edge(source: str, target: str, static: bool) -> dict[str, Any]:
+    if static:  # from the JobEvent: design-time, no run
+        return {
+            "source": source,
+            "target": target,
+            "static": True,
+            "first_seen": ol.at(0),
+            "last_seen": ol.at(0),
+            "run_count": 0,
+            "last_state": None,
+        }
+    return {
+        "source": source,
+        "target": target,
+        "static": False,
+        "first_seen": ol.at(2),
+        "last_seen": ol.at(7),
+        "run_count": 2,  # the completed run and the failed one
+        "last_state": "FAIL",  # the state of the latest run by eventTime
+    }
+
+
+def assert_pipeline_graph(http: httpx.Client) -> None:
+    """What the read API answers for ol.pipeline_events(), to the last field."""
+    # The DAG run: no parent, both task runs as children.
+    dag = _get(http, f"/api/v1/runs/{ol.DAG_RUN}")
+    assert dag == {
+        "runId": ol.DAG_RUN,
+        "job": {"namespace": ol.DAG_NS, "name": ol.DAG},
+        "state": "COMPLETE",
+        "started_at": ol.at(1),
+        "ended_at": ol.at(8),
+        "duration_s": 420.0,
+        "inputs": [],
+        "outputs": [],
+        "facets": {"tags": CLIENT_TAGS},
+        "error_message": None,
+        "parent": None,
+        "children": [ol.GOOD_RUN, ol.BAD_RUN],
+    }
+    good = _get(http, f"/api/v1/runs/{ol.GOOD_RUN}")
+    assert {k: v for k, v in good.items() if k != "facets"} == {
+        "runId": ol.GOOD_RUN,
+        "job": {"namespace": ol.JOB_NS, "name": ol.JOB},
+        "state": "COMPLETE",
+        "started_at": ol.at(2),
+        "ended_at": ol.at(5),
+        "duration_s": 180.0,
+        "inputs": [{"namespace": ol.SOURCE_NS, "name": ol.SOURCE}],
+        "outputs": [{"namespace": ol.LAKE_NS, "name": ol.LAKE_PATH}],  # as the run named it
+        "error_message": None,
+        "parent": PARENT,
+        "children": [],
+    }
+    assert set(good["facets"]) == {"parent", "tags"}
+    assert good["facets"]["parent"]["root"]["run"]["runId"] == ol.DAG_RUN
+    bad = _get(http, f"/api/v1/runs/{ol.BAD_RUN}")
+    assert (bad["state"], bad["ended_at"], bad["error_message"]) == ("FAIL", ol.at(7), ol.ERROR)
+    assert bad["facets"]["errorMessage"] == _facet(
+        "ErrorMessageRunFacet", "1-0-1", message=ol.ERROR, programmingLanguage="python"
+    )
+    assert bad["parent"] == PARENT
+
+    # Dataset lineage around the job: runtime edges beside the JobEvent's static ones; the
+    # S3 path the runs wrote is its TABLE symlink's node.
+    lineage = _get(http, "/api/v1/lineage", type="job", namespace=ol.JOB_NS, name=ol.JOB)
+    assert lineage["root"] == JOB_ID
+    assert [n["id"] for n in lineage["nodes"]] == [TABLE_ID, SOURCE_ID, JOB_ID]
+    assert lineage["edges"] == [
+        _edge(JOB_ID, TABLE_ID, static=False),
+        _edge(JOB_ID, TABLE_ID, static=True),
+        _edge(SOURCE_ID, JOB_ID, static=False),
+        _edge(SOURCE_ID, JOB_ID, static=True),
+    ]
+    assert lineage["truncated"] is False
+
+    # Column lineage of `total`: an aggregation of amount, grouped by id (an indirect
+    # dependency, not a mapping).
+    columns = _get(
+        http, "/api/v1/column-lineage", namespace=ol.TABLE_NS, name=ol.TABLE, field="total"
+    )
+    common = {"job": JOB_ID, "first_seen": ol.at(2), "last_seen": ol.at(7), "masked": False}
+    total = f"field:{ol.TABLE_NS}:{ol.TABLE}:total"
+    assert columns["edges"] == [
+        {
+            "source": f"field:{ol.SOURCE_NS}:{ol.SOURCE}:amount",
+            "target": total,
+            "kind": "mapping",
+            "class": "aggregate",
+            "indirect": [],
+            **common,
+        },
+        {
+            "source": f"field:{ol.SOURCE_NS}:{ol.SOURCE}:id",
+            "target": total,
+            "kind": "indirect",
+            "class": None,
+            "indirect": ["GROUP_BY"],
+            **common,
+        },
+    ]
+    order_id = _get(
+        http, "/api/v1/column-lineage", namespace=ol.TABLE_NS, name=ol.TABLE, field="order_id"
+    )
+    assert [(e["source"], e["class"]) for e in order_id["edges"]] == [
+        (f"field:{ol.SOURCE_NS}:{ol.SOURCE}:id", "direct")
+    ]
+
+    # Datasets: the S3 path resolves to the table, its alias; the source's schema came
+    # from the DatasetEvent.
+    (table,) = _get(http, "/api/v1/datasets", namespace=ol.LAKE_NS, name=ol.LAKE_PATH)["datasets"]
+    assert (table["namespace"], table["name"]) == (ol.TABLE_NS, ol.TABLE)
+    assert table["aliases"] == [{"namespace": ol.LAKE_NS, "name": ol.LAKE_PATH, "renamed": False}]
+    assert table["fields"] == ["order_id", "total"]
+    assert sorted(table["facets"]) == ["columnLineage", "schema", "symlinks"]
+    assert table["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": ol.TABLE_NS, "name": ol.TABLE, "type": "TABLE"}
+    ]
+    (source,) = _get(http, "/api/v1/datasets", namespace=ol.SOURCE_NS, name=ol.SOURCE)["datasets"]
+    assert source["facets"] == {
+        "schema": _facet(
+            "SchemaDatasetFacet",
+            "1-2-0",
+            fields=[
+                {"fields": [], "name": "id", "type": "BIGINT"},
+                {"fields": [], "name": "amount", "type": "DECIMAL"},
+            ],
+        )
+    }
+    assert source["fields"] == ["id", "amount"]
+
+    # The job: its jobType and sql facets, its parent job (the DAG), its latest run.
+    (job,) = _get(http, "/api/v1/jobs", namespace=ol.JOB_NS, name=ol.JOB)["jobs"]
+    assert job["facets"]["sql"] == _facet("SQLJobFacet", "1-1-0", query=ol.SQL, dialect="postgres")
+    assert job["facets"]["jobType"]["processingType"] == "BATCH"
+    assert job["parent_job"] == {"namespace": ol.DAG_NS, "name": ol.DAG}
+    assert job["latest_run"]["runId"] == ol.BAD_RUN
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_python_client_sends_every_event_kind_and_the_graph_is_exact(
+    kind: str, server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ol.clean_environment(monkeypatch, tmp_path)
+    _emit_all(_transport(kind, server.url), ol.pipeline_events())
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ol.wait_projected(http, EVENTS)
+        deliveries = _get(http, "/api/v1/deliveries")["deliveries"]
+        assert len(deliveries) == EVENTS  # one delivery per event, none a duplicate
+        assert {d["state"] for d in deliveries} == {"projected"}
+        assert_pipeline_graph(http)
+
+
+def test_gzip_compression_gets_a_415_that_names_the_setting(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ol.clean_environment(monkeypatch, tmp_path)
+    event = ol.pipeline_events()[3]
+    server = ServerProcess(db_path).start()
+    try:
+        # The sync transport raises, and the problem document is on the exception.
+        sync = _transport("sync", server.url, compression="gzip")
+        with pytest.raises(requests.HTTPError) as raised:
+            ol.client(sync).emit(event)
+        reply = raised.value.response
+        assert reply is not None
+        assert reply.status_code == 415
+        assert reply.headers["content-type"] == "application/problem+json"
+        assert "retry-after" not in reply.headers  # retrying cannot help
+        problem = reply.json()
+        assert problem["title"] == "Compressed bodies are not accepted"
+        assert "remove `compression: gzip` from the http transport" in problem["detail"]
+
+        # The async transport does not raise: it counts the event failed and logs the
+        # status (its config cannot be fixed by retrying, 415 is not in status_forcelist).
+        caplog.set_level(logging.ERROR, logger="openlineage.client.transport.async_http")
+        asynchronous = _transport("async", server.url, compression="gzip")
+        assert isinstance(asynchronous, AsyncHttpTransport)
+        ol.client(asynchronous).emit(event)
+        asynchronous.wait_for_completion(timeout=30)
+        assert asynchronous.get_stats() == {"pending": 0, "success": 0, "failed": 1}
+        asynchronous.close(timeout=5)
+        assert any("status code: 415" in r.getMessage() for r in caplog.records)
+
+        deliveries = httpx.get(server.url + "/api/v1/deliveries").json()["deliveries"]
+        assert deliveries == []  # nothing stored
+    finally:
+        server.stop()
+
+
+class FlakyProxy:
+    """An HTTP proxy in front of the server that fails each distinct request body the
+    first time it sees it, after the server has already stored it: alternately it
+    resets the connection instead of answering, or answers only after the client's read
+    time-out. The second time it relays. So every event reaches the server at least
+    twice, as under a retry storm. It records every status the server answered."""
+
+    def __init__(self, upstream: str, late: float) -> None:
+        self.upstream = upstream
+        self.late = late
+        self.seen: dict[bytes, int] = {}
+        self.statuses: list[int] = []
+        self.receipts: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() in ("content-type", "content-encoding", "authorization")
+                }
+                reply = httpx.post(
+                    proxy.upstream + self.path, content=body, headers=headers, timeout=30
+                )
+                digest = hashlib.sha256(body).digest()
+                with proxy.lock:
+                    proxy.statuses.append(reply.status_code)
+                    if reply.status_code == 202:
+                        proxy.receipts.append(reply.json())
+                    order = len(proxy.seen)
+                    first = digest not in proxy.seen
+                    proxy.seen[digest] = proxy.seen.get(digest, 0) + 1
+                if first and order % 2 == 0:
+                    # RST instead of an answer: the client cannot know it was stored.
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.close_connection = True
+                    return
+                if first:
+                    time.sleep(proxy.late)  # the client has given up and sent it again
+                with contextlib.suppress(OSError):
+                    self.send_response(reply.status_code)
+                    for name in ("content-type", "content-length"):
+                        self.send_header(name, reply.headers[name])
+                    self.end_headers()
+                    self.wfile.write(reply.content)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FlakyProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@contextlib.contextmanager
+def _proxy(upstream: str, late: float) -> Iterator[FlakyProxy]:
+    with FlakyProxy(upstream, late) as proxy:
+        yield proxy
+
+
+def test_a_retry_storm_stores_each_event_once(
+    server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ol.clean_environment(monkeypatch, tmp_path)
+    events = ol.pipeline_events()
+    timeout = 0.5
+    with _proxy(server.url, late=timeout * 2) as proxy:
+        _emit_all(_transport("sync", proxy.url, timeout=timeout, retry=RETRY), events)
+    # Every event reached the server at least twice, and every answer was a 202.
+    assert len(proxy.seen) == EVENTS
+    assert min(proxy.seen.values()) >= 2
+    assert set(proxy.statuses) == {202}
+    fresh = [r for r in proxy.receipts if not r["duplicate"]]
+    assert len(fresh) == EVENTS
+    assert len(proxy.receipts) - len(fresh) == sum(proxy.seen.values()) - EVENTS
+
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ol.wait_projected(http, EVENTS)
+        assert len(_get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
+        assert_pipeline_graph(http)  # run_count 2, two runs, no duplicate children
+        before = http.get("/api/v1/export").content
+
+        # The async transport through a new storm, then the sync one straight to the
+        # server again: the same bodies, all duplicates; the graph does not move.
+        with _proxy(server.url, late=timeout * 2) as again:
+            _emit_all(_transport("async", again.url, timeout=timeout, retry=RETRY), events)
+        assert set(again.statuses) == {202}
+        assert min(again.seen.values()) >= 2
+        assert {r["duplicate"] for r in again.receipts} == {True}
+        _emit_all(_transport("sync", server.url), events)
+        time.sleep(0.3)  # nothing new to project; a stray projection would show below
+        assert len(_get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
+        assert http.get("/api/v1/export").content == before
+        assert len(orjson.loads(before)["runs"]) == 3
