@@ -212,3 +212,168 @@ def wait_projected(http: httpx.Client, deliveries: int, timeout: float = 60) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"not projected after {timeout} s: {page[:3]}")
         time.sleep(0.05)
+
+
+def get(http: httpx.Client, path: str, **params: str) -> Any:
+    reply = http.get(path, params=params)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+CLIENT_PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
+SOURCE_ID = f"dataset:{SOURCE_NS}:{SOURCE}"
+TABLE_ID = f"dataset:{TABLE_NS}:{TABLE}"
+JOB_ID = f"job:{JOB_NS}:{JOB}"
+
+
+def _facet(schema: str, version: str, **fields: Any) -> dict[str, Any]:
+    url = f"https://openlineage.io/spec/facets/{version}/{schema}.json#/$defs/{schema}"
+    return {"_producer": CLIENT_PRODUCER, "_schemaURL": url, **fields}
+
+
+# The client adds this run facet to every RunEvent by itself.
+CLIENT_TAGS = _facet(
+    "TagsRunFacet",
+    "1-0-0",
+    tags=[{"key": "openlineage_client_version", "source": "OPENLINEAGE_CLIENT", "value": "1.54.0"}],
+)
+PARENT = {
+    "runId": DAG_RUN,
+    "job": {"namespace": DAG_NS, "name": DAG},
+    "root": {"runId": DAG_RUN, "job": {"namespace": DAG_NS, "name": DAG}},
+}
+
+
+def _edge(source: str, target: str, static: bool) -> dict[str, Any]:
+    if static:  # from the JobEvent: design-time, no run
+        return {
+            "source": source,
+            "target": target,
+            "static": True,
+            "first_seen": at(0),
+            "last_seen": at(0),
+            "run_count": 0,
+            "last_state": None,
+        }
+    return {
+        "source": source,
+        "target": target,
+        "static": False,
+        "first_seen": at(2),
+        "last_seen": at(7),
+        "run_count": 2,  # the completed run and the failed one
+        "last_state": "FAIL",  # the state of the latest run by eventTime
+    }
+
+
+def assert_pipeline_graph(http: httpx.Client) -> None:
+    """What the read API answers for pipeline_events(), to the last field."""
+    # The DAG run: no parent, both task runs as children.
+    dag = get(http, f"/api/v1/runs/{DAG_RUN}")
+    assert dag == {
+        "runId": DAG_RUN,
+        "job": {"namespace": DAG_NS, "name": DAG},
+        "state": "COMPLETE",
+        "started_at": at(1),
+        "ended_at": at(8),
+        "duration_s": 420.0,
+        "inputs": [],
+        "outputs": [],
+        "facets": {"tags": CLIENT_TAGS},
+        "error_message": None,
+        "parent": None,
+        "children": [GOOD_RUN, BAD_RUN],
+    }
+    good = get(http, f"/api/v1/runs/{GOOD_RUN}")
+    assert {k: v for k, v in good.items() if k != "facets"} == {
+        "runId": GOOD_RUN,
+        "job": {"namespace": JOB_NS, "name": JOB},
+        "state": "COMPLETE",
+        "started_at": at(2),
+        "ended_at": at(5),
+        "duration_s": 180.0,
+        "inputs": [{"namespace": SOURCE_NS, "name": SOURCE}],
+        "outputs": [{"namespace": LAKE_NS, "name": LAKE_PATH}],  # as the run named it
+        "error_message": None,
+        "parent": PARENT,
+        "children": [],
+    }
+    assert set(good["facets"]) == {"parent", "tags"}
+    assert good["facets"]["parent"]["root"]["run"]["runId"] == DAG_RUN
+    bad = get(http, f"/api/v1/runs/{BAD_RUN}")
+    assert (bad["state"], bad["ended_at"], bad["error_message"]) == ("FAIL", at(7), ERROR)
+    assert bad["facets"]["errorMessage"] == _facet(
+        "ErrorMessageRunFacet", "1-0-1", message=ERROR, programmingLanguage="python"
+    )
+    assert bad["parent"] == PARENT
+
+    # Dataset lineage around the job: runtime edges beside the JobEvent's static ones; the
+    # S3 path the runs wrote is its TABLE symlink's node.
+    lineage = get(http, "/api/v1/lineage", type="job", namespace=JOB_NS, name=JOB)
+    assert lineage["root"] == JOB_ID
+    assert [n["id"] for n in lineage["nodes"]] == [TABLE_ID, SOURCE_ID, JOB_ID]
+    assert lineage["edges"] == [
+        _edge(JOB_ID, TABLE_ID, static=False),
+        _edge(JOB_ID, TABLE_ID, static=True),
+        _edge(SOURCE_ID, JOB_ID, static=False),
+        _edge(SOURCE_ID, JOB_ID, static=True),
+    ]
+    assert lineage["truncated"] is False
+
+    # Column lineage of `total`: an aggregation of amount, grouped by id (an indirect
+    # dependency, not a mapping).
+    columns = get(http, "/api/v1/column-lineage", namespace=TABLE_NS, name=TABLE, field="total")
+    common = {"job": JOB_ID, "first_seen": at(2), "last_seen": at(7), "masked": False}
+    total = f"field:{TABLE_NS}:{TABLE}:total"
+    assert columns["edges"] == [
+        {
+            "source": f"field:{SOURCE_NS}:{SOURCE}:amount",
+            "target": total,
+            "kind": "mapping",
+            "class": "aggregate",
+            "indirect": [],
+            **common,
+        },
+        {
+            "source": f"field:{SOURCE_NS}:{SOURCE}:id",
+            "target": total,
+            "kind": "indirect",
+            "class": None,
+            "indirect": ["GROUP_BY"],
+            **common,
+        },
+    ]
+    order_id = get(http, "/api/v1/column-lineage", namespace=TABLE_NS, name=TABLE, field="order_id")
+    assert [(e["source"], e["class"]) for e in order_id["edges"]] == [
+        (f"field:{SOURCE_NS}:{SOURCE}:id", "direct")
+    ]
+
+    # Datasets: the S3 path resolves to the table, its alias; the source's schema came
+    # from the DatasetEvent.
+    (table,) = get(http, "/api/v1/datasets", namespace=LAKE_NS, name=LAKE_PATH)["datasets"]
+    assert (table["namespace"], table["name"]) == (TABLE_NS, TABLE)
+    assert table["aliases"] == [{"namespace": LAKE_NS, "name": LAKE_PATH, "renamed": False}]
+    assert table["fields"] == ["order_id", "total"]
+    assert sorted(table["facets"]) == ["columnLineage", "schema", "symlinks"]
+    assert table["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": TABLE_NS, "name": TABLE, "type": "TABLE"}
+    ]
+    (source,) = get(http, "/api/v1/datasets", namespace=SOURCE_NS, name=SOURCE)["datasets"]
+    assert source["facets"] == {
+        "schema": _facet(
+            "SchemaDatasetFacet",
+            "1-2-0",
+            fields=[
+                {"fields": [], "name": "id", "type": "BIGINT"},
+                {"fields": [], "name": "amount", "type": "DECIMAL"},
+            ],
+        )
+    }
+    assert source["fields"] == ["id", "amount"]
+
+    # The job: its jobType and sql facets, its parent job (the DAG), its latest run.
+    (job,) = get(http, "/api/v1/jobs", namespace=JOB_NS, name=JOB)["jobs"]
+    assert job["facets"]["sql"] == _facet("SQLJobFacet", "1-1-0", query=SQL, dialect="postgres")
+    assert job["facets"]["jobType"]["processingType"] == "BATCH"
+    assert job["parent_job"] == {"namespace": DAG_NS, "name": DAG}
+    assert job["latest_run"]["runId"] == BAD_RUN

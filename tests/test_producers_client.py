@@ -69,175 +69,6 @@ def _emit_all(transport: Transport, events: list[ol.Event]) -> None:
         transport.close()
 
 
-def _get(http: httpx.Client, path: str, **params: str) -> Any:
-    reply = http.get(path, params=params)
-    assert reply.status_code == 200, reply.text
-    return reply.json()
-
-
-CLIENT_PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
-SOURCE_ID = f"dataset:{ol.SOURCE_NS}:{ol.SOURCE}"
-TABLE_ID = f"dataset:{ol.TABLE_NS}:{ol.TABLE}"
-JOB_ID = f"job:{ol.JOB_NS}:{ol.JOB}"
-
-
-def _facet(schema: str, version: str, **fields: Any) -> dict[str, Any]:
-    url = f"https://openlineage.io/spec/facets/{version}/{schema}.json#/$defs/{schema}"
-    return {"_producer": CLIENT_PRODUCER, "_schemaURL": url, **fields}
-
-
-# The client adds this run facet to every RunEvent by itself.
-CLIENT_TAGS = _facet(
-    "TagsRunFacet",
-    "1-0-0",
-    tags=[{"key": "openlineage_client_version", "source": "OPENLINEAGE_CLIENT", "value": "1.54.0"}],
-)
-PARENT = {
-    "runId": ol.DAG_RUN,
-    "job": {"namespace": ol.DAG_NS, "name": ol.DAG},
-    "root": {"runId": ol.DAG_RUN, "job": {"namespace": ol.DAG_NS, "name": ol.DAG}},
-}
-
-
-def _edge(source: str, target: str, static: bool) -> dict[str, Any]:
-    if static:  # from the JobEvent: design-time, no run
-        return {
-            "source": source,
-            "target": target,
-            "static": True,
-            "first_seen": ol.at(0),
-            "last_seen": ol.at(0),
-            "run_count": 0,
-            "last_state": None,
-        }
-    return {
-        "source": source,
-        "target": target,
-        "static": False,
-        "first_seen": ol.at(2),
-        "last_seen": ol.at(7),
-        "run_count": 2,  # the completed run and the failed one
-        "last_state": "FAIL",  # the state of the latest run by eventTime
-    }
-
-
-def assert_pipeline_graph(http: httpx.Client) -> None:
-    """What the read API answers for ol.pipeline_events(), to the last field."""
-    # The DAG run: no parent, both task runs as children.
-    dag = _get(http, f"/api/v1/runs/{ol.DAG_RUN}")
-    assert dag == {
-        "runId": ol.DAG_RUN,
-        "job": {"namespace": ol.DAG_NS, "name": ol.DAG},
-        "state": "COMPLETE",
-        "started_at": ol.at(1),
-        "ended_at": ol.at(8),
-        "duration_s": 420.0,
-        "inputs": [],
-        "outputs": [],
-        "facets": {"tags": CLIENT_TAGS},
-        "error_message": None,
-        "parent": None,
-        "children": [ol.GOOD_RUN, ol.BAD_RUN],
-    }
-    good = _get(http, f"/api/v1/runs/{ol.GOOD_RUN}")
-    assert {k: v for k, v in good.items() if k != "facets"} == {
-        "runId": ol.GOOD_RUN,
-        "job": {"namespace": ol.JOB_NS, "name": ol.JOB},
-        "state": "COMPLETE",
-        "started_at": ol.at(2),
-        "ended_at": ol.at(5),
-        "duration_s": 180.0,
-        "inputs": [{"namespace": ol.SOURCE_NS, "name": ol.SOURCE}],
-        "outputs": [{"namespace": ol.LAKE_NS, "name": ol.LAKE_PATH}],  # as the run named it
-        "error_message": None,
-        "parent": PARENT,
-        "children": [],
-    }
-    assert set(good["facets"]) == {"parent", "tags"}
-    assert good["facets"]["parent"]["root"]["run"]["runId"] == ol.DAG_RUN
-    bad = _get(http, f"/api/v1/runs/{ol.BAD_RUN}")
-    assert (bad["state"], bad["ended_at"], bad["error_message"]) == ("FAIL", ol.at(7), ol.ERROR)
-    assert bad["facets"]["errorMessage"] == _facet(
-        "ErrorMessageRunFacet", "1-0-1", message=ol.ERROR, programmingLanguage="python"
-    )
-    assert bad["parent"] == PARENT
-
-    # Dataset lineage around the job: runtime edges beside the JobEvent's static ones; the
-    # S3 path the runs wrote is its TABLE symlink's node.
-    lineage = _get(http, "/api/v1/lineage", type="job", namespace=ol.JOB_NS, name=ol.JOB)
-    assert lineage["root"] == JOB_ID
-    assert [n["id"] for n in lineage["nodes"]] == [TABLE_ID, SOURCE_ID, JOB_ID]
-    assert lineage["edges"] == [
-        _edge(JOB_ID, TABLE_ID, static=False),
-        _edge(JOB_ID, TABLE_ID, static=True),
-        _edge(SOURCE_ID, JOB_ID, static=False),
-        _edge(SOURCE_ID, JOB_ID, static=True),
-    ]
-    assert lineage["truncated"] is False
-
-    # Column lineage of `total`: an aggregation of amount, grouped by id (an indirect
-    # dependency, not a mapping).
-    columns = _get(
-        http, "/api/v1/column-lineage", namespace=ol.TABLE_NS, name=ol.TABLE, field="total"
-    )
-    common = {"job": JOB_ID, "first_seen": ol.at(2), "last_seen": ol.at(7), "masked": False}
-    total = f"field:{ol.TABLE_NS}:{ol.TABLE}:total"
-    assert columns["edges"] == [
-        {
-            "source": f"field:{ol.SOURCE_NS}:{ol.SOURCE}:amount",
-            "target": total,
-            "kind": "mapping",
-            "class": "aggregate",
-            "indirect": [],
-            **common,
-        },
-        {
-            "source": f"field:{ol.SOURCE_NS}:{ol.SOURCE}:id",
-            "target": total,
-            "kind": "indirect",
-            "class": None,
-            "indirect": ["GROUP_BY"],
-            **common,
-        },
-    ]
-    order_id = _get(
-        http, "/api/v1/column-lineage", namespace=ol.TABLE_NS, name=ol.TABLE, field="order_id"
-    )
-    assert [(e["source"], e["class"]) for e in order_id["edges"]] == [
-        (f"field:{ol.SOURCE_NS}:{ol.SOURCE}:id", "direct")
-    ]
-
-    # Datasets: the S3 path resolves to the table, its alias; the source's schema came
-    # from the DatasetEvent.
-    (table,) = _get(http, "/api/v1/datasets", namespace=ol.LAKE_NS, name=ol.LAKE_PATH)["datasets"]
-    assert (table["namespace"], table["name"]) == (ol.TABLE_NS, ol.TABLE)
-    assert table["aliases"] == [{"namespace": ol.LAKE_NS, "name": ol.LAKE_PATH, "renamed": False}]
-    assert table["fields"] == ["order_id", "total"]
-    assert sorted(table["facets"]) == ["columnLineage", "schema", "symlinks"]
-    assert table["facets"]["symlinks"]["identifiers"] == [
-        {"namespace": ol.TABLE_NS, "name": ol.TABLE, "type": "TABLE"}
-    ]
-    (source,) = _get(http, "/api/v1/datasets", namespace=ol.SOURCE_NS, name=ol.SOURCE)["datasets"]
-    assert source["facets"] == {
-        "schema": _facet(
-            "SchemaDatasetFacet",
-            "1-2-0",
-            fields=[
-                {"fields": [], "name": "id", "type": "BIGINT"},
-                {"fields": [], "name": "amount", "type": "DECIMAL"},
-            ],
-        )
-    }
-    assert source["fields"] == ["id", "amount"]
-
-    # The job: its jobType and sql facets, its parent job (the DAG), its latest run.
-    (job,) = _get(http, "/api/v1/jobs", namespace=ol.JOB_NS, name=ol.JOB)["jobs"]
-    assert job["facets"]["sql"] == _facet("SQLJobFacet", "1-1-0", query=ol.SQL, dialect="postgres")
-    assert job["facets"]["jobType"]["processingType"] == "BATCH"
-    assert job["parent_job"] == {"namespace": ol.DAG_NS, "name": ol.DAG}
-    assert job["latest_run"]["runId"] == ol.BAD_RUN
-
-
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_the_python_client_sends_every_event_kind_and_the_graph_is_exact(
     kind: str, server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -246,10 +77,10 @@ def test_the_python_client_sends_every_event_kind_and_the_graph_is_exact(
     _emit_all(_transport(kind, server.url), ol.pipeline_events())
     with httpx.Client(base_url=server.url, timeout=30) as http:
         ol.wait_projected(http, EVENTS)
-        deliveries = _get(http, "/api/v1/deliveries")["deliveries"]
+        deliveries = ol.get(http, "/api/v1/deliveries")["deliveries"]
         assert len(deliveries) == EVENTS  # one delivery per event, none a duplicate
         assert {d["state"] for d in deliveries} == {"projected"}
-        assert_pipeline_graph(http)
+        ol.assert_pipeline_graph(http)
 
 
 def test_gzip_compression_gets_a_415_that_names_the_setting(
@@ -383,8 +214,8 @@ def test_a_retry_storm_stores_each_event_once(
 
     with httpx.Client(base_url=server.url, timeout=30) as http:
         ol.wait_projected(http, EVENTS)
-        assert len(_get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
-        assert_pipeline_graph(http)  # run_count 2, two runs, no duplicate children
+        assert len(ol.get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
+        ol.assert_pipeline_graph(http)  # run_count 2, two runs, no duplicate children
         before = http.get("/api/v1/export").content
 
         # The async transport through a new storm, then the sync one straight to the
@@ -396,6 +227,6 @@ def test_a_retry_storm_stores_each_event_once(
         assert {r["duplicate"] for r in again.receipts} == {True}
         _emit_all(_transport("sync", server.url), events)
         time.sleep(0.3)  # nothing new to project; a stray projection would show below
-        assert len(_get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
+        assert len(ol.get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
         assert http.get("/api/v1/export").content == before
         assert len(orjson.loads(before)["runs"]) == 3
