@@ -1,0 +1,196 @@
+"""Producer run hierarchies as the read API shows them (DESIGN §3 Runs: the parent run
+facet links a run to its parent run and its job to the parent job; the root is kept):
+an Airflow DAG run and its task runs, a Spark application and its query, dbt invocations
+with their models and the models' SQL queries — real producers' events from the
+OpenLineage corpus (tests/data/producers/, made sendable by producer_events.py) — and a
+dbt-sized run of 20,000 models ingested with `embrasure ingest`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from embrasure.cli import main
+
+import producer_events as pe
+from conftest import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def _post(http: httpx.Client, events: list[dict[str, Any]]) -> str:
+    reply = http.post(
+        "/api/v1/lineage/batch",
+        content=orjson.dumps(events),
+        headers={"Content-Type": "application/json"},
+    )
+    assert reply.status_code == 202, reply.text
+    receipt = reply.json()
+    assert receipt["invalid_item_count"] == 0
+    return str(receipt["delivery_id"])
+
+
+def _wait(http: httpx.Client, delivery_id: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        view: dict[str, Any] = http.get(f"/api/v1/deliveries/{delivery_id}").json()
+        if view["state"] != "accepted" or time.monotonic() > deadline:
+            return view
+        time.sleep(0.05)
+
+
+def _run(http: httpx.Client, run_id: str) -> dict[str, Any]:
+    reply = http.get(f"/api/v1/runs/{run_id}")
+    assert reply.status_code == 200, reply.text
+    run: dict[str, Any] = reply.json()
+    return run
+
+
+def _ref(run_id: str, namespace: str, name: str) -> dict[str, Any]:
+    return {"runId": run_id, "job": {"namespace": namespace, "name": name}}
+
+
+def _parent_job(http: httpx.Client, namespace: str, name: str) -> Any:
+    (job,) = http.get("/api/v1/jobs", params={"namespace": namespace, "name": name}).json()["jobs"]
+    return job["parent_job"]
+
+
+def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
+    producers = {
+        "airflow": pe.airflow_dag(),
+        "spark": pe.spark_application(),
+        "dbt-run": pe.dbt_run(),
+        "dbt-test": pe.dbt_singular_tests(),
+    }
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        last = ""
+        for events in producers.values():
+            last = _post(http, events)
+        assert _wait(http, last)["state"] == "projected"
+        for delivery in http.get("/api/v1/deliveries").json()["deliveries"]:
+            assert delivery["state"] == "projected", delivery
+
+        # Airflow: the DAG run, its 6 tasks; each task names the DAG run as parent and root.
+        def airflow(name: str) -> str:
+            return pe.run_id("airflow", pe.AIRFLOW_NS, name)
+
+        dag_run = airflow(pe.AIRFLOW_DAG)
+        tasks = sorted({e["job"]["name"] for e in producers["airflow"]} - {pe.AIRFLOW_DAG})
+        assert len(tasks) == 6
+        dag = _run(http, dag_run)
+        assert (dag["state"], dag["parent"]) == ("COMPLETE", None)
+        assert dag["children"] == sorted(airflow(t) for t in tasks)
+        dag_ref = _ref(dag_run, pe.AIRFLOW_NS, pe.AIRFLOW_DAG)
+        for task in tasks:
+            run = _run(http, airflow(task))
+            assert run["parent"] == {**dag_ref, "root": dag_ref}, task
+            assert run["children"] == []
+            # The fixture never completes this task (its second COMPLETE names another).
+            expected = "START" if task == "athena_dag.athena_select_from_other_db" else "COMPLETE"
+            assert run["state"] == expected, task
+            assert _parent_job(http, pe.AIRFLOW_NS, task) == dag_ref["job"]
+
+        # Spark: the application under the scheduler's task run that started it; the
+        # query under the application.
+        app_run = pe.run_id("spark", pe.SPARK_NS, pe.SPARK_APP)
+        query_run = pe.run_id("spark", pe.SPARK_NS, pe.SPARK_QUERY)
+        app = _run(http, app_run)
+        assert app["state"] == "COMPLETE"
+        assert app["parent"] == _ref(pe.SCHEDULER_RUN, "parent-namespace", "parent-job")
+        assert app["children"] == [query_run]
+        query = _run(http, query_run)
+        assert query["state"] == "COMPLETE"
+        assert query["parent"] == _ref(app_run, pe.SPARK_NS, pe.SPARK_APP)
+        assert query["children"] == []
+        assert _parent_job(http, pe.SPARK_NS, pe.SPARK_QUERY) == {
+            "namespace": pe.SPARK_NS,
+            "name": pe.SPARK_APP,
+        }
+        # The scheduler's run sent no event: its id is a reference, not a run.
+        assert http.get(f"/api/v1/runs/{pe.SCHEDULER_RUN}").status_code == 404
+
+        # dbt run: the invocation → 5 models → 6 SQL queries each (no root in these events).
+        def dbt(key: str, name: str) -> str:
+            return pe.run_id(key, pe.DBT_NS, name)
+
+        invocation = dbt("dbt-run", pe.DBT_RUN_JOB)
+        models = sorted(
+            e["job"]["name"]
+            for e in producers["dbt-run"]
+            if e["eventType"] == "START" and e["job"]["name"].count(".") == 2
+        )
+        assert len(models) == 5
+        top = _run(http, invocation)
+        assert (top["state"], top["parent"]) == ("COMPLETE", None)
+        assert top["children"] == sorted(dbt("dbt-run", m) for m in models)
+        for model in models:
+            run = _run(http, dbt("dbt-run", model))
+            assert run["parent"] == _ref(invocation, pe.DBT_NS, pe.DBT_RUN_JOB), model
+            queries = [f"{model}.sql.{n}" for n in range(1, 7)]
+            assert run["children"] == sorted(dbt("dbt-run", q) for q in queries)
+            assert run["state"] == "COMPLETE"
+            for q in queries[:1]:
+                sql = _run(http, dbt("dbt-run", q))
+                assert sql["parent"] == _ref(dbt("dbt-run", model), pe.DBT_NS, model)
+                assert (sql["state"], sql["children"]) == ("COMPLETE", [])
+
+        # dbt test: every level names the invocation as root.
+        root = _ref(dbt("dbt-test", pe.DBT_RUN_JOB), pe.DBT_NS, pe.DBT_RUN_JOB)
+        test = "test.dbt_test_project.assert_no_future_dates"
+        test_run = _run(http, dbt("dbt-test", test))
+        assert test_run["parent"] == {**root, "root": root}
+        assert test_run["children"] == sorted(dbt("dbt-test", f"{test}.sql.{n}") for n in (1, 2))
+        sql = _run(http, dbt("dbt-test", f"{test}.sql.1"))
+        assert sql["parent"] == {**_ref(dbt("dbt-test", test), pe.DBT_NS, test), "root": root}
+
+
+MODELS = 10_000  # 20,002 events: dbt's size for a large project (START + COMPLETE a model)
+
+
+def test_a_dbt_sized_run_ingested_in_batches(db_url: str, tmp_path: Path) -> None:
+    events = pe.dbt_sized_run(MODELS)
+    path = tmp_path / "dbt-ol.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
+    server = ServerProcess(db_url, log_dir=tmp_path).start()
+    try:
+        started = time.monotonic()
+        result = CliRunner().invoke(main, ["ingest", str(path), "--url", server.url, "--json"])
+        took = time.monotonic() - started
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        assert (summary["events"], summary["accepted"], summary["invalid"]) == (
+            len(events),
+        ) * 2 + (0,)
+        assert len(summary["deliveries"]) == -(-len(events) // 500)  # batches of 500
+        assert summary["projection"] == {"projected": len(events), "quarantined": 0, "pending": 0}
+        # Printed for the record (pytest -s); bench/producers.py measures it properly.
+        print(f"{len(events)} events ingested and projected in {took:.1f} s")
+
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            invocation = pe.run_id("dbt-big", pe.DBT_NS, pe.BIG_INVOCATION)
+            top = _run(http, invocation)
+            assert (top["state"], top["parent"]) == ("COMPLETE", None)
+            names = [f"model.{pe.BIG_PROJECT}.m{i:05d}" for i in range(MODELS)]
+            assert top["children"] == sorted(pe.run_id("dbt-big", pe.DBT_NS, n) for n in names)
+            ref = _ref(invocation, pe.DBT_NS, pe.BIG_INVOCATION)
+            for name in (names[0], names[-1]):
+                model = _run(http, pe.run_id("dbt-big", pe.DBT_NS, name))
+                assert model["parent"] == {**ref, "root": ref}
+                assert (model["state"], model["children"]) == ("COMPLETE", [])
+                assert _parent_job(http, pe.DBT_NS, name) == ref["job"]
+            # One node per model job and per table: the graph holds the whole project.
+            namespaces = http.get("/api/v1/namespaces").json()["namespaces"]
+            assert namespaces == [
+                {"name": pe.DBT_NS, "datasets": 0, "jobs": MODELS + 1},
+                {"name": "postgres://postgres:5432", "datasets": MODELS + 50, "jobs": 0},
+            ]
+    finally:
+        server.stop()
