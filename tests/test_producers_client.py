@@ -23,9 +23,13 @@ import httpx
 import orjson
 import pytest
 import requests
+from click.testing import CliRunner
+from openlineage.client import OpenLineageClient
 from openlineage.client.transport import Transport
 from openlineage.client.transport.async_http import AsyncHttpConfig, AsyncHttpTransport
 from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+from embrasure.cli import main
 
 import olclient as ol
 from conftest import ServerProcess
@@ -230,3 +234,45 @@ def test_a_retry_storm_stores_each_event_once(
         assert len(ol.get(http, "/api/v1/deliveries")["deliveries"]) == EVENTS
         assert http.get("/api/v1/export").content == before
         assert len(orjson.loads(before)["runs"]) == 3
+
+
+def _token(db: str, *args: str) -> str:
+    result = CliRunner().invoke(main, ["tokens", "create", "--db", db, *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_configured_from_the_environment_with_a_token_and_a_provider_key(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What docs/producers/python-client.md tells an operator to set: OPENLINEAGE_URL,
+    OPENLINEAGE_ENDPOINT with the provider_key in its query, OPENLINEAGE_API_KEY (sent
+    as Authorization: Bearer)."""
+    ol.clean_environment(monkeypatch, tmp_path)
+    db = f"sqlite:///{db_path}"
+    ingest = _token(db, "--scope", "ingest")
+    reader = _token(db, "--scope", "read")
+    server = ServerProcess(db_path).start()
+    try:
+        monkeypatch.setenv("OPENLINEAGE_URL", server.url)
+        monkeypatch.setenv("OPENLINEAGE_ENDPOINT", "api/v1/lineage?provider_key=etl-scheduler")
+        event = ol.pipeline_events()[2]
+        with pytest.raises(requests.HTTPError) as refused:
+            OpenLineageClient().emit(event)  # no token yet
+        assert refused.value.response is not None
+        assert refused.value.response.status_code == 401
+
+        monkeypatch.setenv("OPENLINEAGE_API_KEY", ingest)
+        client = OpenLineageClient()
+        assert isinstance(client.transport, HttpTransport)
+        for e in ol.pipeline_events():
+            client.emit(e)
+        auth = {"Authorization": f"Bearer {reader}"}
+        with httpx.Client(base_url=server.url, headers=auth, timeout=30) as http:
+            ol.wait_projected(http, EVENTS)
+            deliveries = ol.get(http, "/api/v1/deliveries")["deliveries"]
+            assert {d["provider_key"] for d in deliveries} == {"etl-scheduler"}
+            assert len(deliveries) == EVENTS
+            ol.assert_pipeline_graph(http)
+    finally:
+        server.stop()

@@ -54,6 +54,13 @@ def _run(http: httpx.Client, run_id: str) -> dict[str, Any]:
     return run
 
 
+def _children(http: httpx.Client, run_id: str, **params: Any) -> dict[str, Any]:
+    reply = http.get(f"/api/v1/runs/{run_id}/children", params=params)
+    assert reply.status_code == 200, reply.text
+    page: dict[str, Any] = reply.json()
+    return page
+
+
 def _ref(run_id: str, namespace: str, name: str) -> dict[str, Any]:
     return {"runId": run_id, "job": {"namespace": namespace, "name": name}}
 
@@ -98,6 +105,15 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
             assert run["state"] == expected, task
             assert _parent_job(http, pe.AIRFLOW_NS, task) == dag_ref["job"]
 
+        # The same children, a page at a time, in the order they started.
+        started = sorted(tasks, key=lambda t: _run(http, airflow(t))["started_at"])
+        first = _children(http, dag_run, limit=4)
+        assert [r["job"]["name"] for r in first["runs"]] == started[:4]
+        rest = _children(http, dag_run, limit=4, cursor=first["next_cursor"])
+        assert [r["job"]["name"] for r in rest["runs"]] == started[4:]
+        assert rest["next_cursor"] is None
+        assert rest["runs"][0] == _run(http, rest["runs"][0]["runId"])  # full run views
+
         # Spark: the application under the scheduler's task run that started it; the
         # query under the application.
         app_run = pe.run_id("spark", pe.SPARK_NS, pe.SPARK_APP)
@@ -114,8 +130,15 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
             "namespace": pe.SPARK_NS,
             "name": pe.SPARK_APP,
         }
-        # The scheduler's run sent no event: its id is a reference, not a run.
+        # The scheduler's run sent no event: its id is a reference, not a run; its
+        # children are known all the same.
         assert http.get(f"/api/v1/runs/{pe.SCHEDULER_RUN}").status_code == 404
+        children = _children(http, pe.SCHEDULER_RUN)
+        assert [r["runId"] for r in children["runs"]] == [app_run]
+        unknown = http.get("/api/v1/runs/01943c00-0000-7000-8000-00000000ffff/children")
+        assert unknown.status_code == 404
+        forged = http.get(f"/api/v1/runs/{app_run}/children", params={"cursor": "NQ"})  # 5
+        assert forged.status_code == 400
 
         # dbt run: the invocation → 5 models → 6 SQL queries each (no root in these events).
         def dbt(key: str, name: str) -> str:
@@ -186,6 +209,11 @@ def test_a_dbt_sized_run_ingested_in_batches(db_url: str, tmp_path: Path) -> Non
                 assert model["parent"] == {**ref, "root": ref}
                 assert (model["state"], model["children"]) == ("COMPLETE", [])
                 assert _parent_job(http, pe.DBT_NS, name) == ref["job"]
+            # The web UI pages through them: the first two pages of 25, in start order.
+            first = _children(http, invocation, limit=25)
+            second = _children(http, invocation, limit=25, cursor=first["next_cursor"])
+            listed = [r["job"]["name"] for r in first["runs"] + second["runs"]]
+            assert listed == names[:50]
             # One node per model job and per table: the graph holds the whole project.
             namespaces = http.get("/api/v1/namespaces").json()["namespaces"]
             assert namespaces == [
