@@ -138,6 +138,12 @@ def _run_event(state: RunState, run_id: str, minute: int, **run_facets: Any) -> 
     )
 
 
+def completed_run(run_id: str) -> RunEvent:
+    """One COMPLETE of the pipeline's job (parent, jobType, sql, schema, symlinks and
+    column lineage facets): the benchmark's event, distinct per ``run_id``."""
+    return _run_event(RunState.COMPLETE, run_id, 5)
+
+
 def pipeline_events() -> list[Event]:
     """Every kind of event and the facets DESIGN §3 reads, in the order a producer sends
     them: 10 events."""

@@ -50,8 +50,9 @@ def realize(events: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
             named = ref.setdefault("run", {})
             if _placeholder(named.get("runId")):
                 named["runId"] = run_id(key, ref["job"]["namespace"], ref["job"]["name"])
+        timeless = _placeholder(event.get("eventTime"))  # fill() would give all one time
         event = fill(event, f"{key}#{index}")
-        if _placeholder(event.get("eventTime")):
+        if timeless:
             moment = BASE_TIME + timedelta(seconds=index)
             event["eventTime"] = moment.isoformat().replace("+00:00", "Z")
         out.append(event)
@@ -95,6 +96,16 @@ def spark_application() -> list[dict[str, Any]]:
     for event in events:
         event["job"].setdefault("name", SPARK_QUERY)
     return realize(events, "spark")
+
+
+FLINK_NS, FLINK_JOB = "flink_job_namespace", "flink_examples_stateful"
+
+
+def flink_streaming() -> list[dict[str, Any]]:
+    """A Flink streaming job (Kafka to Kafka, openlineage-flink for Flink 1.x): its START
+    and a RUNNING with checkpoint counts. A streaming job sends no terminal event while
+    it runs."""
+    return realize(load("flink_kafka_start.json") + load("flink_kafka_checkpoints.json"), "flink")
 
 
 AIRFLOW_NS = "food_delivery"

@@ -76,6 +76,7 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
         "spark": pe.spark_application(),
         "dbt-run": pe.dbt_run(),
         "dbt-test": pe.dbt_singular_tests(),
+        "flink": pe.flink_streaming(),
     }
     with httpx.Client(base_url=server.url, timeout=60) as http:
         last = ""
@@ -139,6 +140,28 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
         assert unknown.status_code == 404
         forged = http.get(f"/api/v1/runs/{app_run}/children", params={"cursor": "NQ"})  # 5
         assert forged.status_code == 400
+
+        # Flink: a streaming run has no terminal event; it is RUNNING, and its edges are
+        # in the graph from its first event (DESIGN §3).
+        stream = _run(http, pe.run_id("flink", pe.FLINK_NS, pe.FLINK_JOB))
+        assert (stream["state"], stream["ended_at"], stream["parent"]) == ("RUNNING", None, None)
+        assert stream["facets"]["checkpoints"]["completed"] == 1  # filled from any-number
+        (flink_job,) = http.get(
+            "/api/v1/jobs", params={"namespace": pe.FLINK_NS, "name": pe.FLINK_JOB}
+        ).json()["jobs"]
+        assert flink_job["facets"]["jobType"]["processingType"] == "STREAMING"
+        assert flink_job["type"] == "job"  # streaming, not a service (DESIGN §3)
+        graph = http.get(
+            "/api/v1/lineage",
+            params={"type": "job", "namespace": pe.FLINK_NS, "name": pe.FLINK_JOB},
+        ).json()
+        kafka = "dataset:kafka://kafka-cluster-prod:9092:io.openlineage.flink.kafka."
+        job_id = f"job:{pe.FLINK_NS}:{pe.FLINK_JOB}"
+        assert sorted((e["source"], e["target"], e["last_state"]) for e in graph["edges"]) == [
+            (f"{kafka}input1", job_id, "RUNNING"),
+            (f"{kafka}input2", job_id, "RUNNING"),
+            (job_id, f"{kafka}output", "RUNNING"),
+        ]
 
         # dbt run: the invocation → 5 models → 6 SQL queries each (no root in these events).
         def dbt(key: str, name: str) -> str:
