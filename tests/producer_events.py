@@ -181,3 +181,14 @@ def dbt_sized_run(models: int) -> list[dict[str, Any]]:
             out.append(event)
     out.append(invocation_event(last, BASE_TIME + timedelta(milliseconds=10 * models + 5)))
     return out
+
+
+DBT_OL_NS = "dbt-shop"
+DBT_OL_DB = "duckdb:///tmp/probe/shop/shop.duckdb"
+
+
+def dbt_ol_capture() -> list[dict[str, Any]]:
+    """What `dbt-ol seed` then `dbt-ol run` really sent (a capture, not a template):
+    8 events, in eventTime order."""
+    lines = (DATA / "dbt_ol_duckdb_capture.jsonl").read_bytes().splitlines()
+    return [orjson.loads(line) for line in lines]

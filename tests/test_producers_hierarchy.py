@@ -245,3 +245,71 @@ def test_a_dbt_sized_run_ingested_in_batches(db_url: str, tmp_path: Path) -> Non
             ]
     finally:
         server.stop()
+
+
+def test_a_real_dbt_ol_capture(server: ServerProcess, tmp_path: Path) -> None:
+    """dbt-ol's own events (tests/data/producers/dbt_ol_duckdb_capture.jsonl: a seed
+    invocation, then a run invocation of two models), through `embrasure ingest`."""
+    events = pe.dbt_ol_capture()
+    path = tmp_path / "dbt-ol.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
+    result = CliRunner().invoke(main, ["ingest", str(path), "--url", server.url, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["accepted"], summary["invalid"], summary["projection"]["projected"]) == (
+        8,
+        0,
+        8,
+    )
+
+    runs = {(e["job"]["name"], e["eventType"]): e["run"]["runId"] for e in events}
+    seed_invocation = events[0]["run"]["runId"]
+    invocation = runs[("dbt-run-shop", "COMPLETE")]
+    assert invocation != seed_invocation  # one invocation per dbt-ol command
+    models = ["shop.main.shop.stg_orders", "shop.main.shop.orders_daily"]
+    model_runs = [runs[(m, "COMPLETE")] for m in models]
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        assert _run(http, seed_invocation)["children"] == []  # dbt-ol sends no seed nodes
+        top = _run(http, invocation)
+        assert (top["state"], top["parent"]) == ("COMPLETE", None)
+        assert top["children"] == sorted(model_runs)
+        ref = _ref(invocation, pe.DBT_OL_NS, "dbt-run-shop")
+        for model, run_id in zip(models, model_runs, strict=True):
+            run = _run(http, run_id)
+            assert (run["state"], run["parent"]) == ("COMPLETE", {**ref, "root": ref}), model
+            assert _parent_job(http, pe.DBT_OL_NS, model) == ref["job"]
+        listed = _children(http, invocation)["runs"]
+        assert [r["job"]["name"] for r in listed] == models  # in the order dbt ran them
+
+        # Lineage: seed → (not named by dbt-ol) stg_orders → orders_daily.
+        daily = _run(http, model_runs[1])
+        assert daily["inputs"] == [{"namespace": pe.DBT_OL_DB, "name": "shop.main.stg_orders"}]
+        assert daily["outputs"] == [{"namespace": pe.DBT_OL_DB, "name": "shop.main.orders_daily"}]
+        columns = http.get(
+            "/api/v1/column-lineage",
+            params={
+                "namespace": pe.DBT_OL_DB,
+                "name": "shop.main.orders_daily",
+                "field": "revenue",
+            },
+        ).json()
+        assert [(e["source"], e["kind"], e["class"]) for e in columns["edges"]] == [
+            (f"field:{pe.DBT_OL_DB}:shop.main.stg_orders:amount", "mapping", "expression")
+        ]
+        # stg_orders' columnLineage names the seed, which its event does not list among
+        # its inputs: ignored, with a warning on the delivery (DESIGN §3), not guessed.
+        warned = [
+            w
+            for d in summary["deliveries"]
+            for i in http.get(f"/api/v1/deliveries/{d}").json()["items"]
+            for w in i["warnings"]
+        ]
+        assert (
+            warned
+            == [
+                f"columnLineage of {pe.DBT_OL_DB}:shop.main.stg_orders: input dataset "
+                f"{pe.DBT_OL_DB}:shop.main.raw_orders is not among the event's inputs; "
+                "ignored for 4 field(s)"
+            ]
+            * 2
+        )
