@@ -13,6 +13,8 @@ import http.server
 import logging
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ import pytest
 import requests
 from click.testing import CliRunner
 from openlineage.client import OpenLineageClient
+from openlineage.client.serde import Serde
 from openlineage.client.transport import Transport
 from openlineage.client.transport.async_http import AsyncHttpConfig, AsyncHttpTransport
 from openlineage.client.transport.http import HttpConfig, HttpTransport
@@ -275,4 +278,58 @@ def test_configured_from_the_environment_with_a_token_and_a_provider_key(
             assert len(deliveries) == EVENTS
             ol.assert_pipeline_graph(http)
     finally:
+        server.stop()
+
+
+def test_a_429_is_retried_after_its_retry_after_when_the_client_is_told_to(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The advice of docs/producers/: the client's default status_forcelist leaves 429
+    out, so an event refused while the backlog is over its bound is lost; with 429 added
+    the client waits the Retry-After and sends it again, and it lands once a projector
+    has caught up."""
+    ol.clean_environment(monkeypatch, tmp_path)
+    server = ServerProcess(db_path, "--no-projector", "--max-backlog-items", "1").start()
+    projector: subprocess.Popen[bytes] | None = None
+    try:
+        events = [ol.completed_run(f"01943c00-0000-7000-8000-0000000b{n:04x}") for n in range(40)]
+        bodies = iter(Serde.to_json(e).encode() for e in events)
+        headers = {"Content-Type": "application/json"}
+        deadline = time.monotonic() + 30
+        while True:  # fill the backlog until the server says so (it looks once a second)
+            reply = httpx.post(
+                server.url + "/api/v1/lineage", content=next(bodies), headers=headers
+            )
+            if reply.status_code == 429:
+                break
+            assert reply.status_code == 202 and time.monotonic() < deadline
+            time.sleep(0.2)
+        assert reply.headers["retry-after"] == "1"
+
+        with pytest.raises(requests.HTTPError) as refused:
+            ol.client(_transport("sync", server.url)).emit(events[-1])  # the default retries
+        assert refused.value.response is not None
+        assert refused.value.response.status_code == 429
+
+        def drain() -> None:
+            nonlocal projector
+            time.sleep(0.5)  # after the emit below has been refused at least once
+            projector = subprocess.Popen(
+                [sys.executable, "-m", "embrasure", "project", "--db", f"sqlite:///{db_path}"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+        threading.Thread(target=drain, daemon=True).start()
+        retry = {**RETRY, "total": 20, "status_forcelist": [429, 500, 502, 503, 504]}
+        transport = _transport("sync", server.url, retry=retry)
+        assert isinstance(transport, HttpTransport)
+        answer = transport.emit(events[-2])
+        assert answer.status_code == 202
+        statuses = [h.status for h in answer.raw.retries.history]
+        assert statuses and set(statuses) == {429}  # refused, waited, sent again
+    finally:
+        if projector is not None:
+            projector.terminate()
+            projector.wait(30)
         server.stop()
