@@ -187,8 +187,20 @@ DBT_OL_NS = "dbt-shop"
 DBT_OL_DB = "duckdb:///tmp/probe/shop/shop.duckdb"
 
 
+def _capture(name: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (DATA / name).read_bytes().splitlines()]
+
+
 def dbt_ol_capture() -> list[dict[str, Any]]:
     """What `dbt-ol seed` then `dbt-ol run` really sent (a capture, not a template):
     8 events, in eventTime order."""
-    lines = (DATA / "dbt_ol_duckdb_capture.jsonl").read_bytes().splitlines()
-    return [orjson.loads(line) for line in lines]
+    return _capture("dbt_ol_duckdb_capture.jsonl")
+
+
+AIRFLOW_PROVIDER_NS = "airflow-prod"
+
+
+def airflow_provider_capture() -> list[dict[str, Any]]:
+    """What Airflow's OpenLineage provider really sent for `airflow dags test` of a DAG
+    with two tasks: each task's START and COMPLETE, then the DAG run's COMPLETE."""
+    return _capture("airflow_provider_capture.jsonl")

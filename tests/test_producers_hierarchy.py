@@ -313,3 +313,50 @@ def test_a_real_dbt_ol_capture(server: ServerProcess, tmp_path: Path) -> None:
             ]
             * 2
         )
+
+
+def test_a_real_airflow_provider_capture(server: ServerProcess) -> None:
+    """apache-airflow-providers-openlineage's own events (airflow_provider_capture.jsonl):
+    the tasks name the DAG run as parent and root; the DAG run lists them."""
+    events = pe.airflow_provider_capture()
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        last = ""
+        for event in events:  # one request each, as the provider sends them
+            reply = http.post(
+                "/api/v1/lineage",
+                content=orjson.dumps(event),
+                headers={"Content-Type": "application/json"},
+            )
+            assert reply.status_code == 202, reply.text
+            last = reply.json()["delivery_id"]
+        assert _wait(http, last)["state"] == "projected"
+
+        dag_run = events[-1]["run"]["runId"]
+        assert events[-1]["job"]["name"] == "orders_daily"
+        tasks = {e["job"]["name"]: e["run"]["runId"] for e in events[:-1]}
+        assert list(tasks) == ["orders_daily.extract", "orders_daily.load"]
+        dag = _run(http, dag_run)
+        assert (dag["state"], dag["parent"]) == ("COMPLETE", None)
+        assert dag["children"] == sorted(tasks.values())
+        assert "airflowDagRun" in dag["facets"]
+        ref = _ref(dag_run, pe.AIRFLOW_PROVIDER_NS, "orders_daily")
+        for name, run_id in tasks.items():
+            task = _run(http, run_id)
+            assert (task["state"], task["parent"]) == ("COMPLETE", {**ref, "root": ref}), name
+            assert _parent_job(http, pe.AIRFLOW_PROVIDER_NS, name) == ref["job"]
+        listed = _children(http, dag_run)["runs"]
+        assert [r["job"]["name"] for r in listed] == list(tasks)  # in the order they ran
+        # The tasks' inlets and outlets make the DAG's lineage: extract writes what load reads.
+        lineage = http.get(
+            "/api/v1/lineage",
+            params={
+                "namespace": "s3://lake",
+                "name": "raw/orders",
+                "direction": "both",
+                "depth": "1",
+            },
+        ).json()
+        assert sorted((e["source"], e["target"]) for e in lineage["edges"]) == [
+            ("dataset:s3://lake:raw/orders", f"job:{pe.AIRFLOW_PROVIDER_NS}:orders_daily.load"),
+            (f"job:{pe.AIRFLOW_PROVIDER_NS}:orders_daily.extract", "dataset:s3://lake:raw/orders"),
+        ]
