@@ -189,9 +189,10 @@ def pipeline_events() -> list[Event]:
 
 
 def client(transport: Transport) -> OpenLineageClient:
-    """A client that adds nothing of its own to the events: no sourceCodeLocation from a
-    git checkout, no environment variables or tags (an OPENLINEAGE__ setting of the
-    machine could add them; tests clear those with ``clean_environment``)."""
+    """A client that adds to the events only what every 1.54.0 client adds (a ``tags``
+    run facet naming its version): no sourceCodeLocation from the git checkout the tests
+    run in, and no environment variables or tags of the machine's (OPENLINEAGE__
+    settings could add them; tests clear those with ``clean_environment``)."""
     return OpenLineageClient(
         transport=transport,
         config={"facets": {"source_code_location": {"disabled": True}}},

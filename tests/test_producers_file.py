@@ -70,9 +70,11 @@ def http_export(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     db = tmp_path_factory.mktemp("http") / "http.db"
     server = ServerProcess(db).start()
     try:
-        client = ol.client(HttpTransport(HttpConfig(url=server.url)))
-        for event in ol.pipeline_events():
-            client.emit(event)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            ol.clean_environment(monkeypatch, db.parent)
+            client = ol.client(HttpTransport(HttpConfig(url=server.url)))
+            for event in ol.pipeline_events():
+                client.emit(event)
         with httpx.Client(base_url=server.url) as http:
             ol.wait_projected(http, EVENTS)
     finally:
