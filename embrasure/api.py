@@ -45,6 +45,7 @@ from .store.base import GraphReader, LogEntry, Row
 from .views import (
     RUN_KEYS,
     Identities,
+    child_runs,
     dataset_view,
     ingest_totals,
     job_view,
@@ -253,6 +254,24 @@ class ReadApi:
                 raise not_found(f"No run {run_id!r} is known.")
             _shown(Hidden.of(reader), JobId(rows[0][1], rows[0][2]))
             return run_view(reader, rows[0])
+
+        return await self._answer(work)
+
+    async def run_children(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"].lower()
+
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after = decode_cursor(request)
+            if after is not None and not (
+                isinstance(after, list) and len(after) == 2 and all(type(k) is str for k in after)
+            ):
+                raise bad("cursor is not one this server handed out")
+            page = child_runs(reader, run_id, after, limit)
+            if page is None:
+                raise not_found(f"No run {run_id!r} is known, nor any child of it.")
+            runs, last = page
+            return {"runs": runs, "next_cursor": encode_cursor(last) if last else None}
 
         return await self._answer(work)
 
@@ -519,6 +538,7 @@ class ReadApi:
             Route("/api/v1/export", read(self.export), methods=["GET"]),
             Route("/api/v1/runs", read(self.list_runs), methods=["GET"]),
             Route("/api/v1/runs/{run_id}", read(self.get_run), methods=["GET"]),
+            Route("/api/v1/runs/{run_id}/children", read(self.run_children), methods=["GET"]),
             Route("/api/v1/datasets", read(self.list_datasets), methods=["GET"]),
             Route("/api/v1/jobs", read(self.list_jobs), methods=["GET"]),
             Route("/api/v1/lineage", read(self.lineage), methods=["GET"]),

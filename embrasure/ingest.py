@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -190,6 +192,8 @@ def read_document(source: str, data: bytes) -> Iterator[Item | Unreadable]:
         if len(lines) > 1 and problem.slug == "not-json" and _is_object(lines[0]):
             # JSONL under a .json name: read it as what it is.
             yield from read_lines(source, data)
+        elif problem.slug == "not-json" and (documents := _concatenated(source, data)):
+            yield from documents
         else:
             yield Unreadable(source, _reason(problem), len(data))
         return
@@ -203,6 +207,48 @@ def read_document(source: str, data: bytes) -> Iterator[Item | Unreadable]:
         yield Unreadable(source, _too_deep(depth), len(data))
     else:
         yield Item(source, raw, doc, len(data))
+
+
+_SPACE = re.compile(r"[ \t\r\n]*")  # JSON's whitespace (RFC 8259 §2)
+
+
+def _concatenated(source: str, data: bytes) -> list[Item | Unreadable] | None:
+    """Pretty-printed JSON documents one after another, or None when ``data`` is not
+    that. openlineage-python's FileTransport writes them so with ``append: true`` and
+    ``debug_mode: true`` (json.dumps with indent=2, then a newline, per event; checked
+    with 1.54.0). Python's decoder only finds where each document ends; each one is then
+    read with the receiver's strict rules like any other event, and sent as its bytes."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    spans: list[tuple[int, int]] = []
+    start = _SPACE.match(text, 0).end()  # type: ignore[union-attr]  # always matches
+    while start < len(text):
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+        following = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+        spans.append((start, following))
+        start = following
+    if len(spans) < 2:
+        return None
+    out: list[Item | Unreadable] = []
+    line = 1
+    previous = 0
+    for start, end in spans:
+        line += text.count("\n", previous, start)
+        previous = start
+        raw = text[start:end].strip().encode("utf-8")
+        where = f"{source}:{line}"
+        weight = len(text[start:end].encode("utf-8"))
+        try:
+            out.append(Item(where, raw, _parse_event(raw), weight))
+        except Problem as problem:
+            out.append(Unreadable(where, _reason(problem), weight))
+    return out
 
 
 def _is_object(line: bytes) -> bool:

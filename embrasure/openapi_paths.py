@@ -320,6 +320,22 @@ def _entities() -> dict[str, dict[str, Operation]]:
             "Run",
             not_found="No such run.",
         ),
+        "/api/v1/runs/{run_id}/children": read(
+            "listChildRuns",
+            "entities",
+            "A run's children, a page at a time",
+            "The runs whose parent run facet names this run (an Airflow DAG run's tasks, a "
+            "Spark application's queries, a dbt invocation's models), in the order they "
+            "started. A run's own view lists every child's id; this pages through the "
+            "children themselves (a dbt invocation can have tens of thousands).",
+            [
+                path_param("run_id", string(), "The parent's runId (a UUID; case ignored)."),
+                limit(100),
+                CURSOR,
+            ],
+            "RunList",
+            not_found="No such run, and no run names it as parent.",
+        ),
         "/api/v1/datasets": read(
             "listDatasets",
             "entities",

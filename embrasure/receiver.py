@@ -84,7 +84,9 @@ def _check_headers(request: Request, limits: Limits) -> tuple[str, str | None]:
             "Compressed bodies are not accepted",
             f"Content-Encoding {encoding!r} is not accepted: send uncompressed JSON. "
             "Turn compression off in the producer's transport (for openlineage-python, "
-            "remove `compression: gzip` from the http transport).",
+            "remove `compression: gzip` from the http transport; for the Java client, "
+            "Spark and Flink, unset `compression`, e.g. "
+            "spark.openlineage.transport.compression).",
         )
     media_type, _, params = request.headers.get("content-type", "").partition(";")
     media_type = media_type.strip().lower()

@@ -323,3 +323,28 @@ def run_view(reader: GraphReader, row: Row) -> dict[str, Any]:
         "parent": _parent(r),
         "children": sorted(run_summary(c)["runId"] for c in children),
     }
+
+
+def child_runs(
+    reader: GraphReader, run_id: str, after: Any, limit: int
+) -> tuple[list[dict[str, Any]], list[str] | None] | None:
+    """A page of the runs whose parent facet names ``run_id``, in the order they started
+    (then by runId), with the key to pass as ``after`` for the next page; None when
+    neither the run nor any child of it is known. A run view lists every child's id; a
+    dbt invocation has one child per model (tens of thousands), so the web UI pages
+    through them here. Every page reads the children's rows by the parent index and
+    sorts them: cheap for tens of thousands, a store query ordered by start would be
+    the next step for millions."""
+    rows = reader.rows("runs", ("parent_run_id",), [(run_id,)])
+    if not rows and not reader.rows("runs", ("run_id",), [(run_id,)]):
+        return None
+    started = RUN_KEYS.index("started_key")
+
+    def key(row: Row) -> tuple[str, str]:
+        return (row[started] or "", row[0])
+
+    ordered = sorted(rows, key=key)
+    if after is not None:
+        ordered = [r for r in ordered if key(r) > tuple(after)]
+    last = list(key(ordered[limit - 1])) if len(ordered) > limit else None
+    return [run_view(reader, r) for r in ordered[:limit]], last

@@ -330,6 +330,8 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
 
     run = call("GET", f"/api/v1/runs/{run_id(2)}")
     assert run["parent"]["root"] and run["inputs"][0]["version"] == "v7"
+    siblings = call("GET", f"/api/v1/runs/{run['parent']['runId']}/children", limit=1)
+    assert siblings["runs"][0]["parent"]["runId"] == run["parent"]["runId"]
     assert call("GET", f"/api/v1/runs/{run_id(3)}")["error_message"] == "division by zero"
     call("GET", "/api/v1/runs", namespace="airflow", name="etl.report", limit=1)
     writers = call("GET", "/api/v1/runs", type="dataset", namespace=REPORT[0], name=REPORT[1])

@@ -29,6 +29,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from embrasure import demo, ui
 
+import producer_events as pe
 from conftest import ServerProcess
 
 CHROMIUM = "/usr/bin/chromium"
@@ -47,6 +48,7 @@ HUB_READERS = 40  # more than that
 # with more than CAP neighbours; the server sends 500 of them (its page limit).
 FAN_JOBS, FAN_WIDTH = 12, 12
 PAGE_NODES = 500
+CHILD_PAGE = 25  # child runs listed at once (runs.js)
 HOURLY_RUNS = 30  # more than a page of runs (25 on a job page, 20 on a dataset page)
 SCREENSHOTS = os.environ.get("EMBRASURE_SCREENSHOTS")
 # Generous waits: CI's two cores may be busy with the rest of the suite (or another
@@ -156,6 +158,13 @@ def extra_events() -> list[Any]:
             end = "FAIL" if i % 7 == 3 else "ABORT" if i % 11 == 5 else "COMPLETE"
             events.append(_run("hourly", 600 + i, end, start + 1, outputs=hourly))
     events.append(_run("bad", 0, "COMPLETE", 8) | {"run": {"runId": "not-a-uuid"}})
+    # Producer hierarchies (tests/producer_events.py): a dbt test invocation from the
+    # corpus (invocation → tests → queries, each naming the invocation as root) and a dbt
+    # run with more models than a page of child runs. Moved to the demo's night, before
+    # the hourly job, so that the home page's latest run stays the hourly one.
+    for minute, event in enumerate(pe.dbt_singular_tests() + pe.dbt_sized_run(CHILD_PAGE + 5)):
+        event["eventTime"] = f"{demo.DAY}T02:{minute // 60:02d}:{minute % 60:02d}Z"
+        events.append(event)
     return events
 
 
@@ -440,6 +449,37 @@ def test_job_page_opens_a_dag_runs_children(page: Page) -> None:
     tasks.get_by_role("link", name=demo.TASKS[0]).click()
     expect(page.get_by_role("link", name=demo.DAG, exact=True).first).to_be_visible()
     expect(page.get_by_role("region", name="Outputs")).to_contain_text("orders")
+
+
+def test_a_dbt_run_pages_its_models_and_a_query_shows_its_parent_and_root(page: Page) -> None:
+    page.goto(f"/#/job?namespace={pe.DBT_NS}&name={pe.BIG_INVOCATION}")
+    page.get_by_role("button", name=f"{CHILD_PAGE + 5} child runs").click()
+    models = page.get_by_role("list", name="Child runs")
+    expect(models.get_by_role("listitem")).to_have_count(CHILD_PAGE)
+    more = page.get_by_role("button", name="More child runs")
+    more.click()
+    expect(models.get_by_role("listitem")).to_have_count(CHILD_PAGE + 5)
+    expect(more).to_be_hidden()
+    last = f"model.{pe.BIG_PROJECT}.m{CHILD_PAGE + 4:05d}"  # in the order they started
+    expect(models.get_by_role("listitem").last).to_contain_text(last)
+    expect(models.locator(".state-complete")).to_have_count(CHILD_PAGE + 5)
+
+    # Two levels down: a dbt test's query names the test as parent, the invocation as root.
+    test = "test.dbt_test_project.assert_no_future_dates"
+    page.goto(f"/#/job?namespace={pe.DBT_NS}&name={test}.sql.1")
+    details = page.locator("tr.run-details").first
+    expect(details.locator(".parent")).to_contain_text(test)
+    expect(details.locator(".root")).to_contain_text(pe.DBT_RUN_JOB)
+    details.locator(".root").get_by_role("link").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(pe.DBT_RUN_JOB)
+    # The invocation is its own root: its tests show their parent only.
+    page.get_by_role("button", name="2 child runs").click()
+    page.get_by_role("list", name="Child runs").get_by_role("link", name=test).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(test)
+    details = page.locator("tr.run-details").first
+    expect(details.locator(".parent")).to_contain_text(pe.DBT_RUN_JOB)
+    expect(details.locator(".root")).to_have_count(0)
+    shot(page, "job-hierarchy")
 
 
 def test_the_graph_filters_by_last_run_state_and_by_time(page: Page) -> None:

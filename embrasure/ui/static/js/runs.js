@@ -88,19 +88,8 @@ function runDetails(run) {
   if (run.error_message) {
     parts.push(h("pre", { class: "run-error", role: "note" }, run.error_message));
   }
-  if (run.parent?.job) {
-    const parent = run.parent.job;
-    parts.push(
-      h(
-        "span",
-        { class: "parent" },
-        "parent ",
-        h("a", { href: jobHref(parent.namespace, parent.name) }, parent.name),
-        run.parent.runId ? h("span", { class: "mono small" }, ` ${run.parent.runId}`) : null,
-      ),
-    );
-  }
-  if (run.children?.length) parts.push(childRuns(run.children));
+  if (run.parent?.job) parts.push(parentOf(run.parent));
+  if (run.children?.length) parts.push(childRuns(run.runId, run.children.length));
   if (run.inputs || run.outputs) {
     const io = (list) => list.map((d) => d.name + (d.version ? ` @${d.version}` : "")).join(", ");
     if (run.inputs?.length) parts.push(h("span", { class: "io" }, `read ${io(run.inputs)}`));
@@ -109,10 +98,53 @@ function runDetails(run) {
   return parts.length ? h("div", { class: "run-extra" }, parts) : null;
 }
 
-// A run lists its children by runId only (an Airflow DAG run's tasks, a Spark
-// application's queries): their jobs and states are fetched when asked for.
-function childRuns(ids) {
-  const list = h("ul", { class: "child-runs" });
+// The parent run's job (an Airflow task's DAG, a Spark query's application, a dbt
+// model's invocation) and, when it is another run, the root of the hierarchy
+// (ParentRunFacet 1-1-0 `root`: the DAG run above a Spark application started by a task).
+function parentOf(parent) {
+  const link = (label, ref) =>
+    h(
+      "span",
+      { class: label },
+      `${label} `,
+      h("a", { href: jobHref(ref.job.namespace, ref.job.name) }, ref.job.name),
+      ref.runId ? h("span", { class: "mono small" }, ` ${ref.runId}`) : null,
+    );
+  const root = parent.root;
+  const distinct = root?.job && (root.runId !== parent.runId || root.job.name !== parent.job.name);
+  return h("span", {}, link("parent", parent), distinct ? [" ", link("root", root)] : null);
+}
+
+// A run's children (an Airflow DAG run's tasks, a Spark application's queries, a dbt
+// invocation's models: tens of thousands for a large dbt project) are listed a page at
+// a time when asked for, with their jobs, states and durations.
+const CHILD_PAGE = 25;
+
+function childRuns(runId, count) {
+  const list = h("ul", { class: "child-runs", "aria-label": "Child runs" });
+  const more = h("button", { type: "button", class: "link", hidden: true }, "More child runs");
+  let cursor = null;
+  const load = async () => {
+    more.disabled = true;
+    const page = await get(`/api/v1/runs/${runId}/children`, { limit: CHILD_PAGE, cursor });
+    list.append(
+      ...page.runs.map((r) =>
+        h(
+          "li",
+          {},
+          stateBadge(r.state),
+          " ",
+          h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name),
+          " ",
+          duration(r.duration_s),
+        ),
+      ),
+    );
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    more.disabled = false;
+  };
+  more.onclick = load;
   const button = h(
     "button",
     {
@@ -121,25 +153,12 @@ function childRuns(ids) {
       "aria-expanded": "false",
       onclick: async () => {
         button.disabled = true;
-        const runs = await Promise.all(ids.map((id) => get(`/api/v1/runs/${id}`)));
-        list.replaceChildren(
-          ...runs.map((r) =>
-            h(
-              "li",
-              {},
-              stateBadge(r.state),
-              " ",
-              h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name),
-              " ",
-              duration(r.duration_s),
-            ),
-          ),
-        );
+        await load();
         button.setAttribute("aria-expanded", "true");
         button.hidden = true;
       },
     },
-    `${ids.length} child runs`,
+    `${count} child run${count === 1 ? "" : "s"}`,
   );
-  return h("span", { class: "children" }, button, list);
+  return h("span", { class: "children" }, button, list, more);
 }
