@@ -43,6 +43,7 @@ from .search import search
 from .store import Store
 from .store.base import GraphReader, LogEntry, Row
 from .views import (
+    LISTED_CHILDREN,
     RUN_KEYS,
     Identities,
     child_runs,
@@ -267,7 +268,13 @@ class ReadApi:
                 isinstance(after, list) and len(after) == 2 and all(type(k) is str for k in after)
             ):
                 raise bad("cursor is not one this server handed out")
-            page = child_runs(reader, run_id, after, limit)
+            hidden = Hidden.of(reader)
+            parent = reader.rows("runs", ("run_id",), [(run_id,)])
+            if parent:
+                _shown(hidden, JobId(parent[0][1], parent[0][2]))
+            page = child_runs(
+                reader, run_id, after, limit, lambda r: not hidden.job(JobId(r[1], r[2]))
+            )
             if page is None:
                 raise not_found(f"No run {run_id!r} is known, nor any child of it.")
             runs, last = page
@@ -291,7 +298,7 @@ class ReadApi:
                 raise not_found(f"No job {namespace} {name} is known.")
             last = rows[limit - 1] if len(rows) > limit else None
             return {
-                "runs": [run_view(reader, r) for r in rows[:limit]],
+                "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
                 "next_cursor": encode_cursor([last[8], last[0]]) if last else None,
             }
 
@@ -583,7 +590,7 @@ def _writer_runs(
         rows = [r for r in rows if (r[latest], r[0]) < tuple(before)]
     last = rows[limit - 1] if len(rows) > limit else None
     return {
-        "runs": [run_view(reader, r) for r in rows[:limit]],
+        "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
         "next_cursor": encode_cursor([last[latest], last[0]]) if last else None,
     }
 

@@ -352,7 +352,13 @@ def _entities() -> dict[str, Schema]:
                         {"root": run_ref},
                     )
                 ),
-                "children": array(string(), "runIds of the runs naming this one as parent."),
+                "children": array(
+                    string(),
+                    "runIds of the runs naming this one as parent, sorted; in listings "
+                    "(GET /api/v1/runs, …/children) the first 100 only: see child_count, "
+                    "and page through them with /api/v1/runs/{run_id}/children.",
+                ),
+                "child_count": integer("How many runs name this one as parent.", minimum=0),
             },
         ),
         "RunList": page("runs", ref("Run"), "A job's runs, newest first."),

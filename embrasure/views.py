@@ -6,7 +6,7 @@ query.py.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -290,13 +290,24 @@ def _parent(r: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def run_view(reader: GraphReader, row: Row) -> dict[str, Any]:
+# Child runIds a run carries in listings (GET /api/v1/runs…): a dbt invocation has one
+# child per model, and 25 such runs listing 10,000 ids each made a 10 MB job page.
+# ``child_count`` says how many there are; /api/v1/runs/{id}/children pages through them.
+LISTED_CHILDREN = 100
+
+
+def run_view(reader: GraphReader, row: Row, children_limit: int | None = None) -> dict[str, Any]:
+    """A run (DESIGN §5 GET /api/v1/runs/{runId}); with ``children_limit``, at most that
+    many child runIds (the first by runId), as listings carry them."""
     r = dict(zip(RUN_KEYS, row, strict=True))
     run_id = r["run_id"]
     io = reader.rows("run_io", ("run_id",), [(run_id,)])
     facets = current_facets(reader, [entity("run", run_id)], honour_deleted=False)
     error = facets.get("errorMessage")
-    children = reader.rows("runs", ("parent_run_id",), [(run_id,)])
+    # Only the ids, from the parent index (which holds the key): not 10,000 whole rows.
+    children = sorted(
+        c[0] for c in reader.pick("runs", ("run_id",), ("parent_run_id",), [(run_id,)])
+    )
 
     def datasets(direction: str) -> list[dict[str, Any]]:
         out = []
@@ -321,12 +332,17 @@ def run_view(reader: GraphReader, row: Row) -> dict[str, Any]:
         "facets": facets,
         "error_message": error.get("message") if isinstance(error, dict) else None,
         "parent": _parent(r),
-        "children": sorted(run_summary(c)["runId"] for c in children),
+        "children": children if children_limit is None else children[:children_limit],
+        "child_count": len(children),
     }
 
 
 def child_runs(
-    reader: GraphReader, run_id: str, after: Any, limit: int
+    reader: GraphReader,
+    run_id: str,
+    after: Any,
+    limit: int,
+    keep: Callable[[Row], bool] = lambda row: True,
 ) -> tuple[list[dict[str, Any]], list[str] | None] | None:
     """A page of the runs whose parent facet names ``run_id``, in the order they started
     (then by runId), with the key to pass as ``after`` for the next page; None when
@@ -338,6 +354,7 @@ def child_runs(
     rows = reader.rows("runs", ("parent_run_id",), [(run_id,)])
     if not rows and not reader.rows("runs", ("run_id",), [(run_id,)]):
         return None
+    rows = [r for r in rows if keep(r)]
     started = RUN_KEYS.index("started_key")
 
     def key(row: Row) -> tuple[str, str]:
@@ -347,4 +364,4 @@ def child_runs(
     if after is not None:
         ordered = [r for r in ordered if key(r) > tuple(after)]
     last = list(key(ordered[limit - 1])) if len(ordered) > limit else None
-    return [run_view(reader, r) for r in ordered[:limit]], last
+    return [run_view(reader, r, LISTED_CHILDREN) for r in ordered[:limit]], last

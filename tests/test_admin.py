@@ -11,6 +11,7 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 from test_graph_api import (
+    AIRFLOW,
     CUSTOMERS,
     DASHBOARD,
     DBT_JOB,
@@ -23,14 +24,17 @@ from test_graph_api import (
     REPORT,
     WAREHOUSE_PATH,
     Api,
+    at,
     dataset_id,
     dbt_run,
     export_events,
+    facet,
     field_id,
     input_field,
     job_id,
     node_ids,
     platform,
+    run_event,
     run_id,
 )
 
@@ -285,3 +289,26 @@ def test_dbt_column_edges_come_back_when_the_job_is_shown(admin: Admin) -> None:
     assert admin.columns(*DBT_REPORT, "total", direction="upstream")["edges"] == []
     admin.unhide("job", *DBT_JOB.split(":")[1:])
     assert admin.columns(*DBT_REPORT, "total", direction="upstream") == lineage
+
+
+def test_child_runs_of_hidden_jobs_are_left_out(client: TestClient) -> None:
+    api = Admin(client)
+    dag_run, extract, load = run_id(41), run_id(42), run_id(43)
+    ref = {"run": {"runId": dag_run}, "job": {"namespace": "airflow", "name": "etl"}}
+    parent = facet("ParentRunFacet", "1-1-0", AIRFLOW, **ref, root=ref)
+
+    def task(name: str, run: str) -> dict[str, Any]:
+        facets = {"parent": parent}
+        return run_event("COMPLETE", name, run, at(9), run_facets=facets, namespace="airflow")
+
+    api.ingest(
+        run_event("START", "etl", dag_run, at(8), namespace="airflow"),
+        task("etl.extract", extract),
+        task("etl.load", load),
+    )
+    children = f"/api/v1/runs/{dag_run}/children"
+    assert [r["runId"] for r in api.get(children)["runs"]] == [extract, load]
+    api.hide("job", "airflow", "etl.extract")
+    assert [r["runId"] for r in api.get(children)["runs"]] == [load]
+    api.hide("job", "airflow", "etl")
+    assert "hidden" in api.problem("GET", children, 404)["detail"]

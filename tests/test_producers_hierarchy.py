@@ -225,7 +225,14 @@ def test_a_dbt_sized_run_ingested_in_batches(db_url: str, tmp_path: Path) -> Non
             top = _run(http, invocation)
             assert (top["state"], top["parent"]) == ("COMPLETE", None)
             names = [f"model.{pe.BIG_PROJECT}.m{i:05d}" for i in range(MODELS)]
-            assert top["children"] == sorted(pe.run_id("dbt-big", pe.DBT_NS, n) for n in names)
+            children = sorted(pe.run_id("dbt-big", pe.DBT_NS, n) for n in names)
+            assert (top["children"], top["child_count"]) == (children, MODELS)
+            # A listing of the invocation's runs carries the first 100 ids and the count.
+            (listed_top,) = http.get(
+                "/api/v1/runs", params={"namespace": pe.DBT_NS, "name": pe.BIG_INVOCATION}
+            ).json()["runs"]
+            assert listed_top["children"] == children[:100]
+            assert listed_top["child_count"] == MODELS
             ref = _ref(invocation, pe.DBT_NS, pe.BIG_INVOCATION)
             for name in (names[0], names[-1]):
                 model = _run(http, pe.run_id("dbt-big", pe.DBT_NS, name))

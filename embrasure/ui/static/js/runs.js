@@ -89,7 +89,7 @@ function runDetails(run) {
     parts.push(h("pre", { class: "run-error", role: "note" }, run.error_message));
   }
   if (run.parent?.job) parts.push(parentOf(run.parent));
-  if (run.children?.length) parts.push(childRuns(run.runId, run.children.length));
+  if (run.child_count) parts.push(childRuns(run.runId, run.child_count));
   if (run.inputs || run.outputs) {
     const io = (list) => list.map((d) => d.name + (d.version ? ` @${d.version}` : "")).join(", ");
     if (run.inputs?.length) parts.push(h("span", { class: "io" }, `read ${io(run.inputs)}`));
