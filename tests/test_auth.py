@@ -38,6 +38,7 @@ ROUTES: dict[tuple[str, str], str | None] = {
     ("GET", "/api/v1/export"): "read",
     ("GET", "/api/v1/runs"): "read",
     ("GET", "/api/v1/runs/{run_id}"): "read",
+    ("GET", "/api/v1/runs/{run_id}/children"): "read",
     ("GET", "/api/v1/datasets"): "read",
     ("GET", "/api/v1/jobs"): "read",
     ("GET", "/api/v1/lineage"): "read",
