@@ -290,6 +290,7 @@ def assert_pipeline_graph(http: httpx.Client) -> None:
         "error_message": None,
         "parent": None,
         "children": [GOOD_RUN, BAD_RUN],
+        "child_count": 2,
     }
     good = get(http, f"/api/v1/runs/{GOOD_RUN}")
     assert {k: v for k, v in good.items() if k != "facets"} == {
@@ -304,6 +305,7 @@ def assert_pipeline_graph(http: httpx.Client) -> None:
         "error_message": None,
         "parent": PARENT,
         "children": [],
+        "child_count": 0,
     }
     assert set(good["facets"]) == {"parent", "tags"}
     assert good["facets"]["parent"]["root"]["run"]["runId"] == DAG_RUN
