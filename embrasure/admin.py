@@ -33,7 +33,7 @@ from .model import DatasetId, DeliveryDraft, Receipt, utc_now
 from .params import bad, decode_cursor, encode_cursor, integer, not_found
 from .projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
 from .receiver import read_body
-from .responses import json_response, problem_response
+from .responses import json_response, log_unavailable, problem_response, store_unavailable
 from .store import Store
 from .store.base import GraphReader
 from .store.group_commit import GroupCommitter
@@ -73,14 +73,8 @@ class AdminApi:
         except Problem as problem:
             return problem_response(problem)
         except StoreUnavailable as exc:
-            return problem_response(
-                Problem(
-                    503,
-                    "log-unavailable",
-                    "Delivery log unavailable",
-                    f"The {action} was not stored: {exc}. Retry later.",
-                    retry_after=self.retry_after,
-                )
+            return log_unavailable(
+                f"The {action} was not stored: {exc}. Retry later.", self.retry_after
             )
         return json_response(
             {
@@ -109,15 +103,7 @@ class AdminApi:
         except Problem as problem:
             return problem_response(problem)
         except StoreUnavailable as exc:
-            return problem_response(
-                Problem(
-                    503,
-                    "store-unavailable",
-                    "Store unavailable",
-                    str(exc),
-                    retry_after=self.retry_after,
-                )
-            )
+            return store_unavailable(exc, self.retry_after)
 
     def _read(self, work: Any) -> Any:
         with self.store.reader() as reader:

@@ -38,7 +38,7 @@ from .params import (
 from .projector.apply import split_items
 from .projector.worker import replay_item
 from .receiver import Backpressure
-from .responses import json_response, problem_response
+from .responses import json_response, problem_response, store_unavailable
 from .search import search
 from .store import Store
 from .store.base import GraphReader, LogEntry, Row
@@ -157,16 +157,7 @@ class ReadApi:
         return json_response(result)
 
     def _unavailable(self, exc: StoreUnavailable) -> Response:
-        # The store is down or locked past its timeout: the request may succeed later.
-        return problem_response(
-            Problem(
-                503,
-                "store-unavailable",
-                "Store unavailable",
-                str(exc),
-                retry_after=self.retry_after,
-            )
-        )
+        return store_unavailable(exc, self.retry_after)
 
     # -- deliveries and quarantine -----------------------------------------------------------
 

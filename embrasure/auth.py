@@ -32,7 +32,7 @@ from starlette.responses import Response
 from .errors import Problem, StoreUnavailable
 from .model import Token
 from .refresh import Refreshed
-from .responses import problem_response
+from .responses import problem_response, store_unavailable
 from .store import Store
 
 SCOPES = ("ingest", "read", "admin")
@@ -137,9 +137,7 @@ def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
             except Problem as problem:
                 return problem_response(problem)
             except StoreUnavailable as exc:
-                return problem_response(
-                    Problem(503, "store-unavailable", "Store unavailable", str(exc), retry_after=1)
-                )
+                return store_unavailable(exc, retry_after=1)
             return await endpoint(request)
 
         guarded.required_scope = scope  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ from .auth import requires
 from .errors import IdempotencyConflict, Problem, StoreUnavailable
 from .model import DeliveryDraft, Receipt, Rejection, Token, utc_now
 from .refresh import Refreshed
-from .responses import json_response, problem_response
+from .responses import json_response, log_unavailable, problem_response
 from .store import Store
 from .store.group_commit import GroupCommitter
 
@@ -459,14 +459,9 @@ class Receiver:
         except Problem as problem:
             return problem_response(problem)
         except StoreUnavailable as exc:
-            return problem_response(
-                Problem(
-                    503,
-                    "log-unavailable",
-                    "Delivery log unavailable",
-                    f"The delivery was not stored and is not acknowledged: {exc}. Retry later.",
-                    retry_after=self.retry_after,
-                )
+            return log_unavailable(
+                f"The delivery was not stored and is not acknowledged: {exc}. Retry later.",
+                self.retry_after,
             )
         log.debug(
             "delivery %s %s",

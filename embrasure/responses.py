@@ -26,3 +26,17 @@ def problem_response(problem: Problem) -> Response:
         headers=headers,
         media_type=PROBLEM_MEDIA_TYPE,
     )
+
+
+def store_unavailable(exc: Exception, retry_after: int) -> Response:
+    """503: the store is down, or locked past its timeout; the request may succeed later."""
+    return problem_response(
+        Problem(503, "store-unavailable", "Store unavailable", str(exc), retry_after=retry_after)
+    )
+
+
+def log_unavailable(detail: str, retry_after: int) -> Response:
+    """503: the delivery log could not commit; nothing was stored (DESIGN §2)."""
+    return problem_response(
+        Problem(503, "log-unavailable", "Delivery log unavailable", detail, retry_after=retry_after)
+    )
