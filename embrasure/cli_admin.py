@@ -9,8 +9,16 @@ from typing import Any
 import click
 import orjson
 
-from .cli_graph import _page_options, _row, _show, _table
-from .cli_options import client_options, connected, fail, print_json
+from .cli_options import (
+    add_row,
+    client_options,
+    connected,
+    fail,
+    new_table,
+    page_options,
+    print_json,
+    show_table,
+)
 
 # How long hide and unhide wait for the projector before saying it is behind.
 WAIT_SECONDS = 30.0
@@ -84,7 +92,7 @@ def unhide(
 
 
 @admin.command()
-@_page_options
+@page_options
 @client_options
 def hidden(limit: int, cursor: str | None, as_json: bool, **flags: Any) -> None:
     """What is hidden: who hid it, when and why."""
@@ -93,10 +101,10 @@ def hidden(limit: int, cursor: str | None, as_json: bool, **flags: Any) -> None:
     if as_json:
         print_json(doc)
         return
-    table = _table("type", "namespace", "name", "hidden at", "by", "reason")
+    table = new_table("type", "namespace", "name", "hidden at", "by", "reason")
     for e in doc["hidden"]:
-        _row(table, e["type"], e["namespace"], e["name"], e["hidden_at"], e["by"], e["reason"])
-    _show(table, f"hidden: {len(doc['hidden'])}", doc.get("next_cursor"))
+        add_row(table, e["type"], e["namespace"], e["name"], e["hidden_at"], e["by"], e["reason"])
+    show_table(table, f"hidden: {len(doc['hidden'])}", doc.get("next_cursor"))
 
 
 COMMANDS = (admin,)

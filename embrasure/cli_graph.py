@@ -12,11 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_options import client_options, connected, console, print_json
+from .cli_options import (
+    add_row,
+    client_options,
+    connected,
+    new_table,
+    page_options,
+    print_json,
+    show_table,
+)
 
 if TYPE_CHECKING:  # rich and httpx load when used, not for every command
-    from rich.table import Table
-
     from .client import Params
 
 DIRECTIONS = ("upstream", "downstream", "both")
@@ -27,46 +33,6 @@ def _entity_options(func: Any) -> Any:
     return click.option(
         "--namespace", required=True, help="Namespace, e.g. postgres://db:5432 or s3://bucket."
     )(func)
-
-
-def _page_options(func: Any) -> Any:
-    func = click.option("--cursor", help="Continue a listing from its next_cursor.")(func)
-    return click.option(
-        "--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="Rows."
-    )(func)
-
-
-def _table(*columns: str) -> Table:
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
-
-
-def _row(table: Table, *cells: Any) -> None:
-    from rich.text import Text
-
-    # Text, not markup: a name like "[x]" must print as itself.
-    table.add_row(*(Text("" if c is None else str(c)) for c in cells))
-
-
-def _show(table: Table, title: str, next_cursor: str | None = None) -> None:
-    from rich.text import Text
-
-    out = console()
-    out.print(Text(title))
-    if table.row_count and out.is_terminal:
-        out.print(table)
-    elif table.row_count:
-        # rich pads every cell to its column's width; in a pipe or a file, trailing
-        # blanks only get in the way of grep and diff.
-        with out.capture() as captured:
-            out.print(table)
-        click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-    if next_cursor:
-        console(stderr=True).print(Text(f"more: add --cursor {next_cursor}"))
 
 
 def short(node_id: str) -> str:
@@ -137,9 +103,9 @@ def lineage(
     if doc.get("truncated"):
         title += ", truncated"
     if field is None:
-        table = _table("from", "to", "runs", "last state", "last seen")
+        table = new_table("from", "to", "runs", "last state", "last seen")
         for e in doc["edges"]:
-            _row(
+            add_row(
                 table,
                 _label(nodes[e["source"]]),
                 _label(nodes[e["target"]]),
@@ -148,9 +114,9 @@ def lineage(
                 e["last_seen"],
             )
     else:
-        table = _table("from", "to", "kind", "class", "masked", "via")
+        table = new_table("from", "to", "kind", "class", "masked", "via")
         for e in doc["edges"]:
-            _row(
+            add_row(
                 table,
                 _label(nodes[e["source"]]),
                 _label(nodes[e["target"]]),
@@ -159,7 +125,7 @@ def lineage(
                 "masked" if e["masked"] else "",
                 short(e["job"]) if e["job"] else "",
             )
-    _show(table, title)
+    show_table(table, title)
 
 
 @click.command()
@@ -177,10 +143,10 @@ def impact(
     if as_json:
         print_json(doc)
         return
-    table = _table("distance", "type", "namespace", "name", "masked", "path")
+    table = new_table("distance", "type", "namespace", "name", "masked", "path")
     for item in doc["items"]:
         node = item["node"]
-        _row(
+        add_row(
             table,
             item["distance"],
             node["type"],
@@ -189,7 +155,7 @@ def impact(
             "masked" if item.get("masked") else "",
             " → ".join(short(p) for p in item["path"][1:-1]),
         )
-    _show(table, f"impact of {short(doc['root'])}: {len(doc['items'])} downstream")
+    show_table(table, f"impact of {short(doc['root'])}: {len(doc['items'])} downstream")
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -197,7 +163,7 @@ def impact(
 
 @click.command()
 @_entity_options
-@_page_options
+@page_options
 @client_options
 def runs(
     namespace: str, name: str, limit: int, cursor: str | None, as_json: bool, **flags: Any
@@ -212,9 +178,9 @@ def runs(
     if as_json:
         print_json(doc)
         return
-    table = _table("run", "state", "started", "ended", "duration", "inputs", "outputs")
+    table = new_table("run", "state", "started", "ended", "duration", "inputs", "outputs")
     for run in doc["runs"]:
-        _row(
+        add_row(
             table,
             run["runId"],
             run["state"],
@@ -224,7 +190,7 @@ def runs(
             ", ".join(d["name"] for d in run["inputs"]),
             ", ".join(d["name"] for d in run["outputs"]),
         )
-    _show(table, f"runs of job {namespace} {name}: {len(doc['runs'])}", doc.get("next_cursor"))
+    show_table(table, f"runs of job {namespace} {name}: {len(doc['runs'])}", doc.get("next_cursor"))
 
 
 def _duration(seconds: float | None) -> str:
@@ -248,7 +214,7 @@ def _duration(seconds: float | None) -> str:
     type=click.Choice(("accepted", "projected", "partially_projected", "quarantined")),
     help="Only deliveries in this state.",
 )
-@_page_options
+@page_options
 @client_options
 def deliveries(
     delivery_id: str | None,
@@ -274,9 +240,9 @@ def deliveries(
     if as_json:
         print_json(doc)
     elif delivery_id is not None:
-        table = _table("index", "kind", "outcome", "reason", "warnings")
+        table = new_table("index", "kind", "outcome", "reason", "warnings")
         for item in doc["items"]:
-            _row(
+            add_row(
                 table,
                 item["index"],
                 item["kind"],
@@ -285,18 +251,18 @@ def deliveries(
                 "; ".join(item["warnings"]),
             )
         s = doc["summary"]
-        _show(
+        show_table(
             table,
             f"delivery {doc['delivery_id']} from {doc['provider_key']} at {doc['received_at']}: "
             f"{doc['state']}, {s['received']} items ({s['projected']} projected, "
             f"{s['quarantined']} quarantined, {s['pending']} pending)",
         )
     else:
-        table = _table(
+        table = new_table(
             "delivery", "received", "provider", "state", "items", "projected", "quarantined"
         )
         for d in doc["deliveries"]:
-            _row(
+            add_row(
                 table,
                 d["delivery_id"],
                 d["received_at"],
@@ -306,7 +272,7 @@ def deliveries(
                 d["summary"]["projected"],
                 d["summary"]["quarantined"],
             )
-        _show(table, f"deliveries: {len(doc['deliveries'])}", doc.get("next_cursor"))
+        show_table(table, f"deliveries: {len(doc['deliveries'])}", doc.get("next_cursor"))
 
 
 @click.group()
@@ -315,7 +281,7 @@ def quarantine() -> None:
 
 
 @quarantine.command("list")
-@_page_options
+@page_options
 @client_options
 def quarantine_list(limit: int, cursor: str | None, as_json: bool, **flags: Any) -> None:
     """Quarantined items, newest delivery first, with the reason of each."""
@@ -324,9 +290,9 @@ def quarantine_list(limit: int, cursor: str | None, as_json: bool, **flags: Any)
     if as_json:
         print_json(doc)
         return
-    table = _table("delivery", "index", "kind", "received", "reason")
+    table = new_table("delivery", "index", "kind", "received", "reason")
     for item in doc["items"]:
-        _row(
+        add_row(
             table,
             item["delivery_id"],
             item["index"],
@@ -334,7 +300,7 @@ def quarantine_list(limit: int, cursor: str | None, as_json: bool, **flags: Any)
             item["received_at"],
             item["reason"],
         )
-    _show(table, f"quarantined items: {len(doc['items'])}", doc.get("next_cursor"))
+    show_table(table, f"quarantined items: {len(doc['items'])}", doc.get("next_cursor"))
 
 
 @quarantine.command("replay")

@@ -1,6 +1,7 @@
-"""What every `embrasure` command shares: flags generated from settings.SETTINGS, and the
-one-line error. A module of its own so that the command modules (cli.py, cli_ingest.py,
-cli_graph.py) can all use it without importing one another."""
+"""What every `embrasure` command shares: flags generated from settings.SETTINGS, the
+one-line error, and the listings' tables. A module of its own so that the command modules
+(cli.py, cli_ingest.py, cli_graph.py, cli_admin.py…) can all use it without importing one
+another."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .settings import BY_NAME, Settings
 
 if TYPE_CHECKING:  # imported when used: `embrasure serve` needs neither httpx nor rich
     from rich.console import Console
+    from rich.table import Table
 
     from .client import Client
 
@@ -94,3 +96,46 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     wide = None if stream.isatty() or "COLUMNS" in os.environ else 250
     return Console(file=stream, highlight=False, width=wide, soft_wrap=False)
+
+
+# -- listings: one page of rows, then where the next page starts --------------------------
+
+
+def page_options(func: Any) -> Any:
+    func = click.option("--cursor", help="Continue a listing from its next_cursor.")(func)
+    return click.option(
+        "--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="Rows."
+    )(func)
+
+
+def new_table(*columns: str) -> Table:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def add_row(table: Table, *cells: Any) -> None:
+    from rich.text import Text
+
+    # Text, not markup: a name like "[x]" must print as itself.
+    table.add_row(*(Text("" if c is None else str(c)) for c in cells))
+
+
+def show_table(table: Table, title: str, next_cursor: str | None = None) -> None:
+    from rich.text import Text
+
+    out = console()
+    out.print(Text(title))
+    if table.row_count and out.is_terminal:
+        out.print(table)
+    elif table.row_count:
+        # rich pads every cell to its column's width; in a pipe or a file, trailing
+        # blanks only get in the way of grep and diff.
+        with out.capture() as captured:
+            out.print(table)
+        click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+    if next_cursor:
+        console(stderr=True).print(Text(f"more: add --cursor {next_cursor}"))
