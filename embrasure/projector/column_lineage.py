@@ -204,7 +204,8 @@ class _Inputs:
         return self._canonical
 
 
-def _schema_fields(output: DatasetFacts) -> list[str]:
+def schema_fields(output: DatasetFacts) -> list[str]:
+    """The field names of a dataset's SchemaDatasetFacet (``fields[].name``)."""
     schema = output.facets.get("schema")
     fields = schema.get("fields") if isinstance(schema, Mapping) else None
     if not isinstance(fields, list):
@@ -290,7 +291,7 @@ def extract(
                 add(output.id, out_field, entry, spec.get("transformationType"), False)
         dataset_level = facet.get("dataset")
         if isinstance(dataset_level, list) and dataset_level:
-            out_fields.update(f for f in _schema_fields(output) if f)
+            out_fields.update(f for f in schema_fields(output) if f)
             if not out_fields:
                 warnings.add(
                     f"{where}: dataset-level dependencies were ignored: the output names no fields"

@@ -46,6 +46,8 @@ import openlineage_sql
 
 from embrasure.model import ColumnFact, DatasetFacts, DatasetId
 
+from .column_lineage import schema_fields
+
 DERIVED = "sql"  # ColumnFact.derived, the API's edge "derived"
 GENERIC = "generic"
 
@@ -247,20 +249,12 @@ def _same(name: str, table: str, trailing: bool) -> bool:
     return name.endswith("." + table) if trailing else name == table
 
 
-def _schema_fields(d: DatasetFacts) -> list[str]:
-    schema = d.facets.get("schema")
-    fields = schema.get("fields") if isinstance(schema, Mapping) else None
-    if not isinstance(fields, list):
-        return []
-    return [f["name"] for f in fields if isinstance(f, Mapping) and isinstance(f.get("name"), str)]
-
-
 class _Columns:
     """A dataset's column names from its schema facet; without one, any name goes."""
 
     def __init__(self, d: DatasetFacts, lower: bool) -> None:
         self._lower = lower
-        self._fields = set(_schema_fields(d))
+        self._fields = set(schema_fields(d))
         self._folded: dict[str, list[str]] = {}
         for f in sorted(self._fields):
             self._folded.setdefault(f.casefold(), []).append(f)
