@@ -1,3 +1,3 @@
-from .cli import main
+from embrasure.cli import main
 
 main()

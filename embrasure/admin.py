@@ -26,18 +26,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .auth import requires
-from .errors import Problem, StoreUnavailable
-from .hidden import Hidden
-from .model import DatasetId, DeliveryDraft, Receipt, utc_now
-from .params import bad, decode_cursor, encode_cursor, integer, not_found
-from .projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
-from .receiver import read_body
-from .responses import json_response, log_unavailable, problem_response, store_unavailable
-from .store import Store
-from .store.base import GraphReader
-from .store.group_commit import GroupCommitter
-from .views import Identities
+from embrasure.auth import requires
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.hidden import Hidden
+from embrasure.model import DatasetId, DeliveryDraft, Receipt, utc_now
+from embrasure.params import bad, decode_cursor, encode_cursor, integer, not_found
+from embrasure.projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
+from embrasure.receiver import read_body
+from embrasure.responses import json_response, log_unavailable, problem_response, store_unavailable
+from embrasure.store import Store
+from embrasure.store.base import GraphReader
+from embrasure.store.group_commit import GroupCommitter
+from embrasure.views import Identities
 
 MAX_BODY = 64 * 1024  # an admin request is a few names
 

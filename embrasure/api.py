@@ -16,15 +16,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from . import query
-from .as_of import AsOfGraph
-from .auth import public, requires
-from .errors import Problem, StoreUnavailable
-from .export import open_export
-from .hidden import Hidden
-from .impact import impact
-from .model import DatasetId, JobId, Rejection
-from .params import (
+from embrasure import query
+from embrasure.as_of import AsOfGraph
+from embrasure.auth import public, requires
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.export import open_export
+from embrasure.hidden import Hidden
+from embrasure.impact import impact
+from embrasure.model import DatasetId, JobId, Rejection
+from embrasure.params import (
     bad,
     choice,
     decode_cursor,
@@ -35,14 +35,14 @@ from .params import (
     run_states,
     time_param,
 )
-from .projector.apply import split_items
-from .projector.worker import replay_item
-from .receiver import Backpressure
-from .responses import json_response, problem_response, store_unavailable
-from .search import search
-from .store import Store
-from .store.base import GraphReader, LogEntry, Row
-from .views import (
+from embrasure.projector.apply import split_items
+from embrasure.projector.worker import replay_item
+from embrasure.receiver import Backpressure
+from embrasure.responses import json_response, problem_response, store_unavailable
+from embrasure.search import search
+from embrasure.store import Store
+from embrasure.store.base import GraphReader, LogEntry, Row
+from embrasure.views import (
     LISTED_CHILDREN,
     RUN_KEYS,
     Identities,

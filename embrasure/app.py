@@ -12,18 +12,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
-from . import openapi, ui
-from .admin import AdminApi
-from .api import ReadApi
-from .auth import Guard
-from .errors import Problem
-from .metrics import Metrics
-from .projector.worker import Projector
-from .receiver import Backpressure, BodyBudget, Limits, MiB, Receiver
-from .responses import problem_response
-from .settings import Settings
-from .store import Store
-from .store.group_commit import GroupCommitter
+from embrasure import openapi, ui
+from embrasure.admin import AdminApi
+from embrasure.api import ReadApi
+from embrasure.auth import Guard
+from embrasure.errors import Problem
+from embrasure.metrics import Metrics
+from embrasure.projector.worker import Projector
+from embrasure.receiver import Backpressure, BodyBudget, Limits, MiB, Receiver
+from embrasure.responses import problem_response
+from embrasure.settings import Settings
+from embrasure.store import Store
+from embrasure.store.group_commit import GroupCommitter
 
 log = logging.getLogger("embrasure")
 

@@ -23,13 +23,13 @@ from typing import Any
 
 import orjson
 
-from .model import DatasetId, EventTime, JobId
-from .projector import facets as facet_rules
-from .projector.graph_rows import entity
-from .projector.runs import RunEventFact, resolve_run
-from .projector.symlinks import Link, resolve_group
-from .query import Graph, Hop, MergedEdge, edge_order
-from .store.base import GraphReader, Row
+from embrasure.model import DatasetId, EventTime, JobId
+from embrasure.projector import facets as facet_rules
+from embrasure.projector.graph_rows import entity
+from embrasure.projector.runs import RunEventFact, resolve_run
+from embrasure.projector.symlinks import Link, resolve_group
+from embrasure.query import Graph, Hop, MergedEdge, edge_order
+from embrasure.store.base import GraphReader, Row
 
 
 class AsOfIdentities:

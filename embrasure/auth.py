@@ -29,11 +29,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .errors import Problem, StoreUnavailable
-from .model import Token
-from .refresh import Refreshed
-from .responses import problem_response, store_unavailable
-from .store import Store
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.model import Token
+from embrasure.refresh import Refreshed
+from embrasure.responses import problem_response, store_unavailable
+from embrasure.store import Store
 
 SCOPES = ("ingest", "read", "admin")
 PREFIX = "emb_"

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from . import cli_admin, cli_graph, cli_ingest, cli_tokens, logs
-from .cli_options import fail, load_settings, setting_options
-from .errors import EmbrasureError
-from .settings import Settings, markdown_table
+from embrasure import cli_admin, cli_graph, cli_ingest, cli_tokens, logs
+from embrasure.cli_options import fail, load_settings, setting_options
+from embrasure.errors import EmbrasureError
+from embrasure.settings import Settings, markdown_table
 
 
 def tune_gc() -> None:
@@ -68,10 +68,10 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     """Run the server (receiver) on --host:--port."""
     import uvicorn
 
-    from .app import build_app
-    from .auth import is_loopback
-    from .projector.worker import Projector
-    from .store import open_store
+    from embrasure.app import build_app
+    from embrasure.auth import is_loopback
+    from embrasure.projector.worker import Projector
+    from embrasure.store import open_store
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
@@ -114,13 +114,13 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
 
 
 def projector_limits(settings: Settings) -> Any:
-    from .projector.worker import ProjectorLimits
+    from embrasure.projector.worker import ProjectorLimits
 
     return ProjectorLimits(batch_events=settings.projector_batch_events)
 
 
 def open_db(flags: dict[str, Any]) -> Any:
-    from .store import open_store
+    from embrasure.store import open_store
 
     settings = load_settings(flags)
     try:
@@ -134,7 +134,7 @@ def open_db(flags: dict[str, Any]) -> Any:
 def project(**flags: Any) -> None:
     """Run the projector alone (beside `serve --no-projector`), until SIGTERM. On
     PostgreSQL, several may run at once, in any processes: they share the log."""
-    from .projector.worker import Projector
+    from embrasure.projector.worker import Projector
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
@@ -156,7 +156,7 @@ def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it."""
     import time
 
-    from .projector.worker import reproject as rebuild
+    from embrasure.projector.worker import reproject as rebuild
 
     store = open_db(flags)
     tune_gc()
@@ -183,7 +183,7 @@ def reproject(**flags: Any) -> None:
 )
 def export(output: str, **flags: Any) -> None:
     """Write the whole graph as canonical JSON (the same as GET /api/v1/export)."""
-    from .export import export_chunks
+    from embrasure.export import export_chunks
 
     # A file appears only once whole: the export is written beside it, then renamed
     # (not standard output, a pipe or a device such as /dev/null).
@@ -216,7 +216,7 @@ def db() -> None:
 @setting_options("db")
 def upgrade(**flags: Any) -> None:
     """Apply pending schema migrations (safe to run from several processes at once)."""
-    from .store import open_store, redact
+    from embrasure.store import open_store, redact
 
     settings = load_settings(flags)
     try:

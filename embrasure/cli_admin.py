@@ -9,7 +9,7 @@ from typing import Any
 import click
 import orjson
 
-from .cli_options import (
+from embrasure.cli_options import (
     add_row,
     client_options,
     connected,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_options import (
+from embrasure.cli_options import (
     add_row,
     client_options,
     connected,
@@ -23,7 +23,7 @@ from .cli_options import (
 )
 
 if TYPE_CHECKING:  # rich and httpx load when used, not for every command
-    from .client import Params
+    from embrasure.client import Params
 
 DIRECTIONS = ("upstream", "downstream", "both")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from . import ingest as ingesting
-from .cli_options import (
+from embrasure import ingest as ingesting
+from embrasure.cli_options import (
     client_options,
     connected,
     console,
@@ -23,7 +23,7 @@ from .cli_options import (
     print_json,
     setting_options,
 )
-from .errors import EmbrasureError
+from embrasure.errors import EmbrasureError
 
 
 @contextlib.contextmanager
@@ -124,8 +124,8 @@ def demo(as_json: bool, **flags: Any) -> None:
     aggregation) and a dashboard service. Into the default database unless --url or --db
     says otherwise; loading it again changes nothing.
     """
-    from . import demo as sample
-    from .client import LocalClient
+    from embrasure import demo as sample
+    from embrasure.client import LocalClient
 
     with connected(flags, create=True, prefer_db=True) as client:
         summary = ingesting.ingest(client, sample.items(), provider_key=sample.PROVIDER_KEY)
@@ -176,7 +176,7 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
 
     PATH is a standalone SQLite file: serve it with `embrasure serve --db sqlite:///PATH`.
     """
-    from .store import open_store, redact
+    from embrasure.store import open_store, redact
 
     db = load_settings(flags).db
     source = db.removeprefix("sqlite:///")

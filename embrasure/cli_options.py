@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 import orjson
 
-from .settings import BY_NAME, Settings
+from embrasure.settings import BY_NAME, Settings
 
 if TYPE_CHECKING:  # imported when used: `embrasure serve` needs neither httpx nor rich
     from rich.console import Console
     from rich.table import Table
 
-    from .client import Client
+    from embrasure.client import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,7 +74,7 @@ def connected(
     flags: dict[str, Any], *, create: bool = False, prefer_db: bool = False
 ) -> Iterator[Client]:
     """The command's client; any ClientError inside becomes the one-line error."""
-    from .client import ClientError, open_client
+    from embrasure.client import ClientError, open_client
 
     settings = load_settings(flags)
     try:

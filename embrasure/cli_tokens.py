@@ -7,11 +7,11 @@ from typing import Any
 
 import click
 
-from .auth import SCOPES, check_scopes, digest, new_token
-from .cli_options import console, fail, load_settings, print_json, setting_options
-from .errors import EmbrasureError
-from .model import Token, utc_now
-from .store import Store, open_store
+from embrasure.auth import SCOPES, check_scopes, digest, new_token
+from embrasure.cli_options import console, fail, load_settings, print_json, setting_options
+from embrasure.errors import EmbrasureError
+from embrasure.model import Token, utc_now
+from embrasure.store import Store, open_store
 
 
 def _store(flags: dict[str, Any]) -> Store:

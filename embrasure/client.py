@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import orjson
 
-from .errors import EmbrasureError
-from .settings import BY_NAME, Settings
+from embrasure.errors import EmbrasureError
+from embrasure.settings import BY_NAME, Settings
 
 # A read can walk a large graph; an ingest batch waits for its fsync. Connecting is quick
 # or not at all.
@@ -179,8 +179,8 @@ class LocalClient(Client):
     """
 
     def __init__(self, db: str, settings: Settings, *, create: bool) -> None:
-        from .app import build_app
-        from .store import open_store, redact
+        from embrasure.app import build_app
+        from embrasure.store import open_store, redact
 
         if db.startswith("sqlite:///") and not create:
             path = db.removeprefix("sqlite:///")
@@ -248,7 +248,7 @@ class LocalClient(Client):
         return Reply(r.status_code, r.headers, r.content)
 
     def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
-        from .projector.worker import Projector
+        from embrasure.projector.worker import Projector
 
         try:
             Projector(self.store).run_until_caught_up()

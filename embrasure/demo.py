@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .ingest import Item
+from embrasure.ingest import Item
 
 CORE = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 AIRFLOW = "https://github.com/apache/airflow/tree/providers-openlineage/2.3.0"

@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 from starlette.concurrency import run_in_threadpool
 
-from .model import DatasetId, JobId
-from .query import Graph, MergedEdge, _column_order, column_edge_json, column_edges_of
-from .store import Store
-from .store.base import GraphReader
-from .views import Identities, dataset_view, job_view, node_id, run_view
+from embrasure.model import DatasetId, JobId
+from embrasure.query import Graph, MergedEdge, _column_order, column_edge_json, column_edges_of
+from embrasure.store import Store
+from embrasure.store.base import GraphReader
+from embrasure.views import Identities, dataset_view, job_view, node_id, run_view
 
 CHUNK = 1000
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from .model import DatasetId, JobId
-from .store.base import GraphReader, Row
-from .views import Identities
+from embrasure.model import DatasetId, JobId
+from embrasure.store.base import GraphReader, Row
+from embrasure.views import Identities
 
 
 class Members(Protocol):

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import DatasetId, JobId
-from .query import Graph, column_edges_of, step
-from .store.base import GraphReader
-from .views import dataset_node, job_node
+from embrasure.model import DatasetId, JobId
+from embrasure.query import Graph, column_edges_of, step
+from embrasure.store.base import GraphReader
+from embrasure.views import dataset_node, job_node
 
 
 class _Items:

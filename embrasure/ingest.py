@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import jsonguard
-from .errors import Problem
-from .projector.canonical import canonical_json
-from .receiver import Limits, check_items
+from embrasure import jsonguard
+from embrasure.errors import Problem
+from embrasure.projector.canonical import canonical_json
+from embrasure.receiver import Limits, check_items
 
 if TYPE_CHECKING:  # httpx loads only when a client is made
-    from .client import Client
+    from embrasure.client import Client
 
 LIMITS = Limits()
 # Half the receiver's 1,000: a batch this size is where the benchmark's throughput
@@ -318,7 +318,7 @@ def batches(items: Iterable[Item | Unreadable], summary: Summary) -> Iterator[Ba
 def send(client: Client, batch: Batch, provider_key: str | None) -> dict[str, Any] | str:
     """The receipt, or the problem that refused the whole batch. 429 and 503 are retried
     after their Retry-After; a server that stays overloaded ends the run."""
-    from .client import ClientError
+    from embrasure.client import ClientError
 
     body = batch.body()
     reply = None

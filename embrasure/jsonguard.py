@@ -32,7 +32,7 @@ import jiter
 import msgspec
 import orjson
 
-from .errors import Problem
+from embrasure.errors import Problem
 
 ORJSON_DEPTH_PROBE_MAX = 4096
 ORJSON_PARSE_DEPTH = 1024  # orjson.loads refuses deeper documents ("depth limit exceeded")

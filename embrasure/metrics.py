@@ -28,10 +28,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .auth import requires
-from .receiver import Backpressure
-from .store import Store
-from .views import ingest_totals
+from embrasure.auth import requires
+from embrasure.receiver import Backpressure
+from embrasure.store import Store
+from embrasure.views import ingest_totals
 
 # Seconds; an ingest answer is a few ms, a hub lineage tens, an export minutes.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

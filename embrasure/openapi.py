@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from . import __version__
-from .auth import public, required_scope
-from .openapi_paths import (
+from embrasure import __version__
+from embrasure.auth import public, required_scope
+from embrasure.openapi_paths import (
     JSON,
     Operation,
     json_body,
@@ -35,8 +35,8 @@ from .openapi_paths import (
     query,
     read_paths,
 )
-from .openapi_schemas import Schema, array, component_schemas, enum, ref, string
-from .receiver import DEFAULT_PROVIDER_KEY, Limits
+from embrasure.openapi_schemas import Schema, array, component_schemas, enum, ref, string
+from embrasure.receiver import DEFAULT_PROVIDER_KEY, Limits
 
 # -- ingestion (DESIGN §2) --------------------------------------------------------------------
 

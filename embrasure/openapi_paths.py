@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import MAX_DEPTH, MAX_LIMIT
-from .model import RUN_STATES
-from .openapi_schemas import DELIVERY_STATES, Schema, enum, integer, ref, string
+from embrasure.api import MAX_DEPTH, MAX_LIMIT
+from embrasure.model import RUN_STATES
+from embrasure.openapi_schemas import DELIVERY_STATES, Schema, enum, integer, ref, string
 
 Operation = dict[str, Any]
 JSON = "application/json"

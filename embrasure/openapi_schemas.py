@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import PROBLEM_BASE
-from .model import RUN_STATES
-from .projector.column_lineage import CLASSES
+from embrasure.errors import PROBLEM_BASE
+from embrasure.model import RUN_STATES
+from embrasure.projector.column_lineage import CLASSES
 
 Schema = dict[str, Any]
 

@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
-from .errors import Problem
-from .model import RUN_STATES
-from .projector.times import parse_event_time
+from embrasure.errors import Problem
+from embrasure.model import RUN_STATES
+from embrasure.projector.times import parse_event_time
 
 
 def bad(detail: str) -> Problem:

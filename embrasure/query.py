@@ -14,14 +14,14 @@ import functools
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from .hidden import Hidden
-from .model import DatasetId, JobId
-from .projector import graph_rows
-from .projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
-from .projector.graph_rows import EdgeSpan
-from .store.base import GraphReader, Row
-from .store.graph_schema import COLUMNS
-from .views import Identities, dataset_node, job_kinds, job_node, node_id
+from embrasure.hidden import Hidden
+from embrasure.model import DatasetId, JobId
+from embrasure.projector import graph_rows
+from embrasure.projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
+from embrasure.projector.graph_rows import EdgeSpan
+from embrasure.store.base import GraphReader, Row
+from embrasure.store.graph_schema import COLUMNS
+from embrasure.views import Identities, dataset_node, job_kinds, job_node, node_id
 
 
 @dataclasses.dataclass

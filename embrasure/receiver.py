@@ -26,14 +26,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from . import jsonguard
-from .auth import requires
-from .errors import IdempotencyConflict, Problem, StoreUnavailable
-from .model import DeliveryDraft, Receipt, Rejection, Token, utc_now
-from .refresh import Refreshed
-from .responses import json_response, log_unavailable, problem_response
-from .store import Store
-from .store.group_commit import GroupCommitter
+from embrasure import jsonguard
+from embrasure.auth import requires
+from embrasure.errors import IdempotencyConflict, Problem, StoreUnavailable
+from embrasure.model import DeliveryDraft, Receipt, Rejection, Token, utc_now
+from embrasure.refresh import Refreshed
+from embrasure.responses import json_response, log_unavailable, problem_response
+from embrasure.store import Store
+from embrasure.store.group_commit import GroupCommitter
 
 MiB = 1024 * 1024
 log = logging.getLogger("embrasure.receiver")

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from .errors import Problem
+from embrasure.errors import Problem
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 

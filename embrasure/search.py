@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .hidden import Hidden
-from .model import DatasetId, JobId
-from .store.base import GraphReader
-from .views import Identities, dataset_node, job_kind, job_node
+from embrasure.hidden import Hidden
+from embrasure.model import DatasetId, JobId
+from embrasure.store.base import GraphReader
+from embrasure.views import Identities, dataset_node, job_kind, job_node
 
 MATCHES = ("exact", "prefix", "substring")
 

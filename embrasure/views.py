@@ -12,12 +12,12 @@ from typing import Any
 
 import orjson
 
-from .model import DatasetId, JobId
-from .projector import facets as facet_rules
-from .projector.graph_rows import entity, stored_time
-from .projector.runs import normalise_state
-from .store.base import GraphReader, Row
-from .store.graph_schema import COLUMNS
+from embrasure.model import DatasetId, JobId
+from embrasure.projector import facets as facet_rules
+from embrasure.projector.graph_rows import entity, stored_time
+from embrasure.projector.runs import normalise_state
+from embrasure.store.base import GraphReader, Row
+from embrasure.store.graph_schema import COLUMNS
 
 DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from .validate import Invalid
+from embrasure.projector.validate import Invalid
 
 ROUTE = "admin"
 PROVIDER_KEY = "embrasure-admin"

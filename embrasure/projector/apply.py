@@ -17,13 +17,13 @@ from typing import Any
 
 import orjson
 
-from ..model import DatasetId, EventFacts, Quarantined
-from ..store.base import LogEntry, ProjectionTx
-from . import admin, graph_rows
-from .graph_rows import Contributions, time_key
-from .pipeline import project_event
-from .symlinks import Link, resolve_group
-from .validate import Invalid
+from embrasure.model import DatasetId, EventFacts, Quarantined
+from embrasure.projector import admin, graph_rows
+from embrasure.projector.graph_rows import Contributions, time_key
+from embrasure.projector.pipeline import project_event
+from embrasure.projector.symlinks import Link, resolve_group
+from embrasure.projector.validate import Invalid
+from embrasure.store.base import LogEntry, ProjectionTx
 
 
 def split_items(entry: LogEntry) -> list[Any]:

@@ -16,12 +16,12 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..model import DatasetId, EventFacts, EventTime, JobId
-from . import column_lineage
-from . import facets as facet_rules
-from .canonical import canonical_json
-from .column_lineage import ColumnEdge
-from .runs import (
+from embrasure.model import DatasetId, EventFacts, EventTime, JobId
+from embrasure.projector import column_lineage
+from embrasure.projector import facets as facet_rules
+from embrasure.projector.canonical import canonical_json
+from embrasure.projector.column_lineage import ColumnEdge
+from embrasure.projector.runs import (
     ParentColumns,
     RunEventFact,
     RunPart,
@@ -29,7 +29,7 @@ from .runs import (
     resolve_run,
     winner_key,
 )
-from .symlinks import Link, links_of
+from embrasure.projector.symlinks import Link, links_of
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
 

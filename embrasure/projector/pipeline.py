@@ -31,13 +31,12 @@ from typing import Any
 
 import orjson
 
+from embrasure.jsonguard import json_type
 from embrasure.model import ColumnFact, DatasetFacts, EventFacts, JobId, Quarantined
-
-from ..jsonguard import json_type
-from . import column_lineage, sql_lineage, validate
-from .canonical import canonical_json, event_id
-from .times import parse_event_time
-from .validate import Invalid
+from embrasure.projector import column_lineage, sql_lineage, validate
+from embrasure.projector.canonical import canonical_json, event_id
+from embrasure.projector.times import parse_event_time
+from embrasure.projector.validate import Invalid
 
 
 def project_event(event: Any) -> EventFacts | Quarantined:

@@ -45,8 +45,7 @@ from typing import Any
 import openlineage_sql
 
 from embrasure.model import ColumnFact, DatasetFacts, DatasetId
-
-from .column_lineage import schema_fields
+from embrasure.projector.column_lineage import schema_fields
 
 DERIVED = "sql"  # ColumnFact.derived, the API's edge "derived"
 GENERIC = "generic"

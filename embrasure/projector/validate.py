@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from embrasure.jsonguard import json_type
 from embrasure.model import (
     RUN_STATES,
     DatasetFacts,
@@ -44,9 +45,7 @@ from embrasure.model import (
     ParentRef,
     Symlink,
 )
-
-from ..jsonguard import json_type
-from .facet_schemas import check_facets
+from embrasure.projector.facet_schemas import check_facets
 
 RUN_EVENT, JOB_EVENT, DATASET_EVENT = "RunEvent", "JobEvent", "DatasetEvent"
 MAX_DATASET_NAME_CHARS = 1000  # DESIGN §3: longer names are not identifiers but payloads

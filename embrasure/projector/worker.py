@@ -22,13 +22,13 @@ from typing import Any
 
 import orjson
 
-from ..errors import Problem, StoreConflict, StoreUnavailable
-from ..model import Quarantined
-from ..store.base import LogEntry, ProjectionTx, Store
-from ..store.graph_schema import GRAPH_VERSION
-from . import admin
-from .apply import apply, apply_events, commit, item_row, prepare, split_items
-from .pipeline import project_event
+from embrasure.errors import Problem, StoreConflict, StoreUnavailable
+from embrasure.model import Quarantined
+from embrasure.projector import admin
+from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
+from embrasure.projector.pipeline import project_event
+from embrasure.store.base import LogEntry, ProjectionTx, Store
+from embrasure.store.graph_schema import GRAPH_VERSION
 
 log = logging.getLogger("embrasure.projector")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..errors import EmbrasureError
-from .base import Store
+from embrasure.errors import EmbrasureError
+from embrasure.store.base import Store
 
 
 def redact(url: str) -> str:
@@ -18,11 +18,11 @@ def open_store(url: str, *, upgrade: bool = False, pool_size: int = 10) -> Store
     schema is upgraded only when ``upgrade`` is true (else SchemaError). ``pool_size``:
     most connections a PostgreSQL store opens (settings.db_pool_size)."""
     if url.startswith("sqlite:///"):
-        from .sqlite import SQLiteStore
+        from embrasure.store.sqlite import SQLiteStore
 
         return SQLiteStore(url.removeprefix("sqlite:///"), upgrade=upgrade)
     if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
+        from embrasure.store.postgres import PostgresStore
 
         return PostgresStore(url, upgrade=upgrade, pool_size=pool_size)
     raise EmbrasureError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://…")

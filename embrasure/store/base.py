@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import IdempotencyConflict
-from ..model import Delivery, DeliveryDraft, Receipt, Rejection, Token
+from embrasure.errors import IdempotencyConflict
+from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
 
 AppendResult = Receipt | IdempotencyConflict
 Row = tuple[Any, ...]

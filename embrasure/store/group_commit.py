@@ -16,9 +16,9 @@ import queue
 import threading
 from collections.abc import Sequence
 
-from ..errors import EmbrasureError, StoreUnavailable
-from ..model import DeliveryDraft, Receipt
-from .base import AppendResult, Store
+from embrasure.errors import EmbrasureError, StoreUnavailable
+from embrasure.model import DeliveryDraft, Receipt
+from embrasure.store.base import AppendResult, Store
 
 log = logging.getLogger("embrasure.log")
 

@@ -13,8 +13,8 @@ import dataclasses
 import re
 from collections.abc import Callable
 
-from ..errors import SchemaError
-from . import graph_schema
+from embrasure.errors import SchemaError
+from embrasure.store import graph_schema
 
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {

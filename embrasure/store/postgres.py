@@ -32,12 +32,12 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..errors import StoreError, StoreUnavailable
-from ..model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
-from . import graph_schema, migrations, redact, sql
-from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
-from .postgres_conn import PgConnection, neutral, one_line
-from .postgres_graph import (
+from embrasure.errors import StoreError, StoreUnavailable
+from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
+from embrasure.store import graph_schema, migrations, redact, sql
+from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.postgres_conn import PgConnection, neutral, one_line
+from embrasure.store.postgres_graph import (
     LOG_LOCK,
     MIGRATION_LOCK,
     REPROJECT_LOCK,
@@ -45,7 +45,7 @@ from .postgres_graph import (
     PostgresProjectionTx,
     column_types,
 )
-from .postgres_reads import PostgresReader
+from embrasure.store.postgres_reads import PostgresReader
 
 CONNECT_TIMEOUT = 10  # seconds to reach the server
 POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from ..errors import StoreConflict, StoreError, StoreUnavailable
+from embrasure.errors import StoreConflict, StoreError, StoreUnavailable
 
 _QUOTED = re.compile(r"('(?:[^']|'')*')")
 _TOKEN = re.compile(r"\?|(?<![:\w]):([A-Za-z_]\w*)|%|\bCROSS JOIN\b")

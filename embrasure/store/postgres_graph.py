@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .base import LogEntry, ProjectionTx, Row
-from .graph_schema import COLUMNS
-from .postgres_conn import PgConnection
-from .sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
+from embrasure.store.base import LogEntry, ProjectionTx, Row
+from embrasure.store.graph_schema import COLUMNS
+from embrasure.store.postgres_conn import PgConnection
+from embrasure.store.sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 
 # pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order

@@ -8,7 +8,7 @@ needs a different text on PostgreSQL is overridden here.
 
 from __future__ import annotations
 
-from .sqlite_reads import SQLiteReader
+from embrasure.store.sqlite_reads import SQLiteReader
 
 
 class PostgresReader(SQLiteReader):

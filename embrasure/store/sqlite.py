@@ -14,12 +14,12 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 
-from ..errors import StoreError, StoreUnavailable
-from ..model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
-from . import graph_schema, migrations, sql
-from .base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
-from .sqlite_graph import SQLiteProjectionTx
-from .sqlite_reads import SQLiteReader
+from embrasure.errors import StoreError, StoreUnavailable
+from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
+from embrasure.store import graph_schema, migrations, sql
+from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.sqlite_graph import SQLiteProjectionTx
+from embrasure.store.sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024

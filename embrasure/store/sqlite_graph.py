@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from .base import LogEntry, ProjectionTx, Row
-from .sql import (
+from embrasure.store.base import LogEntry, ProjectionTx, Row
+from embrasure.store.sql import (
     TxReads,
     decode_rejections,
     read_log,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .base import GraphReader, Row
-from .graph_schema import COLUMNS
-from .sql import Connection, select_where_in
+from embrasure.store.base import GraphReader, Row
+from embrasure.store.graph_schema import COLUMNS
+from embrasure.store.sql import Connection, select_where_in
 
 MAX_PARAMS = 900
 

@@ -15,7 +15,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..auth import public
+from embrasure.auth import public
 
 STATIC = Path(__file__).parent / "static"
 
