@@ -4,7 +4,7 @@ The single-event ingest target is a fraction of what this answers (bench/ingest.
 must be the same stack as ``embrasure serve``: Starlette routes on uvicorn with uvloop and
 httptools, access log off, one process; and it must do the one piece of work every
 receiver has to do, reading the body and parsing it with the same JSON library (orjson,
-as ``embrasure.jsonguard``). It stores nothing and checks nothing else.
+as ``embrasure.receiver.jsonguard``). It stores nothing and checks nothing else.
 
 Run: ``python bench/null_receiver.py --port 8001``.
 """

@@ -48,9 +48,9 @@ def load_receiver_parse(source: Path) -> tuple[str, Parser]:
     being measured, at the receiver's depth bound: ``jsonguard.parse_array`` (item by
     item) where that code has it, else ``jsonguard.parse_strict`` (the whole body)."""
     sys.path.insert(0, str(source))
-    from embrasure import jsonguard, receiver
+    from embrasure.receiver import bounds, jsonguard
 
-    depth = receiver.Limits().json_depth
+    depth = bounds.Limits().json_depth
     parse_array = getattr(jsonguard, "parse_array", None)
 
     def parse(body: bytes) -> None:

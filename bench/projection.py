@@ -73,7 +73,7 @@ import orjson
 import servers
 from events import run_event
 
-from embrasure.cli import tune_gc
+from embrasure.cli.main import tune_gc
 from embrasure.model import DeliveryDraft, utc_now
 from embrasure.projector import worker
 from embrasure.projector.worker import Projector, ProjectorLimits

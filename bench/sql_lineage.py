@@ -60,7 +60,7 @@ from projection import (
     wait_for_quiet,
 )
 
-from embrasure.cli import tune_gc
+from embrasure.cli.main import tune_gc
 from embrasure.model import DeliveryDraft, EventFacts, utc_now
 from embrasure.projector import pipeline, sql_lineage
 from embrasure.projector.pipeline import project_event

@@ -1,3 +1,3 @@
-from embrasure.cli import main
+from embrasure.cli.main import main
 
 main()

@@ -12,18 +12,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
-from embrasure import openapi, ui
-from embrasure.admin import AdminApi
-from embrasure.api import ReadApi
-from embrasure.auth import Guard
+from embrasure import ui
 from embrasure.errors import Problem
-from embrasure.metrics import Metrics
 from embrasure.projector.worker import Projector
-from embrasure.receiver import Backpressure, BodyBudget, Limits, MiB, Receiver
-from embrasure.responses import problem_response
+from embrasure.receiver.backpressure import Backpressure, BodyBudget
+from embrasure.receiver.bounds import Limits, MiB
+from embrasure.receiver.routes import Receiver
 from embrasure.settings import Settings
 from embrasure.store import Store
 from embrasure.store.group_commit import GroupCommitter
+from embrasure.web.admin import AdminApi
+from embrasure.web.api import ReadApi
+from embrasure.web.auth import Guard
+from embrasure.web.metrics import Metrics
+from embrasure.web.openapi import document as openapi
+from embrasure.web.responses import problem_response
 
 log = logging.getLogger("embrasure")
 

@@ -245,3 +245,15 @@ class Quarantined:
     kind: str | None
     reason: str
     retriable: bool = False
+
+
+def event_kind(event: Any) -> str | None:
+    """An event's kind (docs/projection.md): ``run`` present → RunEvent; else ``job``
+    present → JobEvent; else DatasetEvent. A key whose value is null counts as absent
+    (``{"run": null, "job": {…}}`` is a JobEvent), as OpenLineage's optional fields read;
+    None for an item that is not an object. The receiver and the projector both use this."""
+    if type(event) is not dict:
+        return None
+    if event.get("run") is not None:
+        return "RunEvent"
+    return "JobEvent" if event.get("job") is not None else "DatasetEvent"

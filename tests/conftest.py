@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import psycopg
@@ -32,9 +32,12 @@ from hypothesis import settings
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
-from embrasure.receiver import Limits
+from embrasure.receiver.bounds import Limits
 from embrasure.settings import Settings
 from embrasure.store import open_store
+
+if TYPE_CHECKING:
+    import graph_api
 
 # No per-example deadline: these tests check behaviour, not speed (bench/ measures that),
 # and on a loaded 2-core machine a pure function can take longer than hypothesis's 200 ms.
@@ -297,3 +300,11 @@ def requires_shared() -> pytest.MarkDecorator:
 
 
 os.environ.setdefault("EMBRASURE_LOG_LEVEL", "warning")
+
+
+@pytest.fixture
+def api(client: TestClient) -> graph_api.Api:
+    """The read API's test client (tests/graph_api.py) over the ``client`` app."""
+    from graph_api import Api  # imported here: graph_api imports this module
+
+    return Api(client)

@@ -15,7 +15,7 @@ the same rule to such integers when a value comes from another parser, so the id
 does not depend on which parser read the bytes. A value orjson cannot represent at all
 (an integer too large for a double, a string with a lone surrogate, nesting beyond
 orjson's limit) raises ValueError: no accepted delivery holds one, since the receiver
-parses with orjson (embrasure.jsonguard).
+parses with orjson (embrasure.receiver.jsonguard).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from embrasure.jsonguard import json_type
+from embrasure.receiver.jsonguard import json_type
 
 CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 # Where a facet goes, by the core base its definition extends (OpenLineage 2-0-2 $defs).

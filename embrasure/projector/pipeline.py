@@ -31,12 +31,12 @@ from typing import Any
 
 import orjson
 
-from embrasure.jsonguard import json_type
-from embrasure.model import ColumnFact, DatasetFacts, EventFacts, JobId, Quarantined
+from embrasure.model import ColumnFact, DatasetFacts, EventFacts, JobId, Quarantined, event_kind
 from embrasure.projector import column_lineage, sql_lineage, validate
 from embrasure.projector.canonical import canonical_json, event_id
 from embrasure.projector.times import parse_event_time
 from embrasure.projector.validate import Invalid
+from embrasure.receiver.jsonguard import json_type
 
 
 def project_event(event: Any) -> EventFacts | Quarantined:
@@ -48,7 +48,7 @@ def project_event(event: Any) -> EventFacts | Quarantined:
     """
     kind = None
     try:
-        kind = validate.event_kind(event) if isinstance(event, dict) else None
+        kind = event_kind(event)
         return _project(event)
     except Invalid as broken:
         return Quarantined(kind=kind, reason=broken.reason)
@@ -72,7 +72,8 @@ def _project(event: Any) -> EventFacts:
         raise Invalid(f"the event is {json_type(event)}, not a JSON object")
 
     # 3-4. kind, job, run
-    kind = validate.event_kind(event)
+    kind = event_kind(event)
+    assert kind is not None  # an object, checked just above
     job = validate.job_of(event, kind)
     run_id = validate.run_id_of(event, kind)
     warnings: list[str] = []

@@ -30,8 +30,8 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from embrasure.jsonguard import json_type
 from embrasure.model import EventTime
+from embrasure.receiver.jsonguard import json_type
 
 MAX_FRACTION_DIGITS = 9  # nanoseconds: the finest any OpenLineage client emits
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from embrasure.jsonguard import json_type
 from embrasure.model import (
     RUN_STATES,
     DatasetFacts,
@@ -46,6 +45,7 @@ from embrasure.model import (
     Symlink,
 )
 from embrasure.projector.facet_schemas import check_facets
+from embrasure.receiver.jsonguard import json_type
 
 RUN_EVENT, JOB_EVENT, DATASET_EVENT = "RunEvent", "JobEvent", "DatasetEvent"
 MAX_DATASET_NAME_CHARS = 1000  # DESIGN §3: longer names are not identifiers but payloads
@@ -98,13 +98,6 @@ def _string(obj: dict[str, Any], key: str, where: str, kind: str) -> str:
 
 
 # -- the event ------------------------------------------------------------------------------
-
-
-def event_kind(event: dict[str, Any]) -> str:
-    """RunEvent if ``run`` is present, else JobEvent if ``job`` is, else DatasetEvent."""
-    if _present(event, "run"):
-        return RUN_EVENT
-    return JOB_EVENT if _present(event, "job") else DATASET_EVENT
 
 
 def job_of(event: dict[str, Any], kind: str) -> JobId | None:

@@ -28,7 +28,7 @@ from embrasure.projector import admin
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
 from embrasure.store.base import LogEntry, ProjectionTx, Store
-from embrasure.store.graph_schema import GRAPH_VERSION
+from embrasure.store.schema import GRAPH_VERSION
 
 log = logging.getLogger("embrasure.projector")
 

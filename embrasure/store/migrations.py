@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from embrasure.errors import SchemaError
-from embrasure.store import graph_schema
+from embrasure.store import schema as graph_schema
 
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {

@@ -19,7 +19,7 @@ statements and their commit; receivers parse, check and group deliveries in para
 report) would hold back, stalling projection; and over a per-delivery "projected" mark
 alone, which cannot tell when a projector may move its watermark. Projectors also keep
 such a mark (a generation's ``deliveries`` rows): see postgres_graph.py for how several
-of them share the log. ``tests/test_postgres.py`` shows the hazard on raw SQL and that
+of them share the log. ``tests/store/test_postgres.py`` shows the hazard on raw SQL and that
 appends do not have it.
 """
 
@@ -34,7 +34,8 @@ from psycopg_pool import ConnectionPool
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
-from embrasure.store import graph_schema, migrations, redact, sql
+from embrasure.store import migrations, redact, sql
+from embrasure.store import schema as graph_schema
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
 from embrasure.store.postgres_conn import PgConnection, neutral, one_line
 from embrasure.store.postgres_graph import (
@@ -45,7 +46,7 @@ from embrasure.store.postgres_graph import (
     PostgresProjectionTx,
     column_types,
 )
-from embrasure.store.postgres_reads import PostgresReader
+from embrasure.store.reads import SQLReader
 
 CONNECT_TIMEOUT = 10  # seconds to reach the server
 POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
@@ -226,7 +227,7 @@ class PostgresStore(Store):
     def reader(self) -> Iterator[GraphReader]:
         # One snapshot for every query of the request.
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
-            yield PostgresReader(conn, graph_schema.prefix(self._generation(conn)))
+            yield SQLReader(conn, graph_schema.prefix(self._generation(conn)))
 
     # -- tokens -------------------------------------------------------------------------
 

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from embrasure.store.base import LogEntry, ProjectionTx, Row
-from embrasure.store.graph_schema import COLUMNS
 from embrasure.store.postgres_conn import PgConnection
+from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 
 # pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.

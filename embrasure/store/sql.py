@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from embrasure.errors import IdempotencyConflict
 from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.base import AppendResult, LogEntry, Row
-from embrasure.store.graph_schema import COLUMNS, GRAPH_VERSION, MERGES
 from embrasure.store.migrations import DIALECT_TOKENS
+from embrasure.store.schema import COLUMNS, GRAPH_VERSION, MERGES
 
 # SQLite's default limit on host parameters is 32,766 (since 3.32); PostgreSQL's is
 # 65,535. Stay well below both: a few hundred keys a query is plenty.

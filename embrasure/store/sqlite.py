@@ -16,10 +16,11 @@ from collections.abc import Iterator, Sequence
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
-from embrasure.store import graph_schema, migrations, sql
+from embrasure.store import migrations, sql
+from embrasure.store import schema as graph_schema
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
-from embrasure.store.sqlite_reads import SQLiteReader
 
 BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024
@@ -208,7 +209,7 @@ class SQLiteStore(Store):
             conn = self._read()
             conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
             try:
-                yield SQLiteReader(conn, graph_schema.prefix(self.generation(conn)))
+                yield SQLReader(conn, graph_schema.prefix(self.generation(conn)))
             finally:
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:

@@ -15,7 +15,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from embrasure.auth import public
+from embrasure.web.auth import public
 
 STATIC = Path(__file__).parent / "static"
 

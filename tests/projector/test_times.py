@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from embrasure.model import EventTime
 from embrasure.projector.times import parse_event_time
-from embrasure.views import seconds_between
+from embrasure.query.entities import seconds_between
 
 
 def _ok(value: str) -> EventTime:

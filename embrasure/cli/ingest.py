@@ -1,0 +1,209 @@
+"""The commands that write: `ingest` (files → the batch route), `demo` (a sample platform
+through the same code) and `backup` (an online copy of a SQLite database)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from embrasure.cli import event_files as ingesting
+from embrasure.cli.options import (
+    client_options,
+    connected,
+    console,
+    fail,
+    load_settings,
+    print_json,
+    setting_options,
+)
+from embrasure.errors import EmbrasureError
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int, target: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr, in input bytes, while a terminal is there to show it."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    err = console(stderr=True)
+    with Progress(
+        TextColumn(f"sending to {target}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("ingest", total=total or None)
+        yield lambda done: progress.advance(task, done)
+
+
+def _report(summary: ingesting.Summary, as_json: bool, source: str) -> None:
+    if as_json:
+        print_json(summary.to_json())
+        return
+    click.echo(
+        f"{summary.events} events from {source} to {summary.target}: "
+        f"{summary.accepted} accepted, {summary.duplicate} duplicate, {summary.invalid} invalid"
+    )
+    if summary.projection is not None:
+        p = summary.projection
+        click.echo(
+            f"projection: {p['projected']} projected, {p['quarantined']} quarantined, "
+            f"{p['pending']} pending"
+        )
+    for problem in summary.problems[: ingesting.SHOWN_PROBLEMS]:
+        click.echo(f"  {problem['source']}: {problem['reason']}")
+    hidden = len(summary.problems) - ingesting.SHOWN_PROBLEMS
+    if hidden > 0:
+        click.echo(f"  … and {hidden} more (--json lists them all)")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--provider-key",
+    help="The provider_key the deliveries are stored under [server default: default].",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Return once every batch has its receipt, without waiting for the projection.",
+)
+@client_options
+def ingest(
+    paths: tuple[Path, ...],
+    provider_key: str | None,
+    no_wait: bool,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Send the OpenLineage events in PATHS to a server (--url) or a database (--db).
+
+    PATHS are JSON files (an event, an array of events or {"events": [...]}), JSONL files
+    (an event a line) and folders (their *.json, *.jsonl, *.ndjson files, recursively).
+    Prints how many events were accepted, duplicate (already stored) or invalid, and
+    where each invalid one is; exits non-zero when any event did not reach the graph.
+    """
+    files = ingesting.discover(paths)
+    if not files:
+        fail(f"no *.json, *.jsonl or *.ndjson files in {', '.join(map(str, paths))}")
+    total = ingesting.count_files_bytes(files)
+    with (
+        connected(flags, create=True) as client,
+        _progress_bar(total, client.target) as progress,
+    ):
+        summary = ingesting.ingest(
+            client,
+            ingesting.read_files(files),
+            provider_key=provider_key,
+            wait=not no_wait,
+            progress=progress,
+        )
+    summary.files = len(files)
+    _report(summary, as_json, f"{len(files)} file{'s' if len(files) != 1 else ''}")
+    if not summary.ok:
+        sys.exit(1)
+
+
+@click.command()
+@setting_options("url", "token", "db")
+@click.option("--json", "as_json", is_flag=True, help="Print the ingest summary as JSON.")
+def demo(as_json: bool, **flags: Any) -> None:
+    """Load a small sample platform, so the graph has something to show.
+
+    An Airflow DAG with three tasks, a Spark job writing an S3 path that is also a
+    warehouse table, three dbt models with column lineage (a masked e-mail, a join, an
+    aggregation) and a dashboard service. Into the default database unless --url or --db
+    says otherwise; loading it again changes nothing.
+    """
+    from embrasure.cli import demo as sample
+    from embrasure.cli.client import LocalClient
+
+    with connected(flags, create=True, prefer_db=True) as client:
+        summary = ingesting.ingest(client, sample.items(), provider_key=sample.PROVIDER_KEY)
+        where = (
+            f"--db {client.target}" if isinstance(client, LocalClient) else f"--url {client.target}"
+        )
+    _report(summary, as_json, "the demo")
+    if not summary.ok:
+        sys.exit(1)
+    if as_json:
+        return
+    click.echo(
+        ("already loaded" if summary.accepted == 0 else "loaded")
+        + ": an Airflow DAG (orders_daily, 3 tasks), a Spark job writing "
+        f"{sample.LAKE}/{sample.SPARK_PATH} (the table {sample.TABLE}), 3 dbt models with "
+        f"column lineage, and the service {sample.DASHBOARD}"
+    )
+    click.echo("next, try:")
+    click.echo(
+        f"  embrasure lineage {where} --namespace {sample.LAKE} --name {sample.SPARK_PATH} "
+        "--direction downstream"
+    )
+    click.echo(
+        f"  embrasure impact {where} --namespace {sample.WAREHOUSE} --name {sample.CUSTOMERS} "
+        "--field email"
+    )
+    # The web UI (docs/ui.md) is served by the server itself.
+    if isinstance(client, LocalClient):
+        click.echo(f"  embrasure serve --db {client.target}, then open http://127.0.0.1:5000/")
+    else:
+        click.echo(f"  open {client.target.rstrip('/')}/ in a browser (the web UI)")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+@click.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@setting_options("db")
+@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+def backup(path: Path, force: bool, **flags: Any) -> None:
+    """Copy the --db database to PATH, consistently, while a server may be writing to it.
+
+    PATH is a standalone SQLite file: serve it with `embrasure serve --db sqlite:///PATH`.
+    """
+    from embrasure.store import open_store, redact
+
+    db = load_settings(flags).db
+    source = db.removeprefix("sqlite:///")
+    if not db.startswith("sqlite:///"):
+        fail(
+            f"backup copies a SQLite database (sqlite:///PATH); for {redact(db)} use its own"
+            " tools (PostgreSQL: pg_dump, or base backups with WAL archiving)"
+        )
+    if not os.path.exists(source):
+        fail(f"--db {db}: no database at {os.path.abspath(source)}")
+    if path.exists() and os.path.samefile(path, source):
+        fail(f"{path} is the database itself")
+    if path.exists() and not force:
+        fail(f"{path} exists; pass --force to replace it")
+    started = time.monotonic()
+    try:
+        store = open_store(db)
+        try:
+            store.backup(str(path))
+        finally:
+            store.close()
+    except EmbrasureError as exc:
+        fail(str(exc))
+    click.echo(
+        f"backed up {db} to {path}: {_size(path.stat().st_size)} "
+        f"in {time.monotonic() - started:.2f} s"
+    )
+
+
+COMMANDS = (ingest, demo, backup)

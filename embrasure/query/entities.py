@@ -1,0 +1,367 @@
+"""The served graph's entities as JSON: node ids, identity resolution, datasets, jobs,
+runs, deliveries. Pure shaping over a store snapshot (``GraphReader``); traversals are in
+query.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from embrasure.model import DatasetId, JobId
+from embrasure.projector import facets as facet_rules
+from embrasure.projector.graph_rows import entity, stored_time
+from embrasure.projector.runs import normalise_state
+from embrasure.store.base import GraphReader, Row
+from embrasure.store.schema import COLUMNS
+
+DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestTotals:
+    """Deliveries by state and items by outcome, the whole log's (DESIGN §5): the web
+    UI's home page and /metrics. Read from the projection's own table and the backlog
+    index, never from the delivery bodies."""
+
+    deliveries: dict[str, int]
+    items: dict[str, int]  # received, projected, quarantined, pending
+    oldest_pending: str | None  # received_at of the oldest delivery not yet projected
+
+    @property
+    def pending(self) -> int:
+        return self.items["pending"]
+
+
+def ingest_totals(reader: GraphReader) -> IngestTotals:
+    deliveries = dict.fromkeys(DELIVERY_STATES, 0)
+    items = {"received": 0, "projected": 0, "quarantined": 0, "pending": 0}
+    for state, count, projected, quarantined in reader.outcome_totals():
+        deliveries[state] = count
+        items["projected"] += projected
+        items["quarantined"] += quarantined
+    pending_deliveries, pending_items, oldest, rejected = reader.backlog()
+    deliveries["accepted"] = pending_deliveries
+    deliveries["quarantined"] += rejected  # quarantined on receipt, not projected yet
+    items["pending"] = pending_items
+    items["received"] = items["projected"] + items["quarantined"] + pending_items
+    return IngestTotals(deliveries, items, oldest)
+
+
+def _encode(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
+
+
+def node_id(kind: str, namespace: str, name: str, field: str | None = None) -> str:
+    """DESIGN §5: ``dataset:{namespace}:{name}`` (… ``:{field}``); '%' and ':' in the
+    name and field parts are percent-encoded so an id always splits from the right."""
+    text = f"{kind}:{namespace}:{_encode(name)}"
+    return text if field is None else f"{text}:{_encode(field)}"
+
+
+def dataset_node(d: DatasetId, field: str | None = None) -> dict[str, Any]:
+    node = {
+        "id": node_id("field" if field is not None else "dataset", d.namespace, d.name, field),
+        "type": "field" if field is not None else "dataset",
+        "namespace": d.namespace,
+        "name": d.name,
+    }
+    if field is not None:
+        node["field"] = field
+    return node
+
+
+def job_node(job: JobId, kind: str) -> dict[str, Any]:
+    return {
+        "id": node_id(kind, job.namespace, job.name),
+        "type": kind,
+        "namespace": job.namespace,
+        "name": job.name,
+    }
+
+
+def _time(key: str | None, text: str | None) -> Any:
+    return text if key else None
+
+
+@dataclasses.dataclass
+class Identities:
+    """Dataset identity resolution within one snapshot, cached per request."""
+
+    reader: GraphReader
+    _canonical: dict[DatasetId, DatasetId] = dataclasses.field(default_factory=dict)
+    _members: dict[DatasetId, list[DatasetId]] = dataclasses.field(default_factory=dict)
+    _renamed: set[DatasetId] = dataclasses.field(default_factory=set)
+
+    def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
+        ids = list(ids)
+        todo = [i for i in dict.fromkeys(ids) if i not in self._canonical]
+        if todo:
+            found = {
+                DatasetId(r[0], r[1]): (DatasetId(r[2], r[3]), r[4])
+                for r in self.reader.rows(
+                    "canonical", ("ns", "name"), [(i.namespace, i.name) for i in todo]
+                )
+            }
+            for i in todo:
+                c, renamed = found.get(i, (i, 0))
+                self._canonical[i] = c
+                if renamed:
+                    self._renamed.add(i)
+        return {i: self._canonical[i] for i in ids}
+
+    def members(self, canonical: Iterable[DatasetId]) -> dict[DatasetId, list[DatasetId]]:
+        """Every identity of each node (the canonical one first)."""
+        canonical = list(canonical)
+        todo = [c for c in dict.fromkeys(canonical) if c not in self._members]
+        if todo:
+            rows = self.reader.rows(
+                "canonical", ("c_ns", "c_name"), [(c.namespace, c.name) for c in todo]
+            )
+            for c in todo:
+                self._members[c] = [c]
+            for ns, name, c_ns, c_name, renamed in rows:
+                member = DatasetId(ns, name)
+                self._canonical[member] = DatasetId(c_ns, c_name)
+                if renamed:
+                    self._renamed.add(member)
+                if member != DatasetId(c_ns, c_name):
+                    self._members[DatasetId(c_ns, c_name)].append(member)
+        return {c: self._members[c] for c in canonical}
+
+    def is_renamed(self, identity: DatasetId) -> bool:
+        return identity in self._renamed
+
+
+def current_facets(
+    reader: GraphReader, owners: list[str], honour_deleted: bool = True
+) -> dict[str, Any]:
+    """The current facets of a node whose facets were recorded under several owners
+    (a dataset's aliases): the same merge rule as one owner (projector/facets.py)."""
+    slots: dict[str, facet_rules.FacetSlot] = {}
+    for row in reader.rows("facets", ("entity",), [(o,) for o in owners]):
+        name, slot = row[1], _slot(row, honour_deleted)
+        slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
+    return {name: v.value for name, v in facet_rules.current_of(slots).items()}
+
+
+def _slot(row: Row, honour_deleted: bool) -> facet_rules.FacetSlot:
+    """A stored facets row as the facet rule's slot."""
+    _, _, vk, vt, vj, ve, dk, dt, dj, de = row
+    return facet_rules.FacetSlot(
+        None
+        if vj is None
+        else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt), vj.encode()),
+        None
+        if (dj is None or not honour_deleted)
+        else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt), dj.encode()),
+    )
+
+
+def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[str, Any]:
+    members = ids.members([node])[node]
+    owners = [entity("dataset", m.namespace, m.name) for m in members]
+    facets = current_facets(reader, owners)
+    member_keys = [(m.namespace, m.name) for m in members]
+    locations = sorted(
+        {
+            (r[2], r[3], r[5] or r[4])
+            for r in reader.rows("links", ("a_ns", "a_name"), member_keys)
+            if r[4] == "LOCATION"
+        }
+    )
+    schema = facets.get("schema")
+    fields = (
+        [f.get("name") for f in schema.get("fields", []) if isinstance(f, dict)]
+        if (isinstance(schema, dict) and isinstance(schema.get("fields"), list))
+        else []
+    )
+    lifecycle = facets.get("lifecycleStateChange")
+    return {
+        **dataset_node(node),
+        "aliases": [
+            {"namespace": m.namespace, "name": m.name, "renamed": ids.is_renamed(m)}
+            for m in sorted(members[1:])
+        ],
+        "locations": [{"namespace": n, "name": m, "type": t} for n, m, t in locations],
+        "facets": facets,
+        "fields": [f for f in fields if isinstance(f, str)],
+        "dropped": isinstance(lifecycle, dict) and lifecycle.get("lifecycleStateChange") == "DROP",
+    }
+
+
+def job_kind(reader: GraphReader, job: JobId, facets: dict[str, Any] | None = None) -> str:
+    """DESIGN §3: a service when its jobType facet says processingType SERVICE, or when
+    every event naming it is a JobEvent without outputs."""
+    if facets is None:
+        return job_kinds(reader, [job])[job]
+    rows = reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)])
+    return _kind(facets.get("jobType"), rows[0] if rows else None)
+
+
+def job_kinds(reader: GraphReader, jobs: list[JobId]) -> dict[JobId, str]:
+    """``job_kind`` of many jobs in two queries (lineage pages name hundreds)."""
+    owners = {entity("job", j.namespace, j.name): j for j in jobs}
+    slots: dict[JobId, facet_rules.FacetSlot] = {}
+    for row in reader.rows("facets", ("entity", "name"), [(o, "jobType") for o in owners]):
+        slots[owners[row[0]]] = _slot(row, honour_deleted=True)
+    flags = {
+        JobId(r[0], r[1]): r
+        for r in reader.rows("jobs", ("ns", "name"), [(j.namespace, j.name) for j in jobs])
+    }
+    out = {}
+    for job in jobs:
+        slot = slots.get(job)
+        current = slot.current if slot is not None else None
+        out[job] = _kind(current.value if current is not None else None, flags.get(job))
+    return out
+
+
+def _kind(job_type: Any, flags: Row | None) -> str:
+    if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
+        return "service"
+    if flags is not None and flags[2:] == (0, 0, 1):
+        return "service"
+    return "job"
+
+
+def job_view(reader: GraphReader, job: JobId) -> dict[str, Any]:
+    facets = current_facets(reader, [entity("job", job.namespace, job.name)])
+    kind = job_kind(reader, job, facets)
+    latest = reader.runs_of_job((job.namespace, job.name), None, 1)
+    # ParentRunFacet links the job to its parent job too (an Airflow task to its DAG, a
+    # Spark query to its application): the parent named by the job's latest run.
+    parent = dict(zip(RUN_KEYS, latest[0], strict=True)) if latest else {}
+    return {
+        **job_node(job, kind),
+        "facets": facets,
+        "parent_job": {"namespace": parent["parent_job_ns"], "name": parent["parent_job_name"]}
+        if parent.get("parent_job_ns") is not None
+        else None,
+        "latest_run": run_summary(latest[0]) if latest else None,
+    }
+
+
+RUN_KEYS = COLUMNS["runs"][0] + COLUMNS["runs"][1]
+
+
+def run_summary(row: Row) -> dict[str, Any]:
+    r = dict(zip(RUN_KEYS, row, strict=True))
+    return {
+        "runId": r["run_id"],
+        "job": {"namespace": r["job_ns"], "name": r["job_name"]},
+        "state": normalise_state(r["state"]) if r["state"] else None,
+        "started_at": _time(r["started_key"], r["started_text"]),
+        "ended_at": _time(r["ended_key"], r["ended_text"]),
+        "duration_s": seconds_between(r["started_key"], r["ended_key"]),
+    }
+
+
+def seconds_between(start_key: str | None, end_key: str | None) -> float | None:
+    """Seconds from one stored time key to another (both fixed-width UTC with nine
+    fraction digits, see projector/times.py), exact to the nanosecond before rounding."""
+    if not start_key or not end_key:
+        return None
+    whole = datetime.fromisoformat(end_key[:19]) - datetime.fromisoformat(start_key[:19])
+    nanos = int(end_key[20:29]) - int(start_key[20:29])
+    return round(whole.total_seconds() + nanos / 1e9, 9)
+
+
+def _parent(r: dict[str, Any]) -> dict[str, Any] | None:
+    if r["parent_run_id"] is None and r["parent_job_ns"] is None:
+        return None
+    out: dict[str, Any] = {
+        "runId": r["parent_run_id"],
+        "job": None
+        if r["parent_job_ns"] is None
+        else {"namespace": r["parent_job_ns"], "name": r["parent_job_name"]},
+    }
+    if r["root_run_id"] is not None or r["root_job_ns"] is not None:
+        out["root"] = {
+            "runId": r["root_run_id"],
+            "job": None
+            if r["root_job_ns"] is None
+            else {"namespace": r["root_job_ns"], "name": r["root_job_name"]},
+        }
+    return out
+
+
+# Child runIds a run carries in listings (GET /api/v1/runs…): a dbt invocation has one
+# child per model, and 25 such runs listing 10,000 ids each made a 10 MB job page.
+# ``child_count`` says how many there are; /api/v1/runs/{id}/children pages through them.
+LISTED_CHILDREN = 100
+
+
+def run_view(reader: GraphReader, row: Row, children_limit: int | None = None) -> dict[str, Any]:
+    """A run (DESIGN §5 GET /api/v1/runs/{runId}); with ``children_limit``, at most that
+    many child runIds (the first by runId), as listings carry them."""
+    r = dict(zip(RUN_KEYS, row, strict=True))
+    run_id = r["run_id"]
+    io = reader.rows("run_io", ("run_id",), [(run_id,)])
+    facets = current_facets(reader, [entity("run", run_id)], honour_deleted=False)
+    error = facets.get("errorMessage")
+    # Only the ids, from the parent index (which holds the key): not 10,000 whole rows.
+    children = sorted(
+        c[0] for c in reader.pick("runs", ("run_id",), ("parent_run_id",), [(run_id,)])
+    )
+
+    def datasets(direction: str) -> list[dict[str, Any]]:
+        out = []
+        # A run whose events named two jobs has rows under each: one entry per dataset.
+        versions: dict[tuple[str, str], tuple[str, str | None]] = {}
+        for _run, _jns, _jn, ns, name, d, version, version_key in io:
+            if d == direction:
+                best = versions.get((ns, name))
+                if best is None or (version_key or "", version or "") > (best[0], best[1] or ""):
+                    versions[(ns, name)] = (version_key or "", version)
+        for (ns, name), (_key, version) in sorted(versions.items()):
+            item = {"namespace": ns, "name": name}
+            if version is not None:
+                item["version"] = version
+            out.append(item)
+        return out
+
+    return {
+        **run_summary(row),
+        "inputs": datasets("in"),
+        "outputs": datasets("out"),
+        "facets": facets,
+        "error_message": error.get("message") if isinstance(error, dict) else None,
+        "parent": _parent(r),
+        "children": children if children_limit is None else children[:children_limit],
+        "child_count": len(children),
+    }
+
+
+def child_runs(
+    reader: GraphReader,
+    run_id: str,
+    after: Any,
+    limit: int,
+    keep: Callable[[Row], bool] = lambda row: True,
+) -> tuple[list[dict[str, Any]], list[str] | None] | None:
+    """A page of the runs whose parent facet names ``run_id``, in the order they started
+    (then by runId), with the key to pass as ``after`` for the next page; None when
+    neither the run nor any child of it is known. A run view lists every child's id; a
+    dbt invocation has one child per model (tens of thousands), so the web UI pages
+    through them here. Every page reads the children's rows by the parent index and
+    sorts them: cheap for tens of thousands, a store query ordered by start would be
+    the next step for millions."""
+    rows = reader.rows("runs", ("parent_run_id",), [(run_id,)])
+    if not rows and not reader.rows("runs", ("run_id",), [(run_id,)]):
+        return None
+    rows = [r for r in rows if keep(r)]
+    started = RUN_KEYS.index("started_key")
+
+    def key(row: Row) -> tuple[str, str]:
+        return (row[started] or "", row[0])
+
+    ordered = sorted(rows, key=key)
+    if after is not None:
+        ordered = [r for r in ordered if key(r) > tuple(after)]
+    last = list(key(ordered[limit - 1])) if len(ordered) > limit else None
+    return [run_view(reader, r, LISTED_CHILDREN) for r in ordered[:limit]], last

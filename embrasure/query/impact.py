@@ -1,0 +1,157 @@
+"""``GET /api/v1/impact`` (DESIGN §5): what breaks, and does PII flow there, if this
+dataset or column changes?
+
+Everything downstream of the root, each item with its distance and one shortest path
+from the root, and ``masked``: whether a masked mapping lies on that path.
+
+- From a **dataset**: the dataset-level walk (the jobs and services reading it, the
+  datasets they write, and on), paths alternating dataset and job ids; then the
+  field-level walk from every field of the root that has column lineage, paths
+  ``[root dataset, root field, job, field, job, field…]``.
+- From a **field**: the field-level walk, paths ``[root field, job, field, …]``; the job
+  on each column edge and the dataset of each field reached are items too (a job's path
+  ends at the job, a dataset's is its nearest field's path followed by the dataset).
+
+Both kinds of column edge are followed (an indirect dependency — a JOIN key, a FILTER —
+breaks the output as surely as a mapping); ``masked`` is about mappings only. Distances
+count edges walked: a dataset → job → dataset hop is two, a field → field edge one (its
+job sits on it). Walks are breadth-first in sorted order, so among several shortest
+paths the one returned is the same on every call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embrasure.model import DatasetId, JobId
+from embrasure.query.entities import dataset_node, job_node
+from embrasure.query.lineage import Graph, column_edges_of, step
+from embrasure.store.base import GraphReader
+
+
+class _Items:
+    def __init__(self, limit: int) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+        self.limit = limit
+        self.truncated = False
+
+    def add(self, node: dict[str, Any], distance: int, path: list[str], masked: bool) -> bool:
+        """Record ``node`` unless it is known; False when it was (or there is no room)."""
+        if node["id"] in self.items:
+            return False
+        if len(self.items) >= self.limit:
+            self.truncated = True
+            return False
+        self.items[node["id"]] = {
+            "node": node,
+            "distance": distance,
+            "path": path,
+            "masked": masked,
+        }
+        return True
+
+
+def impact(
+    reader: GraphReader, root: DatasetId, field: str | None, depth: int, limit: int
+) -> dict[str, Any]:
+    graph = Graph(reader)
+    root = graph.ids.canonical([root])[root]
+    found = _Items(limit)
+    if field is None:
+        root_id = dataset_node(root)["id"]
+        _dataset_walk(graph, root, depth, found)
+        starts = [
+            ((root, f), [root_id, dataset_node(root, f)["id"]])
+            for f in _fields_with_lineage(graph, root)
+        ]
+    else:
+        root_id = dataset_node(root, field)["id"]
+        starts = [((root, field), [root_id])]
+    _field_walk(graph, starts, depth, found, with_containers=field is not None)
+    found.items.pop(root_id, None)
+    return {
+        "root": root_id,
+        "items": sorted(found.items.values(), key=lambda i: (i["distance"], i["node"]["id"])),
+        "truncated": found.truncated,
+    }
+
+
+def _dataset_walk(graph: Graph, root: DatasetId, depth: int, found: _Items) -> None:
+    paths: dict[DatasetId | JobId, list[str]] = {root: [dataset_node(root)["id"]]}
+    frontier: set[DatasetId | JobId] = {root}
+    for distance in range(1, depth + 1):
+        nxt: set[DatasetId | JobId] = set()
+        hops = step(graph, frontier, "downstream", None)
+        graph.job_types(n for _edge, n in hops if isinstance(n, JobId))
+        for edge, neighbour in sorted(hops, key=lambda h: _hop_order(graph, h)):
+            if neighbour in paths:
+                continue
+            parent = edge.dataset if isinstance(neighbour, JobId) else edge.job
+            node = (
+                job_node(neighbour, graph.job_type(neighbour))
+                if isinstance(neighbour, JobId)
+                else dataset_node(neighbour)
+            )
+            paths[neighbour] = [*paths[parent], node["id"]]
+            if found.add(node, distance, paths[neighbour], False):
+                nxt.add(neighbour)
+        frontier = nxt
+        if not frontier:
+            break
+
+
+def _hop_order(graph: Graph, hop: tuple[Any, DatasetId | JobId]) -> tuple[Any, ...]:
+    edge, neighbour = hop
+    return (edge.job, edge.dataset, isinstance(neighbour, JobId))
+
+
+def _fields_with_lineage(graph: Graph, dataset: DatasetId) -> list[str]:
+    """The root's fields that are the source of some column edge (under any alias)."""
+    members = graph.ids.members([dataset])[dataset]
+    rows = graph.reader.rows(
+        "column_edges", ("src_ns", "src_name"), [(m.namespace, m.name) for m in members]
+    )
+    return sorted({row[5] for row in rows})
+
+
+def _field_walk(
+    graph: Graph,
+    starts: list[tuple[tuple[DatasetId, str], list[str]]],
+    depth: int,
+    found: _Items,
+    with_containers: bool,
+) -> None:
+    paths = {start: (path, False) for start, path in starts}
+    frontier = sorted(paths)
+    for distance in range(1, depth + 1):
+        nxt: list[tuple[DatasetId, str]] = []
+        edges = column_edges_of(graph, frontier, "src")
+        # Every job of this hop's edges in two queries, not two per job (bench/query.py).
+        graph.job_types(e.job for e, _span in edges if e.job is not None)
+        for edge, _span in sorted(edges, key=lambda e: _edge_order(e[0])):
+            target = (edge.target, edge.target_field)
+            if target in paths:
+                continue
+            path, masked = paths[(edge.source, edge.source_field)]
+            masked = masked or (edge.kind == "mapping" and edge.masked)
+            via = path
+            if edge.job is not None:
+                job = job_node(edge.job, graph.job_type(edge.job))
+                via = [*path, job["id"]]
+                if with_containers:
+                    found.add(job, distance, via, masked)
+            node = dataset_node(edge.target, edge.target_field)
+            paths[target] = ([*via, node["id"]], masked)
+            if found.add(node, distance, paths[target][0], masked):
+                nxt.append(target)
+                if with_containers:
+                    container = dataset_node(edge.target)
+                    found.add(container, distance, [*paths[target][0], container["id"]], masked)
+        frontier = sorted(nxt)
+        if not frontier:
+            break
+
+
+def _edge_order(edge: Any) -> tuple[Any, ...]:
+    job = edge.job or JobId("", "")
+    return (edge.source, edge.source_field, edge.target, edge.target_field, job)

@@ -1,0 +1,412 @@
+"""Lineage and column-lineage traversals, and the canonical export (DESIGN §4, §5).
+
+Edges are stored under the dataset identities producers sent; here they are resolved to
+canonical nodes and merged: an edge's first/last seen are the min/max over its aliases'
+edges, its run_count the runs that used it, its last_state the state of the run that
+named it last (by eventTime, then runId) — both kept on the edge rows by the projector.
+Walks are breadth-first, one store query per frontier, reading only the direction walked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from embrasure.model import DatasetId, JobId
+from embrasure.projector import graph_rows
+from embrasure.projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
+from embrasure.projector.graph_rows import EdgeSpan
+from embrasure.query.entities import Identities, dataset_node, job_kinds, job_node, node_id
+from embrasure.query.hidden import Hidden
+from embrasure.store.base import GraphReader, Row
+from embrasure.store.schema import COLUMNS
+
+
+@dataclasses.dataclass
+class MergedEdge:
+    job: JobId
+    dataset: DatasetId  # canonical
+    direction: str  # "in": dataset → job; "out": job → dataset
+    static: bool
+    first: tuple[str, str] | None = None
+    last: tuple[str, str] | None = None
+    run_count: int = 0
+    last_run: tuple[str, str] = ("", "")  # (eventTime key, runId) of the run naming it last
+    identities: int = 0  # stored rows merged into it: more than one for an aliased node
+
+    def add(self, row: Row) -> None:
+        first = (row[6], row[7]) if row[6] else None
+        last = (row[8], row[9]) if row[8] else None
+        if first and (self.first is None or first < self.first):
+            self.first = first
+        if last and (self.last is None or last > self.last):
+            self.last = last
+        self.run_count += row[10]  # exact for one identity; see Graph.count_runs
+        self.last_run = max(self.last_run, (row[11], row[12]))
+        self.identities += 1
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Hop:
+    """An edge a walk crosses, known by its key until ``Graph.complete`` reads the rest."""
+
+    job: JobId
+    dataset: DatasetId  # canonical
+    direction: str
+    static: bool
+    stored: list[Row]  # keys of the stored rows merged into it (one per identity as sent)
+
+    @property
+    def key(self) -> tuple[JobId, DatasetId, str, bool]:
+        return (self.job, self.dataset, self.direction, self.static)
+
+
+def edge_order(e: MergedEdge) -> tuple[str, str, DatasetId, str, bool]:
+    """Edges by job, dataset, direction, static (strings compare in C; JobId would not)."""
+    return (e.job.namespace, e.job.name, e.dataset, e.direction, e.static)
+
+
+EDGE_KEY = COLUMNS["edges"][0]
+
+
+class Resolver(Protocol):
+    """Dataset identity resolution: views.Identities (now), as_of.AsOfIdentities (then)."""
+
+    def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]: ...
+
+    def members(self, canonical: Iterable[DatasetId]) -> dict[DatasetId, list[DatasetId]]: ...
+
+
+class Graph:
+    """The dataset-level graph around some nodes, resolved and merged, in one snapshot."""
+
+    def __init__(self, reader: GraphReader) -> None:
+        self.reader = reader
+        self.ids: Resolver = Identities(reader)
+        self._kinds: dict[JobId, str] = {}
+
+    @functools.cached_property
+    def hidden(self) -> Hidden:
+        """What admins hid, resolved by this graph's identities (now, or as of then)."""
+        return Hidden(self.reader, self.ids)
+
+    def job_type(self, job: JobId) -> str:
+        kind = self._kinds.get(job)
+        return kind if kind is not None else self.job_types([job])[job]
+
+    def job_types(self, jobs: Iterable[JobId]) -> dict[JobId, str]:
+        """Job or service, for many jobs in two queries (views.job_kinds)."""
+        jobs = list(jobs)
+        todo = [j for j in dict.fromkeys(jobs) if j not in self._kinds]
+        if todo:
+            self._kinds.update(job_kinds(self.reader, todo))
+        return {j: self._kinds[j] for j in jobs}
+
+    def edges_of_datasets(self, nodes: Iterable[DatasetId], direction: str) -> list[MergedEdge]:
+        """The edges of the datasets (every identity of each) in one direction."""
+        members = self.ids.members(nodes)
+        raw = [(m.namespace, m.name, direction) for ms in members.values() for m in ms]
+        return self._merge(self.reader.rows("edges", ("ds_ns", "ds_name", "direction"), raw))
+
+    def edges_of_jobs(self, jobs: Iterable[JobId], direction: str) -> list[MergedEdge]:
+        """The edges of the jobs in one direction."""
+        raw = [(j.namespace, j.name, direction) for j in jobs]
+        return self._merge(self.reader.rows("edges", ("job_ns", "job_name", "direction"), raw))
+
+    def hops(
+        self, datasets: list[DatasetId], jobs: list[JobId], walk: str
+    ) -> list[tuple[Hop, DatasetId | JobId]]:
+        """The edges one step of a walk crosses from ``datasets`` and ``jobs``, in
+        edge_order, each with the node it reaches. Only their keys are read (from the
+        edges' covering indexes): a walk keeps a few hundred of a hub's thousands of
+        edges, and reads the rest of those (``complete``) only."""
+        # Upstream of a dataset: the jobs writing it; upstream of a job: the datasets it reads.
+        wanted_ds = "out" if walk == "upstream" else "in"
+        wanted_job = "in" if walk == "upstream" else "out"
+        out: list[tuple[Hop, DatasetId | JobId]] = []
+        if datasets:
+            members = self.ids.members(datasets)
+            raw = [(m.namespace, m.name, wanted_ds) for ms in members.values() for m in ms]
+            found = self._group(
+                self.reader.pick("edges", EDGE_KEY, ("ds_ns", "ds_name", "direction"), raw)
+            )
+            out += [(hop, hop.job) for hop in found]
+        if jobs:
+            raw = [(j.namespace, j.name, wanted_job) for j in jobs]
+            found = self._group(
+                self.reader.pick("edges", EDGE_KEY, ("job_ns", "job_name", "direction"), raw)
+            )
+            out += [(hop, hop.dataset) for hop in found]
+        return out
+
+    def _group(self, stored: list[Row]) -> list[Hop]:
+        """Stored edge keys grouped by the edge they merge into, in edge_order."""
+        canonical = self._canonical(stored)
+        # Keyed and sorted by plain strings: JobId's dataclass hash and order run in
+        # Python, and a hub's walk groups thousands of rows (bench/query.py).
+        groups: dict[tuple[str, str, DatasetId, str, int], list[Row]] = {}
+        for k in stored:
+            key = (k[0], k[1], canonical[k[2], k[3]], k[4], k[5])
+            groups.setdefault(key, []).append(k)
+        return [Hop(JobId(k[0], k[1]), k[2], k[3], bool(k[4]), groups[k]) for k in sorted(groups)]
+
+    def _canonical(self, rows: list[Row]) -> dict[tuple[str, str], DatasetId]:
+        """The canonical node of each edge row's dataset, by its (ns, name) as stored: a
+        hub's thousands of rows name a handful of datasets."""
+        pairs = {(r[2], r[3]) for r in rows}
+        found = self.ids.canonical(DatasetId(*p) for p in pairs)
+        return {(d.namespace, d.name): c for d, c in found.items()}
+
+    def complete(self, hops: Iterable[Hop]) -> list[MergedEdge]:
+        """The merged edges of ``hops`` (one read of their stored rows), in edge_order."""
+        keys = [k for hop in hops for k in hop.stored]
+        return self._merge(self.reader.rows("edges", EDGE_KEY, keys)) if keys else []
+
+    def _merge(self, rows: list[Row]) -> list[MergedEdge]:
+        canonical = self._canonical(rows)
+        merged: dict[tuple[str, str, DatasetId, str, int], MergedEdge] = {}
+        for row in rows:
+            ds = canonical[row[2], row[3]]
+            key = (row[0], row[1], ds, row[4], row[5])
+            edge = merged.get(key)
+            if edge is None:
+                edge = merged[key] = MergedEdge(JobId(row[0], row[1]), ds, row[4], bool(row[5]))
+            edge.add(row)
+        return [merged[k] for k in sorted(merged)]
+
+    def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
+        """The state of each edge's latest run (the run that named it last)."""
+        run_ids = sorted({e.last_run[1] for e in edges if e.last_run[1]})
+        states: dict[str, str | None] = dict(
+            self.reader.pick("runs", ("run_id", "state"), ("run_id",), [(x,) for x in run_ids])
+        )
+        return {i: states.get(e.last_run[1]) for i, e in enumerate(edges)}
+
+    def count_runs(self, edges: list[MergedEdge]) -> None:
+        """Recount the runs of edges merged from several identities of one dataset: the
+        stored counts are per identity as sent, and one run naming two aliases would
+        count twice. Rare (aliased nodes only), so counted here from run_io."""
+        aliased = [e for e in edges if e.identities > 1 and not e.static]
+        if not aliased:
+            return
+        members = self.ids.members({e.dataset for e in aliased})
+        keys = [(m.namespace, m.name, e.direction) for e in aliased for m in members[e.dataset]]
+        runs: dict[tuple[JobId, str, str, str], set[str]] = {}
+        for run_id, job_ns, job_name, ds_ns, ds_name, direction, _v, _vk in self.reader.rows(
+            "run_io", ("ds_ns", "ds_name", "direction"), keys
+        ):
+            runs.setdefault((JobId(job_ns, job_name), ds_ns, ds_name, direction), set()).add(run_id)
+        for e in aliased:
+            found: set[str] = set()
+            for m in members[e.dataset]:
+                found |= runs.get((e.job, m.namespace, m.name, e.direction), set())
+            e.run_count = len(found)
+
+    def edge_json(self, edges: list[MergedEdge]) -> list[dict[str, Any]]:
+        states = self.last_states(edges)
+        self.count_runs(edges)
+        self.job_types(e.job for e in edges)
+        out = []
+        for i, e in enumerate(edges):
+            job_id = node_id(self.job_type(e.job), e.job.namespace, e.job.name)
+            ds_id = node_id("dataset", e.dataset.namespace, e.dataset.name)
+            source, target = (ds_id, job_id) if e.direction == "in" else (job_id, ds_id)
+            out.append(
+                {
+                    "source": source,
+                    "target": target,
+                    "static": e.static,
+                    "first_seen": e.first[1] if e.first else None,
+                    "last_seen": e.last[1] if e.last else None,
+                    "run_count": e.run_count,
+                    "last_state": states[i],
+                }
+            )
+        return out
+
+
+def lineage(
+    graph: Graph,
+    root: DatasetId | JobId,
+    direction: str,
+    depth: int,
+    states: set[str] | None,
+    limit: int,
+) -> dict[str, Any]:
+    """DESIGN §5 ``GET /api/v1/lineage``: the union of the upstream and downstream walks
+    (``both``), each following edges in one direction, up to ``depth`` edges. ``graph`` is
+    the served graph (``Graph``) or the graph at an instant (``as_of.AsOfGraph``)."""
+    if isinstance(root, DatasetId):
+        root = graph.ids.canonical([root])[root]
+    nodes: dict[DatasetId | JobId, int] = {root: 0}
+    hops: dict[tuple[JobId, DatasetId, str, bool], Hop] = {}
+    truncated = False
+    for walk in ("upstream", "downstream") if direction == "both" else (direction,):
+        # Each walk has its own visited set: ``both`` is the union of two complete walks,
+        # so a node the upstream walk found is still expanded by the downstream one.
+        seen: set[DatasetId | JobId] = {root}
+        frontier: set[DatasetId | JobId] = {root}
+        for distance in range(1, depth + 1):
+            found = step(graph, frontier, walk, states)
+            frontier = set()
+            for hop, neighbour in found:
+                if neighbour not in nodes:
+                    if len(nodes) >= limit:
+                        truncated = True
+                        continue
+                    nodes[neighbour] = distance
+                nodes[neighbour] = min(nodes[neighbour], distance)
+                hops[hop.key] = hop
+                if neighbour not in seen:
+                    seen.add(neighbour)
+                    frontier.add(neighbour)
+            if not frontier:
+                break
+    kept = graph.complete(h for h in hops.values() if h.job in nodes and h.dataset in nodes)
+    graph.job_types(n for n in nodes if isinstance(n, JobId))
+    return {
+        "root": _node(graph, root)["id"],
+        "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
+        "edges": graph.edge_json(kept),
+        "truncated": truncated,
+    }
+
+
+def step(
+    graph: Graph, frontier: set[DatasetId | JobId], walk: str, states: set[str] | None
+) -> list[tuple[Hop, DatasetId | JobId]]:
+    """One breadth-first step: the edges leaving ``frontier`` in the walk's direction,
+    each with the node it reaches; with ``states``, only edges whose latest run ended in
+    one of them."""
+    datasets = [n for n in frontier if isinstance(n, DatasetId)]
+    jobs = [n for n in frontier if isinstance(n, JobId)]
+    found = graph.hops(datasets, jobs, walk)
+    if graph.hidden:  # a walk does not pass through a hidden node
+        hidden = graph.hidden.nodes_hidden({n for _, n in found})
+        found = [(hop, n) for hop, n in found if n not in hidden]
+    if states is None:
+        return found
+    edges = graph.complete(hop for hop, _ in found)
+    last = graph.last_states(edges)
+    wanted = {
+        (e.job, e.dataset, e.direction, e.static) for i, e in enumerate(edges) if last[i] in states
+    }
+    return [(hop, n) for hop, n in found if hop.key in wanted]
+
+
+def _node(graph: Graph, node: DatasetId | JobId) -> dict[str, Any]:
+    if isinstance(node, DatasetId):
+        return dataset_node(node)
+    return job_node(node, graph.job_type(node))
+
+
+def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
+    return (0 if isinstance(node, DatasetId) else 1, node.namespace, node.name)
+
+
+# -- column lineage ---------------------------------------------------------------------------
+
+
+def column_edges_of(
+    graph: Graph, fields: list[tuple[DatasetId, str]], side: str
+) -> list[tuple[ColumnEdge, EdgeSpan]]:
+    """Column edges whose ``side`` ("src" or "tgt") is one of ``fields``, resolved to
+    canonical nodes and merged (a declared edge wins over a SQL-derived one); none
+    through a hidden dataset or job."""
+    reader, ids = graph.reader, graph.ids
+    members = ids.members({d for d, _ in fields})
+    keys = [(m.namespace, m.name, f) for d, f in fields for m in members[d]]
+    rows = reader.rows("column_edges", (f"{side}_ns", f"{side}_name", f"{side}_field"), keys)
+    canonical = ids.canonical(
+        [DatasetId(r[0], r[1]) for r in rows] + [DatasetId(r[3], r[4]) for r in rows]
+    )
+    merged: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
+    for row in rows:
+        key, value = row[:9], row[9:]
+        edge, span = graph_rows.column_edge_of(
+            key, value, canonical[DatasetId(row[3], row[4])], canonical[DatasetId(row[0], row[1])]
+        )
+        old = merged.get(edge.key)
+        if old is not None:
+            edge = merge_edges(old[0], edge)
+            span.add(old[1].first)
+            span.add(old[1].last)
+        merged[edge.key] = (edge, span)
+    if graph.hidden:
+        hidden = graph.hidden.nodes_hidden(
+            {n for e in merged for n in (e.source, e.target, e.job) if n is not None}
+        )
+        return [m for k, m in merged.items() if not {k.source, k.target, k.job} & hidden]
+    return list(merged.values())
+
+
+def column_lineage(
+    reader: GraphReader,
+    root: DatasetId,
+    field: str,
+    direction: str,
+    depth: int,
+    kinds: set[str],
+    limit: int = 500,
+) -> dict[str, Any]:
+    graph = Graph(reader)
+    root = graph.ids.canonical([root])[root]
+    start = (root, field)
+    nodes: dict[tuple[DatasetId, str], int] = {start: 0}
+    truncated = False
+    edges: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
+    for walk in ("upstream", "downstream") if direction == "both" else (direction,):
+        seen = {start}  # per walk, as in ``lineage``
+        frontier = [start]
+        for distance in range(1, depth + 1):
+            side = "tgt" if walk == "upstream" else "src"
+            nxt: list[tuple[DatasetId, str]] = []
+            for edge, span in column_edges_of(graph, frontier, side):
+                if edge.kind not in kinds:
+                    continue
+                other = (
+                    (edge.source, edge.source_field)
+                    if walk == "upstream"
+                    else (edge.target, edge.target_field)
+                )
+                if other not in nodes and len(nodes) >= limit:
+                    truncated = True
+                    continue
+                edges[edge.key] = (edge, span)
+                nodes[other] = min(nodes.get(other, distance), distance)
+                if other not in seen:
+                    seen.add(other)
+                    nxt.append(other)
+            frontier = nxt
+            if not frontier:
+                break
+    return {
+        "root": dataset_node(root, field)["id"],
+        "nodes": [dataset_node(d, f) for d, f in sorted(nodes)],
+        "edges": [column_edge_json(graph, *edges[k]) for k in sorted(edges, key=_column_order)],
+        "truncated": truncated,
+    }
+
+
+def _column_order(key: ColumnEdgeKey) -> tuple[Any, ...]:
+    return (key.source, key.source_field, key.target, key.target_field, key.job or JobId("", ""))
+
+
+def column_edge_json(graph: Graph, edge: ColumnEdge, span: EdgeSpan) -> dict[str, Any]:
+    job = edge.job
+    out = {
+        "source": dataset_node(edge.source, edge.source_field)["id"],
+        "target": dataset_node(edge.target, edge.target_field)["id"],
+        "kind": edge.kind,
+        "class": edge.klass,
+        "masked": edge.masked,
+        "indirect": list(edge.indirect),
+        "job": node_id(graph.job_type(job), job.namespace, job.name) if job else None,
+        "first_seen": span.first.text if span.first else None,
+        "last_seen": span.last.text if span.last else None,
+    }
+    if edge.derived:
+        out["derived"] = edge.derived
+    return out

@@ -1,0 +1,97 @@
+"""The ingest routes (docs/receiver.md): bounds, then the log, then the receipt.
+
+A request passes the overload check (backpressure.py) and every bound (bounds.py); then
+the delivery is appended to the log through group commit, and the 202 receipt is sent
+only after the commit holding it returned: the delivery is fsync'd.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from embrasure.errors import IdempotencyConflict, Problem, StoreUnavailable
+from embrasure.model import Receipt
+from embrasure.receiver.backpressure import Backpressure, BodyBudget
+from embrasure.receiver.bounds import Limits, check_body, check_headers, declared_size, read_body
+from embrasure.store.group_commit import GroupCommitter
+from embrasure.web.auth import requires
+from embrasure.web.responses import json_response, log_unavailable, problem_response
+
+log = logging.getLogger("embrasure.receiver")
+
+
+class Receiver:
+    """The ingest endpoints, bound to the log's group committer."""
+
+    def __init__(
+        self,
+        committer: GroupCommitter,
+        limits: Limits,
+        retry_after: int,
+        backpressure: Backpressure,
+        budget: BodyBudget,
+        body_seconds: float,
+    ) -> None:
+        self.committer = committer
+        self.limits = limits
+        self.retry_after = retry_after
+        self.backpressure = backpressure
+        self.budget = budget
+        self.body_seconds = body_seconds
+
+    async def ingest_one(self, request: Request) -> Response:
+        return await self._ingest(request, single=True)
+
+    async def ingest_batch(self, request: Request) -> Response:
+        return await self._ingest(request, single=False)
+
+    async def _ingest(self, request: Request, single: bool) -> Response:
+        limits = self.limits
+        try:
+            provider, key = check_headers(request, limits)
+            await self.backpressure.check()
+            async with self.budget.hold(declared_size(request, limits.body_bytes)):
+                receipt = await self._append(request, single, provider, key)
+        except Problem as problem:
+            return problem_response(problem)
+        except StoreUnavailable as exc:
+            return log_unavailable(
+                f"The delivery was not stored and is not acknowledged: {exc}. Retry later.",
+                self.retry_after,
+            )
+        log.debug(
+            "delivery %s %s",
+            receipt.delivery_id,
+            "duplicate" if receipt.duplicate else receipt.state,
+            extra={"delivery_id": receipt.delivery_id, "provider_key": provider},
+        )
+        return json_response(receipt.to_json(), status_code=202)
+
+    async def _append(
+        self, request: Request, single: bool, provider: str, key: str | None
+    ) -> Receipt:
+        body = await read_body(request, self.limits.body_bytes, self.body_seconds)
+        draft = check_body(body, single, provider, key, self.limits)
+        try:
+            return await self.committer.append(draft)
+        except IdempotencyConflict as exc:
+            raise Problem(
+                409,
+                "idempotency-key-reused",
+                "Idempotency-Key reused with another body",
+                f"Idempotency-Key {key!r} already names delivery {exc.delivery_id} with "
+                "a different body. Use a new key for new content.",
+                delivery_id=exc.delivery_id,
+            ) from None
+
+    def routes(self) -> list[Route]:
+        routes = []
+        for prefix in ("/api/v1", "/api/v1/openlineage"):
+            one, batch = requires("ingest")(self.ingest_one), requires("ingest")(self.ingest_batch)
+            routes.append(Route(f"{prefix}/lineage", one, methods=["POST"]))
+            routes.append(Route(f"{prefix}/lineage/batch", batch, methods=["POST"]))
+        return routes

@@ -1,0 +1,254 @@
+"""SQLite: reads of the delivery log and the served graph generation.
+
+A ``SQLReader`` lives for one request inside one read transaction, so every query of
+the request sees the same snapshot (WAL readers never block the writer). Methods return
+plain rows; shaping them is the read API's job (embrasure/query.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from embrasure.store.base import GraphReader, Row
+from embrasure.store.schema import COLUMNS
+from embrasure.store.sql import Connection, select_where_in
+
+MAX_PARAMS = 900
+
+DELIVERY_COLUMNS = (
+    "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
+    " d.route, d.item_count, d.rejections, d.state"
+)
+
+# The delivery state (DESIGN §5) from the log's receipt state and the projection's counts.
+STATE_SQL = """CASE
+    WHEN d.state = 'quarantined' THEN 'quarantined'
+    WHEN p.seq IS NULL THEN 'accepted'
+    WHEN p.projected = 0 THEN 'quarantined'
+    WHEN p.quarantined = 0 THEN 'projected'
+    ELSE 'partially_projected' END"""
+
+
+def _chunks(values: Sequence[Any], width: int) -> Iterator[Sequence[Any]]:
+    per_query = max(1, MAX_PARAMS // width)
+    for start in range(0, len(values), per_query):
+        yield values[start : start + per_query]
+
+
+class SQLReader(GraphReader):
+    def __init__(self, conn: Connection, prefix: str) -> None:
+        self.conn = conn
+        self.g = prefix
+
+    # -- generic -------------------------------------------------------------------------
+
+    def rows(
+        self, table: str, columns: Sequence[str] = (), values: Iterable[Row] = ()
+    ) -> list[Row]:
+        keys, rest = COLUMNS[table]
+        if not columns:
+            head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
+            return [tuple(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
+        return select_where_in(self.conn, self.g + table, keys + rest, columns, values)
+
+    def pick(
+        self, table: str, picked: Sequence[str], columns: Sequence[str], values: Iterable[Row]
+    ) -> list[Row]:
+        return select_where_in(self.conn, self.g + table, picked, columns, values)
+
+    def distinct(self, table: str, picked: Sequence[str]) -> list[Row]:
+        listed = ", ".join(picked)
+        sql = f"SELECT DISTINCT {listed} FROM {self.g}{table} ORDER BY {listed}"
+        return [tuple(r) for r in self.conn.execute(sql)]
+
+    # -- deliveries ----------------------------------------------------------------------
+
+    def delivery(self, delivery_id: str) -> Row | None:
+        row = self.conn.execute(
+            f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
+            f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
+            " ON p.seq = d.seq WHERE d.delivery_id = ?",
+            (delivery_id,),
+        ).fetchone()
+        return None if row is None else tuple(row)
+
+    def deliveries(
+        self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
+    ) -> list[Row]:
+        where: list[str] = []
+        params: list[Any] = []
+        if provider_key is not None:
+            where.append("d.provider_key = ?")
+            params.append(provider_key)
+        if state is not None:
+            where.append(f"({STATE_SQL}) = ?")
+            params.append(state)
+        if before_seq is not None:
+            where.append("d.seq < ?")
+            params.append(before_seq)
+        sql = (
+            f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
+            f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
+            " ON p.seq = d.seq"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY d.seq DESC LIMIT ?"
+        )
+        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def items(self, seq: int) -> list[Row]:
+        return [
+            tuple(r)
+            for r in self.conn.execute(
+                f"SELECT idx, kind, outcome, reason, retriable, warnings, event_id"
+                f" FROM {self.g}items WHERE seq = ? ORDER BY idx",
+                (seq,),
+            )
+        ]
+
+    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[Row]:
+        sql = (
+            f"SELECT d.delivery_id, i.idx, i.kind, i.reason, d.received_at, i.seq"
+            f" FROM {self.g}items i JOIN deliveries d ON d.seq = i.seq"
+            " WHERE i.outcome = 'quarantined'"
+        )
+        params: list[Any] = []
+        if before is not None:
+            sql += " AND (i.seq < ? OR (i.seq = ? AND i.idx > ?))"
+            params += [before[0], before[0], before[1]]
+        sql += " ORDER BY i.seq DESC, i.idx ASC LIMIT ?"
+        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def body(self, seq: int) -> bytes | None:
+        row = self.conn.execute("SELECT body FROM deliveries WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def outcome_totals(self) -> list[Row]:
+        sql = (
+            "SELECT CASE WHEN projected = 0 THEN 'quarantined' WHEN quarantined = 0"
+            " THEN 'projected' ELSE 'partially_projected' END AS st,"
+            f" COUNT(*), SUM(projected), SUM(quarantined) FROM {self.g}deliveries GROUP BY st"
+        )
+        return [tuple(r) for r in self.conn.execute(sql)]
+
+    def backlog(self) -> tuple[int, int, str | None, int]:
+        # Two rows of the running totals (sql.record_totals), and the first delivery past
+        # the position with an item to project, from the deliveries_backlog index: no
+        # scan of the backlog, however long it is.
+        position = f"(SELECT seq FROM {self.g}position)"
+        row = self.conn.execute(
+            "SELECT t.items - COALESCE(p.items, 0), t.pending - COALESCE(p.pending, 0),"
+            " t.rejected - COALESCE(p.rejected, 0)"
+            " FROM (SELECT items, pending, rejected FROM delivery_totals"
+            " ORDER BY seq DESC LIMIT 1) AS t"
+            f" LEFT JOIN delivery_totals p ON p.seq = {position}"
+        ).fetchone()
+        oldest = self.conn.execute(
+            f"SELECT received_at FROM deliveries WHERE seq > {position}"
+            " AND item_count > invalid_item_count ORDER BY seq LIMIT 1"
+        ).fetchone()
+        items, pending, rejected = (0, 0, 0) if row is None else (int(v) for v in row)
+        return pending, items, None if oldest is None else oldest[0], rejected
+
+    def recent_run_ids(self, limit: int) -> list[str]:
+        # Walks the eventTime index backwards, so it reads about ``limit`` rows.
+        rows = self.conn.execute(
+            f"SELECT run_id FROM {self.g}events WHERE run_id IS NOT NULL"
+            " ORDER BY time_key DESC LIMIT ?",
+            (limit,),
+        )
+        return list(dict.fromkeys(r[0] for r in rows))
+
+    # -- graph -----------------------------------------------------------------------------
+
+    def runs_of_job(
+        self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
+    ) -> list[Row]:
+        keys, rest = COLUMNS["runs"]
+        sql = f"SELECT {', '.join(keys + rest)} FROM {self.g}runs WHERE job_ns = ? AND job_name = ?"
+        params: list[Any] = list(job)
+        if before is not None:
+            sql += " AND (latest_key < ? OR (latest_key = ? AND run_id < ?))"
+            params += [before[0], before[0], before[1]]
+        sql += " ORDER BY latest_key DESC, run_id DESC LIMIT ?"
+        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def page(
+        self,
+        table: str,
+        after: Row | None,
+        limit: int,
+        namespace: str | None = None,
+        contains: str | None = None,
+    ) -> list[Row]:
+        keys, rest = COLUMNS[table]
+        clauses: list[str] = []
+        args: list[Any] = []
+        if namespace is not None:
+            clauses.append("ns = ?")
+            args.append(namespace)
+        if contains:
+            clauses.append("instr(lower(name), lower(?)) > 0")
+            args.append(contains)
+        if after is not None:
+            clauses.append(f"({', '.join(keys)}) > ({', '.join('?' for _ in keys)})")
+            args += list(after)
+        sql = (
+            f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
+            + (" WHERE " + " AND ".join(clauses) if clauses else "")
+            + f" ORDER BY {', '.join(keys)} LIMIT ?"
+        )
+        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+
+    # -- listings and search ---------------------------------------------------------------
+
+    def namespaces(self, after: str | None, limit: int) -> list[Row]:
+        sql = (
+            f"SELECT ns, SUM(d), SUM(j) FROM (SELECT ns, 1 AS d, 0 AS j FROM {self.g}datasets"
+            f" UNION ALL SELECT ns, 0, 1 FROM {self.g}jobs) AS n"
+            + (" WHERE ns > ?" if after is not None else "")
+            + " GROUP BY ns ORDER BY ns LIMIT ?"
+        )
+        args: list[Any] = [after] if after is not None else []
+        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+
+    def search(self, q: str, limit: int) -> list[Row]:
+        # SQLite's lower() folds ASCII only: fold the query the same way, so the match is
+        # the same whatever the case of ASCII letters and exact for everything else.
+        folded = "".join(c.lower() if c.isascii() else c for c in q)
+        rank = (
+            "CASE WHEN lower(text) = :q THEN 0"
+            " WHEN substr(lower(text), 1, length(:q)) = :q THEN 1 ELSE 2 END"
+        )
+        sql = f"""
+            SELECT kind, ns, name, field, {rank} AS rank FROM (
+                SELECT 'dataset' AS kind, ns, name, NULL AS field, name AS text
+                    FROM {self.g}datasets WHERE instr(lower(name), :q) > 0
+                UNION ALL SELECT 'job', ns, name, NULL, name
+                    FROM {self.g}jobs WHERE instr(lower(name), :q) > 0
+                UNION ALL SELECT 'field', f.ns, f.name, f.field, f.field
+                    FROM {self.g}field_names n CROSS JOIN {self.g}fields f ON f.field = n.field
+                    WHERE instr(lower(n.field), :q) > 0
+            ) AS m ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
+        return [tuple(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
+
+    def events(
+        self, after_key: str | None, before_key: str | None, cursor: Row | None, limit: int
+    ) -> list[Row]:
+        clauses, args = [], []
+        if after_key is not None:
+            clauses.append("e.time_key >= ?")
+            args.append(after_key)
+        if before_key is not None:
+            clauses.append("e.time_key < ?")
+            args.append(before_key)
+        if cursor is not None:
+            clauses.append("(e.time_key, e.event_id) > (?, ?)")
+            args += list(cursor)
+        sql = (
+            f"SELECT e.event_id, e.time_key, e.time_text, e.seq, e.idx, d.route"
+            f" FROM {self.g}events e JOIN deliveries d ON d.seq = e.seq"
+            + (" WHERE " + " AND ".join(clauses) if clauses else "")
+            + " ORDER BY e.time_key, e.event_id LIMIT ?"
+        )
+        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]

@@ -1,0 +1,2 @@
+"""HTTP plumbing: the read and admin routes, auth, query parameters, error rendering,
+metrics and the OpenAPI document (docs/architecture.md)."""

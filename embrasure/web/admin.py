@@ -1,0 +1,211 @@
+"""Admin endpoints (scope ``admin``, DESIGN §5): hide and unhide datasets, jobs and
+namespaces, and list what is hidden.
+
+A hide or unhide is appended to the delivery log as an administrative entry, through the
+same group commit as producers' deliveries, and answered 202 once durable; the projector
+applies it like any delivery (projector/admin.py), so ``reproject`` keeps it. What a
+hidden entity means for reads is in hidden.py.
+
+- ``POST /api/v1/admin/hide`` ``{"type": "dataset"|"job"|"namespace", "namespace": …,
+  "name": … (not for a namespace), "reason": …}``: 404 when nothing of that name is known
+  (a typo would otherwise hide nothing, silently).
+- ``POST /api/v1/admin/unhide`` with the same body. A dataset hidden under one identity
+  is shown again by unhiding any identity of its node: one entry per hidden identity.
+- ``GET /api/v1/admin/hidden``: what is hidden, who hid it, when and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.model import DatasetId, DeliveryDraft, Receipt, utc_now
+from embrasure.projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
+from embrasure.query.entities import Identities
+from embrasure.query.hidden import Hidden
+from embrasure.receiver.bounds import read_body
+from embrasure.store import Store
+from embrasure.store.base import GraphReader
+from embrasure.store.group_commit import GroupCommitter
+from embrasure.web.auth import requires
+from embrasure.web.params import bad, decode_cursor, encode_cursor, integer, not_found
+from embrasure.web.responses import (
+    json_response,
+    log_unavailable,
+    problem_response,
+    store_unavailable,
+)
+
+MAX_BODY = 64 * 1024  # an admin request is a few names
+
+
+class AdminApi:
+    def __init__(
+        self, store: Store, committer: GroupCommitter, retry_after: int, body_seconds: float
+    ) -> None:
+        self.store = store
+        self.committer = committer
+        self.retry_after = retry_after
+        self.body_seconds = body_seconds
+
+    async def hide(self, request: Request) -> Response:
+        return await self._decide(request, "hide")
+
+    async def unhide(self, request: Request) -> Response:
+        return await self._decide(request, "unhide")
+
+    async def _decide(self, request: Request, action: str) -> Response:
+        try:
+            kind, namespace, name, reason = _request(
+                await read_body(request, MAX_BODY, self.body_seconds)
+            )
+            targets = await run_in_threadpool(
+                self._read, lambda r: _targets(r, action, kind, namespace, name)
+            )
+            token = getattr(request.state, "token", None)
+            by = None if token is None else _who(token.name, token.token_id)
+            at = utc_now()
+            entries = [AdminEntry(action, kind, ns, n, at, by, reason) for ns, n in targets]
+            receipts = await asyncio.gather(*(self.committer.append(_draft(e)) for e in entries))
+        except Problem as problem:
+            return problem_response(problem)
+        except StoreUnavailable as exc:
+            return log_unavailable(
+                f"The {action} was not stored: {exc}. Retry later.", self.retry_after
+            )
+        return json_response(
+            {
+                "action": action,
+                "state": "accepted",
+                "entries": [_entry_json(e, r) for e, r in zip(entries, receipts, strict=True)],
+            },
+            status_code=202,
+        )
+
+    async def hidden(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, 1000)
+            after = decode_cursor(request)
+            found = Hidden.of(reader).entries()
+            if after is not None:
+                found = [e for e in found if _order(e) > tuple(after)]
+            more = len(found) > limit
+            return {
+                "hidden": found[:limit],
+                "next_cursor": encode_cursor(list(_order(found[limit - 1]))) if more else None,
+            }
+
+        try:
+            return json_response(await run_in_threadpool(self._read, work))
+        except Problem as problem:
+            return problem_response(problem)
+        except StoreUnavailable as exc:
+            return store_unavailable(exc, self.retry_after)
+
+    def _read(self, work: Any) -> Any:
+        with self.store.reader() as reader:
+            return work(reader)
+
+    def routes(self) -> list[Route]:
+        admin = requires("admin")
+        return [
+            Route("/api/v1/admin/hide", admin(self.hide), methods=["POST"]),
+            Route("/api/v1/admin/unhide", admin(self.unhide), methods=["POST"]),
+            Route("/api/v1/admin/hidden", admin(self.hidden), methods=["GET"]),
+        ]
+
+
+def _request(body: bytes) -> tuple[str, str, str, str | None]:
+    """(kind, namespace, name, reason) of a hide or unhide request body."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"the body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise bad('the body is a JSON object: {"type": …, "namespace": …, "name": …}')
+    kind, namespace, name = doc.get("type"), doc.get("namespace"), doc.get("name")
+    reason = doc.get("reason")
+    if kind not in KINDS:
+        raise bad(f"type must be one of {', '.join(KINDS)}; got {kind!r}")
+    if not isinstance(namespace, str) or not namespace:
+        raise bad("namespace must be a non-empty string")
+    if kind == "namespace":
+        if name not in (None, ""):
+            raise bad("a namespace is named by namespace alone; leave name out")
+        name = ""
+    elif not isinstance(name, str) or not name:
+        raise bad(f"name must be a non-empty string for a {kind}")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+        raise bad(f"reason must be a string of at most {MAX_REASON} characters")
+    return kind, namespace, name, reason
+
+
+def _targets(
+    reader: GraphReader, action: str, kind: str, namespace: str, name: str
+) -> list[tuple[str, str]]:
+    """The (namespace, name) identities to write entries for."""
+    ids = Identities(reader)
+    given = DatasetId(namespace, name)
+    if action == "hide":
+        if not _known(reader, ids, kind, given):
+            what = f"namespace {namespace}" if kind == "namespace" else f"{kind} {namespace} {name}"
+            raise not_found(f"No {what} is known: nothing to hide.")
+        return [(namespace, name)]
+    if kind != "dataset":
+        return [(namespace, name)]
+    # Every hidden identity of the node, so that the node is shown again.
+    node = ids.canonical([given])[given]
+    hidden = Hidden(reader, ids).datasets
+    members = [m for m in ids.members([node])[node] if m in hidden]
+    return [(m.namespace, m.name) for m in sorted({given, *members})]
+
+
+def _known(reader: GraphReader, ids: Identities, kind: str, given: DatasetId) -> bool:
+    """Whether the graph knows the dataset (by any identity), job or namespace."""
+    namespace, name = given
+    if kind == "dataset":
+        return bool(reader.rows("datasets", ("ns", "name"), [ids.canonical([given])[given]]))
+    if kind == "job":
+        return bool(reader.rows("jobs", ("ns", "name"), [(namespace, name)]))
+    return bool(
+        reader.page("datasets", None, 1, namespace) or reader.page("jobs", None, 1, namespace)
+    )
+
+
+def _draft(entry: AdminEntry) -> DeliveryDraft:
+    body = entry.to_json()
+    return DeliveryDraft(
+        provider_key=PROVIDER_KEY,
+        idempotency_key=None,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        body=body,
+        route=ROUTE,
+        item_count=1,
+        rejections=(),
+        received_at=entry.at,
+    )
+
+
+def _entry_json(entry: AdminEntry, receipt: Receipt) -> dict[str, Any]:
+    return {
+        "type": entry.kind,
+        "namespace": entry.namespace,
+        "name": entry.name if entry.kind != "namespace" else None,
+        "delivery_id": receipt.delivery_id,
+    }
+
+
+def _who(name: str, token_id: str) -> str:
+    return f"{name} ({token_id})" if name else token_id
+
+
+def _order(entry: dict[str, Any]) -> tuple[str, str, str]:
+    return (entry["type"], entry["namespace"], entry["name"] or "")

@@ -1,0 +1,616 @@
+"""Read handlers (DESIGN §5): parse query parameters, open one store snapshot, shape JSON.
+
+Handlers run their store work in the thread pool (SQLite calls block). Entities are named
+by query parameters (``namespace=``, ``name=``, ``field=``), never by path segments,
+since namespaces hold colons and slashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.model import DatasetId, JobId, Rejection
+from embrasure.projector.apply import split_items
+from embrasure.projector.worker import replay_item
+from embrasure.query import lineage as query
+from embrasure.query.as_of import AsOfGraph
+from embrasure.query.entities import (
+    LISTED_CHILDREN,
+    RUN_KEYS,
+    Identities,
+    child_runs,
+    dataset_view,
+    ingest_totals,
+    job_view,
+    run_summary,
+    run_view,
+)
+from embrasure.query.export import open_export
+from embrasure.query.hidden import Hidden
+from embrasure.query.impact import impact
+from embrasure.query.search import search
+from embrasure.receiver.backpressure import Backpressure
+from embrasure.store import Store
+from embrasure.store.base import GraphReader, LogEntry, Row
+from embrasure.web.auth import public, requires
+from embrasure.web.params import (
+    bad,
+    choice,
+    decode_cursor,
+    encode_cursor,
+    integer,
+    not_found,
+    required,
+    run_states,
+    time_param,
+)
+from embrasure.web.responses import json_response, problem_response, store_unavailable
+
+MAX_LIMIT = 1000
+MAX_DEPTH = 20
+
+
+def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str, Any]:
+    (
+        seq,
+        delivery_id,
+        provider,
+        _key,
+        _sha,
+        received_at,
+        _route,
+        item_count,
+        rejections_json,
+        _log_state,
+        state,
+        _projected,
+        _quarantined,
+        edges_created,
+    ) = row
+    rejected = {r[0]: Rejection(*r) for r in orjson.loads(rejections_json)}
+    projected = {r[0]: r for r in reader.items(seq)} if with_items or state != "accepted" else {}
+    items = []
+    for idx in range(item_count):
+        if idx in projected:
+            _, kind, outcome, reason, retriable, warnings, _event = projected[idx]
+            items.append(
+                {
+                    "index": idx,
+                    "kind": kind,
+                    "outcome": outcome,
+                    "reason": reason,
+                    "retriable": bool(retriable),
+                    "warnings": orjson.loads(warnings),
+                }
+            )
+        elif idx in rejected:
+            r = rejected[idx]
+            items.append(
+                {
+                    "index": idx,
+                    "kind": r.kind,
+                    "outcome": "quarantined",
+                    "reason": r.reason,
+                    "retriable": False,
+                    "warnings": [],
+                }
+            )
+        else:
+            items.append(
+                {
+                    "index": idx,
+                    "kind": None,
+                    "outcome": "pending",
+                    "reason": None,
+                    "retriable": False,
+                    "warnings": [],
+                }
+            )
+    counts = {"projected": 0, "quarantined": 0, "pending": 0}
+    for item in items:
+        counts[item["outcome"]] += 1
+    view: dict[str, Any] = {
+        "delivery_id": delivery_id,
+        "provider_key": provider,
+        "received_at": received_at,
+        "state": state,
+        "item_count": item_count,
+        "invalid_item_count": len(rejected),
+        "summary": {"received": item_count, **counts},
+        "edges_created": edges_created or 0,
+    }
+    if with_items:
+        view["items"] = items
+    return view
+
+
+class ReadApi:
+    def __init__(self, store: Store, retry_after: int, backpressure: Backpressure) -> None:
+        self.store = store
+        self.retry_after = retry_after
+        self.backpressure = backpressure
+
+    def _read(self, work: Callable[[GraphReader], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with self.store.reader() as reader:
+                return work(reader)
+
+        return run
+
+    async def _answer(self, work: Callable[[GraphReader], Any]) -> Response:
+        try:
+            result = await run_in_threadpool(self._read(work))
+        except Problem as problem:
+            return problem_response(problem)
+        except StoreUnavailable as exc:
+            return self._unavailable(exc)
+        if isinstance(result, Response):
+            return result
+        return json_response(result)
+
+    def _unavailable(self, exc: StoreUnavailable) -> Response:
+        return store_unavailable(exc, self.retry_after)
+
+    # -- deliveries and quarantine -----------------------------------------------------------
+
+    async def get_delivery(self, request: Request) -> Response:
+        delivery_id = request.path_params["delivery_id"]
+
+        def work(reader: GraphReader) -> Any:
+            row = reader.delivery(delivery_id)
+            if row is None:
+                raise Problem(
+                    404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
+                )
+            return _delivery_json(reader, row, with_items=True)
+
+        return await self._answer(work)
+
+    async def list_deliveries(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            state = request.query_params.get("state")
+            if state is not None and state not in (
+                "accepted",
+                "projected",
+                "partially_projected",
+                "quarantined",
+            ):
+                raise bad(f"unknown delivery state {state!r}")
+            before = decode_cursor(request)
+            rows = reader.deliveries(
+                request.query_params.get("provider_key"), state, before, limit + 1
+            )
+            page = [_delivery_json(reader, r, with_items=False) for r in rows[:limit]]
+            return {
+                "deliveries": page,
+                "next_cursor": encode_cursor(rows[limit - 1][0]) if len(rows) > limit else None,
+            }
+
+        return await self._answer(work)
+
+    async def list_quarantine(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            before = decode_cursor(request)
+            rows = reader.quarantined(tuple(before) if before else None, limit + 1)
+            items = [
+                {"delivery_id": d, "index": i, "kind": k, "reason": r, "received_at": t}
+                for d, i, k, r, t, _seq in rows[:limit]
+            ]
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "items": items,
+                "next_cursor": encode_cursor([last[5], last[1]]) if last else None,
+            }
+
+        return await self._answer(work)
+
+    async def replay(self, request: Request) -> Response:
+        delivery_id = request.path_params["delivery_id"]
+        try:
+            index = int(request.path_params["index"])
+        except ValueError:
+            return problem_response(bad("the item index is not a whole number"))
+        try:
+            result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
+        except Problem as problem:
+            return problem_response(problem)
+        except StoreUnavailable as exc:
+            return self._unavailable(exc)
+        return json_response(result)
+
+    async def export(self, request: Request) -> Response:
+        try:
+            pieces = await open_export(self.store)
+        except StoreUnavailable as exc:
+            return self._unavailable(exc)
+        return StreamingResponse(pieces, media_type="application/json")
+
+    # -- entities ----------------------------------------------------------------------
+
+    async def get_run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"].lower()
+
+        def work(reader: GraphReader) -> Any:
+            rows = reader.rows("runs", ("run_id",), [(run_id,)])
+            if not rows:
+                raise not_found(f"No run {run_id!r} is known.")
+            _shown(Hidden.of(reader), JobId(rows[0][1], rows[0][2]))
+            return run_view(reader, rows[0])
+
+        return await self._answer(work)
+
+    async def run_children(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"].lower()
+
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after = decode_cursor(request)
+            if after is not None and not (
+                isinstance(after, list) and len(after) == 2 and all(type(k) is str for k in after)
+            ):
+                raise bad("cursor is not one this server handed out")
+            hidden = Hidden.of(reader)
+            parent = reader.rows("runs", ("run_id",), [(run_id,)])
+            if parent:
+                _shown(hidden, JobId(parent[0][1], parent[0][2]))
+            page = child_runs(
+                reader, run_id, after, limit, lambda r: not hidden.job(JobId(r[1], r[2]))
+            )
+            if page is None:
+                raise not_found(f"No run {run_id!r} is known, nor any child of it.")
+            runs, last = page
+            return {"runs": runs, "next_cursor": encode_cursor(last) if last else None}
+
+        return await self._answer(work)
+
+    async def list_runs(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            kind = choice(request, "type", "job", ("job", "dataset"))
+            namespace, name = required(request, "namespace", "name")
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            before = decode_cursor(request)
+            if kind == "dataset":
+                return _writer_runs(reader, DatasetId(namespace, name), before, limit)
+            _shown(Hidden.of(reader), JobId(namespace, name))
+            rows = reader.runs_of_job(
+                (namespace, name), tuple(before) if before else None, limit + 1
+            )
+            if not rows and not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
+                raise not_found(f"No job {namespace} {name} is known.")
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
+                "next_cursor": encode_cursor([last[8], last[0]]) if last else None,
+            }
+
+        return await self._answer(work)
+
+    async def list_datasets(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            ids = Identities(reader)
+            hidden = Hidden(reader, ids)
+            namespace = request.query_params.get("namespace")
+            name = request.query_params.get("name")
+            if namespace is not None and name is not None:
+                node = _shown_dataset(reader, ids, hidden, DatasetId(namespace, name))
+                return {"datasets": [dataset_view(reader, ids, node)], "next_cursor": None}
+            return self._page(
+                reader,
+                request,
+                "datasets",
+                namespace,
+                lambda r: _canonical_only(ids, r) and not hidden.dataset(DatasetId(r[0], r[1])),
+                lambda r: dataset_view(reader, ids, DatasetId(r[0], r[1])),
+            )
+
+        return await self._answer(work)
+
+    async def list_jobs(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            hidden = Hidden.of(reader)
+            namespace = request.query_params.get("namespace")
+            name = request.query_params.get("name")
+            if namespace is not None and name is not None:
+                _shown_job(reader, hidden, JobId(namespace, name))
+                return {"jobs": [job_view(reader, JobId(namespace, name))], "next_cursor": None}
+            return self._page(
+                reader,
+                request,
+                "jobs",
+                namespace,
+                lambda r: not hidden.job(JobId(r[0], r[1])),
+                lambda r: job_view(reader, JobId(r[0], r[1])),
+            )
+
+        return await self._answer(work)
+
+    def _page(
+        self,
+        reader: GraphReader,
+        request: Request,
+        table: str,
+        namespace: str | None,
+        keep: Callable[[Row], bool],
+        shape: Callable[[Row], Any],
+    ) -> dict[str, Any]:
+        limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+        q = request.query_params.get("q")
+        after = decode_cursor(request)
+        out: list[Any] = []
+        cursor = tuple(after) if after else None
+        while len(out) < limit:
+            rows = reader.page(table, cursor, limit + 1, namespace, q)
+            if not rows:
+                cursor = None
+                break
+            for r in rows:
+                cursor = (r[0], r[1])
+                if keep(r):
+                    out.append(shape(r))
+                    if len(out) == limit:
+                        break
+            if len(rows) <= limit and len(out) < limit:
+                cursor = None
+                break
+        return {table: out, "next_cursor": encode_cursor(list(cursor)) if cursor else None}
+
+    # -- graphs ------------------------------------------------------------------------
+
+    async def lineage(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            kind = choice(request, "type", "dataset", ("dataset", "job", "service"))
+            namespace, name = required(request, "namespace", "name")
+            direction = choice(request, "direction", "both", ("upstream", "downstream", "both"))
+            depth = integer(request, "depth", 5, 0, MAX_DEPTH)
+            limit = integer(request, "limit", 500, 1, 10_000)
+            states = run_states(request)
+            as_of = time_param(request, "asOf")
+            graph = query.Graph(reader) if as_of is None else AsOfGraph(reader, as_of)
+            root: DatasetId | JobId
+            if kind == "dataset":
+                root = DatasetId(namespace, name)
+                _shown_dataset(reader, Identities(reader), graph.hidden, root)
+            else:
+                root = JobId(namespace, name)
+                _shown_job(reader, graph.hidden, root, kind)
+            return query.lineage(graph, root, direction, depth, states, limit)
+
+        return await self._answer(work)
+
+    async def column_lineage(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace, name, field = required(request, "namespace", "name", "field")
+            direction = choice(request, "direction", "both", ("upstream", "downstream", "both"))
+            depth = integer(request, "depth", 5, 0, MAX_DEPTH)
+            limit = integer(request, "limit", 500, 1, 10_000)
+            kinds = set((request.query_params.get("kinds") or "mapping,indirect").split(","))
+            if not kinds <= {"mapping", "indirect"}:
+                raise bad("kinds is a comma-separated list of mapping, indirect")
+            root = DatasetId(namespace, name)
+            ids = Identities(reader)
+            _shown_dataset(reader, ids, Hidden(reader, ids), root)
+            return query.column_lineage(reader, root, field, direction, depth, kinds, limit)
+
+        return await self._answer(work)
+
+    async def impact(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace, name = required(request, "namespace", "name")
+            field = request.query_params.get("field")
+            depth = integer(request, "depth", 5, 0, MAX_DEPTH)
+            limit = integer(request, "limit", 1_000, 1, 10_000)
+            root = DatasetId(namespace, name)
+            ids = Identities(reader)
+            _shown_dataset(reader, ids, Hidden(reader, ids), root)
+            return impact(reader, root, field, depth, limit)
+
+        return await self._answer(work)
+
+    async def overview(self, request: Request) -> Response:
+        """The web UI's home page: ingest counters, the projection backlog, recent runs."""
+
+        def work(reader: GraphReader) -> Any:
+            recent = integer(request, "runs", 10, 0, 100)
+            totals = ingest_totals(reader)
+            # A run has a START and a COMPLETE, often more: ask for a few events per run.
+            ids = reader.recent_run_ids(recent * 4)[:recent]
+            hidden = Hidden.of(reader)
+            rows = {
+                r[0]: r
+                for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])
+                if not hidden.job(JobId(r[1], r[2]))
+            }
+            return {
+                "deliveries": totals.deliveries,
+                "items": totals.items,
+                "backlog": {"deliveries": totals.deliveries["accepted"], "items": totals.pending},
+                "recent_runs": [run_summary(rows[i]) for i in ids if i in rows],
+            }
+
+        return await self._answer(work)
+
+    async def namespaces(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after = decode_cursor(request)
+            hidden = Hidden.of(reader).namespaces
+            rows = [
+                r for r in reader.namespaces(after, limit + 1 + len(hidden)) if r[0] not in hidden
+            ]
+            more = len(rows) > limit
+            return {
+                "namespaces": [{"name": ns, "datasets": d, "jobs": j} for ns, d, j in rows[:limit]],
+                "next_cursor": encode_cursor(rows[limit - 1][0]) if more else None,
+            }
+
+        return await self._answer(work)
+
+    async def search(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            (q,) = required(request, "q")
+            limit = integer(request, "limit", 20, 1, MAX_LIMIT)
+            offset = decode_cursor(request) or 0
+            if not isinstance(offset, int) or offset < 0:
+                raise bad("cursor is not one this server gave out")
+            found = search(reader, q, offset, limit)
+            more = len(found) > limit
+            return {
+                "results": found[:limit],
+                "next_cursor": encode_cursor(offset + limit) if more else None,
+            }
+
+        return await self._answer(work)
+
+    async def events(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after, before = (time_param(request, name) for name in ("after", "before"))
+            cursor = decode_cursor(request)
+            rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
+            bodies: dict[int, list[Any]] = {}
+            out = []
+            for event_id, _key, time_text, seq, idx, route in rows[:limit]:
+                if seq not in bodies:  # parse each delivery once
+                    body = reader.body(seq) or b"[]"
+                    bodies[seq] = split_items(LogEntry(seq, "", route, body, 0, ()))
+                out.append(
+                    {"event_id": event_id, "eventTime": time_text, "event": bodies[seq][idx]}
+                )
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "events": out,
+                "next_cursor": encode_cursor([last[1], last[0]]) if last else None,
+            }
+
+        return await self._answer(work)
+
+    # -- health --------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        """DESIGN §5: ready when the store answers and the backlog is under its bound
+        (so is free disk); otherwise 503, saying why, with the load measured."""
+        try:
+            await run_in_threadpool(self.store.ping)
+            load = await self.backpressure.load()
+        except StoreUnavailable as exc:
+            return problem_response(
+                Problem(503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after)
+            )
+        if load.refusing is not None:
+            return problem_response(
+                Problem(
+                    503,
+                    "not-ready",
+                    "Not ready: refusing ingest",
+                    load.refusing,
+                    retry_after=self.retry_after,
+                    ingest=load.to_json(),
+                )
+            )
+        return json_response({"status": "ready", "ingest": load.to_json()})
+
+    def routes(self) -> list[Route]:
+        read, admin = requires("read"), requires("admin")
+        return [
+            Route("/api/v1/deliveries", read(self.list_deliveries), methods=["GET"]),
+            Route("/api/v1/deliveries/{delivery_id}", read(self.get_delivery), methods=["GET"]),
+            Route("/api/v1/quarantine", read(self.list_quarantine), methods=["GET"]),
+            Route(
+                "/api/v1/quarantine/{delivery_id}/{index}/replay",
+                admin(self.replay),
+                methods=["POST"],
+            ),
+            Route("/api/v1/export", read(self.export), methods=["GET"]),
+            Route("/api/v1/runs", read(self.list_runs), methods=["GET"]),
+            Route("/api/v1/runs/{run_id}", read(self.get_run), methods=["GET"]),
+            Route("/api/v1/runs/{run_id}/children", read(self.run_children), methods=["GET"]),
+            Route("/api/v1/datasets", read(self.list_datasets), methods=["GET"]),
+            Route("/api/v1/jobs", read(self.list_jobs), methods=["GET"]),
+            Route("/api/v1/lineage", read(self.lineage), methods=["GET"]),
+            Route("/api/v1/column-lineage", read(self.column_lineage), methods=["GET"]),
+            Route("/api/v1/impact", read(self.impact), methods=["GET"]),
+            Route("/api/v1/overview", read(self.overview), methods=["GET"]),
+            Route("/api/v1/namespaces", read(self.namespaces), methods=["GET"]),
+            Route("/api/v1/search", read(self.search), methods=["GET"]),
+            Route("/api/v1/events", read(self.events), methods=["GET"]),
+            Route("/healthz", public(self.healthz), methods=["GET"]),
+            Route("/readyz", public(self.readyz), methods=["GET"]),
+        ]
+
+
+def _writer_runs(
+    reader: GraphReader, dataset: DatasetId, before: Any, limit: int
+) -> dict[str, Any]:
+    """The runs that wrote a dataset (under any of its aliases), newest first, paged
+    like a job's runs. Every page reads the dataset's run_io rows and its writers' run
+    rows by index and sorts them: one row per writer run, cheap for thousands of runs; a
+    store query ordered by time would be the next step for a table written millions of
+    times."""
+    ids = Identities(reader)
+    hidden = Hidden(reader, ids)
+    node = _shown_dataset(reader, ids, hidden, dataset)
+    members = ids.members([node])[node]
+    io = reader.rows(
+        "run_io", ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
+    )
+    run_ids = sorted({r[0] for r in io})
+    latest = RUN_KEYS.index("latest_key")  # the order (and cursor) of runs_of_job
+    rows = sorted(
+        (
+            r
+            for r in reader.rows("runs", ("run_id",), [(i,) for i in run_ids])
+            if not hidden.job(JobId(r[1], r[2]))
+        ),
+        key=lambda r: (r[latest], r[0]),
+        reverse=True,
+    )
+    if before is not None:
+        rows = [r for r in rows if (r[latest], r[0]) < tuple(before)]
+    last = rows[limit - 1] if len(rows) > limit else None
+    return {
+        "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
+        "next_cursor": encode_cursor([last[latest], last[0]]) if last else None,
+    }
+
+
+def _canonical_only(ids: Identities, row: Row) -> bool:
+    identity = DatasetId(row[0], row[1])
+    return ids.canonical([identity])[identity] == identity
+
+
+def _shown_dataset(
+    reader: GraphReader, ids: Identities, hidden: Hidden, dataset: DatasetId
+) -> DatasetId:
+    """The canonical node of a dataset named by any identity; 404 when none is known, or
+    when an admin hid it."""
+    node = ids.canonical([dataset])[dataset]
+    if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+        raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
+    _shown(hidden, node)
+    return node
+
+
+def _shown_job(reader: GraphReader, hidden: Hidden, job: JobId, kind: str = "job") -> None:
+    """404 when the job is not known, or when an admin hid it."""
+    if not reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)]):
+        raise not_found(f"No {kind} {job.namespace} {job.name} is known.")
+    _shown(hidden, job)
+
+
+def _shown(hidden: Hidden, node: DatasetId | JobId) -> None:
+    """404 for a node an admin hid, saying so (hidden.py)."""
+    if hidden and hidden.nodes_hidden([node]):
+        raise not_found(hidden.why(node))

@@ -1,0 +1,163 @@
+"""Bearer tokens with scopes (DESIGN §9; RFC 6750 for the header and the errors).
+
+A token is ``emb_<id>_<secret>``: the id finds its row, the SHA-256 of the whole token
+must match the stored one (tokens are 256 random bits, so a fast hash is enough: there is
+nothing to guess by brute force, unlike a password). Only the hash is stored; the token is
+printed once, by ``embrasure tokens create``.
+
+Scopes: ``ingest`` (POST events), ``read`` (every GET of the graph, the log and
+``/metrics``), ``admin`` (replay, and everything the other two allow). A token may be
+bound to one provider_key, which then replaces the query parameter on its deliveries.
+
+Auth is on as soon as one token has been created, revoked or not: revoking the last
+token must not quietly open the server. With none, every request passes; the CLI refuses
+to bind a non-loopback address in that state unless ``--insecure`` is given.
+
+Every route declares its scope with ``requires`` (or ``public``); tests/web/test_auth.py
+walks the router so that a route without one fails the suite.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.model import Token
+from embrasure.store import Store
+from embrasure.web.refresh import Refreshed
+from embrasure.web.responses import problem_response, store_unavailable
+
+SCOPES = ("ingest", "read", "admin")
+PREFIX = "emb_"
+# How long a server trusts what it read of the tokens table: a token created or revoked
+# by `embrasure tokens` (another process, maybe another machine) takes effect within it.
+CACHE_SECONDS = 2.0
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh (token_id, token text)."""
+    token_id = secrets.token_hex(6)
+    return token_id, f"{PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
+
+
+def check_scopes(scopes: Sequence[str]) -> frozenset[str]:
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be some of {', '.join(SCOPES)}; got {', '.join(scopes)}")
+    return frozenset(scopes)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Guard:
+    """Checks requests' bearer tokens against the store's tokens table, read at most
+    once per CACHE_SECONDS, off the event loop, one read at a time (refresh.Refreshed)."""
+
+    def __init__(self, store: Store, *, enforce: bool = True) -> None:
+        self.store = store
+        self.enforce = enforce  # False: the in-process app of a --db client command
+        self._tokens = Refreshed(self._read, lambda: CACHE_SECONDS)
+
+    def _read(self) -> dict[str, Token]:
+        return {t.token_id: t for t in self.store.tokens()}
+
+    async def tokens(self) -> dict[str, Token]:
+        return await self._tokens.get()
+
+    async def check(self, request: Request, scope: str) -> Token | None:
+        """The request's token (None while auth is off); raises Problem 401/403."""
+        tokens = await self.tokens() if self.enforce else {}
+        if not tokens:
+            return None
+        header = request.headers.get("authorization", "")
+        kind, _, text = header.partition(" ")
+        if kind.lower() != "bearer" or not text.strip():
+            raise _unauthorized("This server needs a bearer token (Authorization: Bearer …).")
+        text = text.strip()
+        token_id = text[len(PREFIX) :].partition("_")[0] if text.startswith(PREFIX) else ""
+        token = tokens.get(token_id)
+        if token is None or not hmac.compare_digest(token.digest, digest(text)):
+            raise _unauthorized("The bearer token is not one this server issued.")
+        if token.revoked_at is not None:
+            raise _unauthorized(f"The bearer token {token_id} was revoked at {token.revoked_at}.")
+        if not token.allows(scope):
+            raise Problem(
+                403,
+                "insufficient-scope",
+                "Insufficient scope",
+                f"{request.method} {request.url.path} needs scope {scope!r}; token "
+                f"{token_id} has {', '.join(sorted(token.scopes))}.",
+                headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'},
+            )
+        return token
+
+
+def _unauthorized(detail: str) -> Problem:
+    return Problem(
+        401,
+        "unauthorized",
+        "Unauthorized",
+        detail,
+        headers={"WWW-Authenticate": 'Bearer realm="embrasure"'},
+    )
+
+
+def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
+    """Mark an endpoint as needing ``scope``; the token checked is on request.state.token."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+
+    def wrap(endpoint: Endpoint) -> Endpoint:
+        @functools.wraps(endpoint)
+        async def guarded(request: Request) -> Response:
+            guard: Guard = request.app.state.guard
+            try:
+                request.state.token = await guard.check(request, scope)
+            except Problem as problem:
+                return problem_response(problem)
+            except StoreUnavailable as exc:
+                return store_unavailable(exc, retry_after=1)
+            return await endpoint(request)
+
+        guarded.required_scope = scope  # type: ignore[attr-defined]
+        return guarded
+
+    return wrap
+
+
+def public(endpoint: Endpoint) -> Endpoint:
+    """Mark an endpoint as needing no token (health checks, the API's own description)."""
+
+    @functools.wraps(endpoint)
+    async def open_to_all(request: Request) -> Response:
+        return await endpoint(request)
+
+    open_to_all.required_scope = None  # type: ignore[attr-defined]
+    return open_to_all
+
+
+def required_scope(endpoint: object) -> str | None:
+    """The scope an endpoint declared; AttributeError when it declared none."""
+    scope: str | None = endpoint.required_scope  # type: ignore[attr-defined]
+    return scope

@@ -1,0 +1,148 @@
+"""``GET /metrics`` (DESIGN §5): Prometheus text format, every name prefixed ``embrasure_``.
+
+Two sources:
+- the database, read at scrape time (deliveries by state, items by outcome, backlog,
+  projection lag, free disk): the deployment's truth, so with several receivers and
+  projectors on one PostgreSQL every process reports the same figures;
+- this process: request latency histograms by method, route template and status (the
+  ingest routes' 202/429/503 included), from an ASGI middleware.
+
+A registry per app, not prometheus_client's global one: tests build many apps in one
+process, and each server reports only its own traffic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from embrasure.query.entities import ingest_totals
+from embrasure.receiver.backpressure import Backpressure
+from embrasure.store import Store
+from embrasure.web.auth import requires
+
+# Seconds; an ingest answer is a few ms, a hub lineage tens, an export minutes.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class GraphCollector(Collector):
+    """The database's figures, read when Prometheus scrapes (off the event loop)."""
+
+    def __init__(self, store: Store, backpressure: Backpressure) -> None:
+        self.store = store
+        self.backpressure = backpressure
+
+    def collect(self) -> Iterator[Metric]:
+        with self.store.reader() as reader:
+            totals = ingest_totals(reader)
+        deliveries = GaugeMetricFamily(
+            "embrasure_deliveries", "Deliveries in the log, by state (DESIGN §5).", labels=["state"]
+        )
+        for state, count in totals.deliveries.items():
+            deliveries.add_metric([state], count)
+        yield deliveries
+        items = GaugeMetricFamily(
+            "embrasure_items",
+            "Events in the log, by outcome: projected, quarantined, pending (received, not"
+            " yet projected).",
+            labels=["outcome"],
+        )
+        for outcome in ("projected", "quarantined", "pending"):
+            items.add_metric([outcome], totals.items[outcome])
+        yield items
+        yield GaugeMetricFamily(
+            "embrasure_projection_backlog_items",
+            "Items received and not yet projected; ingest answers 429 past its bound.",
+            value=totals.pending,
+        )
+        yield GaugeMetricFamily(
+            "embrasure_projection_backlog_bound_items",
+            "The bound on the backlog (--max-backlog-items).",
+            value=self.backpressure.max_backlog_items,
+        )
+        lag = 0.0
+        if totals.oldest_pending is not None:
+            received = datetime.fromisoformat(totals.oldest_pending.replace("Z", "+00:00"))
+            lag = max(0.0, (datetime.now(UTC) - received).total_seconds())
+        yield GaugeMetricFamily(
+            "embrasure_projection_lag_seconds",
+            "Age of the oldest delivery not yet projected (0 when caught up).",
+            value=lag,
+        )
+        free = self.store.free_disk_bytes()
+        if free is not None:
+            yield GaugeMetricFamily(
+                "embrasure_free_disk_bytes", "Free bytes beside the SQLite log.", value=free
+            )
+
+
+class Metrics:
+    """The app's registry, its request histogram, and the /metrics route (scope read)."""
+
+    def __init__(self, store: Store, backpressure: Backpressure) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = Histogram(
+            "embrasure_http_request_duration_seconds",
+            "Time to answer a request, by method, route template and status.",
+            ["method", "route", "status"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(GraphCollector(store, backpressure))
+
+    async def endpoint(self, request: Request) -> Response:
+        body = await run_in_threadpool(generate_latest, self.registry)
+        # Text format 0.0.4: what every Prometheus (2.x and 3.x) and agent reads; the
+        # names here are all legacy-safe, so nothing needs the 1.0.0 format.
+        return Response(body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route("/metrics", requires("read")(self.endpoint), methods=["GET"])]
+
+    def middleware(self) -> Middleware:
+        return Middleware(TimedRequests, histogram=self.requests)
+
+
+class TimedRequests:
+    """ASGI middleware: observe each HTTP request's duration under its route template
+    (the router sets scope["route"]; an unmatched path is "unmatched", so a scan of
+    random URLs cannot grow the label set)."""
+
+    def __init__(self, app: ASGIApp, histogram: Histogram) -> None:
+        self.app = app
+        self.histogram = histogram
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            # A Route's path is its template; a Mount's (/ui/static) its prefix.
+            route = scope.get("route")
+            template = route.path if isinstance(route, Route | Mount) else "unmatched"
+            self.histogram.labels(scope["method"], template, str(status)).observe(
+                time.perf_counter() - started
+            )

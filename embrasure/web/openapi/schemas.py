@@ -1,0 +1,554 @@
+"""The OpenAPI document's component schemas: every JSON body the server sends (DESIGN §2, §5).
+
+Each schema is written from the code that shapes the body (receiver.py's receipt, api.py's
+handlers, views.py, query.py, impact.py, search.py, export.py) rather than from DESIGN.md,
+so the document says what a client really gets; tests/web/test_openapi.py validates real
+responses against them with every object closed (no undocumented key passes).
+
+Enumerations and bounds are taken from the code's own constants where it has them, so the
+document cannot drift from them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from embrasure.errors import PROBLEM_BASE
+from embrasure.model import RUN_STATES
+from embrasure.projector.column_lineage import CLASSES
+
+Schema = dict[str, Any]
+
+REF_PREFIX = "#/components/schemas/"
+DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
+ITEM_OUTCOMES = ("pending", "projected", "quarantined")
+EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
+NODE_TYPES = ("dataset", "job", "service", "field")
+SEARCH_MATCHES = ("exact", "prefix", "substring")  # search.MATCHES, best rank first
+TIME = "UTC RFC 3339 time, keeping the source's sub-second precision"
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": REF_PREFIX + name}
+
+
+def nullable(schema: Schema) -> Schema:
+    """``schema`` or JSON null: a type list where the schema has one type (OpenAPI 3.1
+    dropped ``nullable``), else ``anyOf`` (a ``$ref``)."""
+    if isinstance(schema.get("type"), str):
+        out = {**schema, "type": [schema["type"], "null"]}
+        if "enum" in schema:
+            out["enum"] = [*schema["enum"], None]
+        return out
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def string(description: str = "", **extra: Any) -> Schema:
+    return {"type": "string", **({"description": description} if description else {}), **extra}
+
+
+def integer(description: str = "", **extra: Any) -> Schema:
+    return {"type": "integer", **({"description": description} if description else {}), **extra}
+
+
+def time(description: str = TIME) -> Schema:
+    return string(description, format="date-time")
+
+
+def boolean(description: str = "") -> Schema:
+    return {"type": "boolean", **({"description": description} if description else {})}
+
+
+def enum(values: tuple[str, ...], description: str = "") -> Schema:
+    return string(description, enum=list(values))
+
+
+def array(items: Schema, description: str = "", **extra: Any) -> Schema:
+    return {
+        "type": "array",
+        "items": items,
+        **({"description": description} if description else {}),
+        **extra,
+    }
+
+
+def obj(
+    description: str, required: dict[str, Schema], optional: dict[str, Schema] | None = None
+) -> Schema:
+    """An object whose ``required`` keys are always present and ``optional`` ones may be."""
+    return {
+        "type": "object",
+        "description": description,
+        "required": list(required),
+        "properties": {**required, **(optional or {})},
+    }
+
+
+def free_object(description: str) -> Schema:
+    """JSON the server passes through as it was sent (facets, raw events)."""
+    return {"type": "object", "description": description, "additionalProperties": True}
+
+
+def page(key: str, item: Schema, description: str) -> Schema:
+    """A cursor-paginated listing (DESIGN §5): the items and the next page's cursor."""
+    return obj(
+        description,
+        {
+            key: array(item),
+            "next_cursor": nullable(
+                string("Pass as `cursor` for the next page; null on the last page.")
+            ),
+        },
+    )
+
+
+def _nodes() -> dict[str, Schema]:
+    namespaced = {"namespace": string(), "name": string()}
+    return {
+        "Node": obj(
+            "A graph node. `id` is `{type}:{namespace}:{name}` (`…:{field}` for a field), with "
+            "`%` and `:` in the name and field parts percent-encoded, so it splits from the "
+            "right.",
+            {"id": string(), "type": enum(NODE_TYPES), **namespaced},
+            {"field": string("Only on field nodes.")},
+        ),
+        "DatasetRef": obj("A dataset identity.", namespaced),
+        "JobRef": obj("A job identity.", namespaced),
+    }
+
+
+# -- receiver and deliveries (DESIGN §2, §5) -------------------------------------------------
+
+
+def _ingest() -> dict[str, Schema]:
+    loose = "loosely: the server validates it after acknowledging it"
+    return {
+        "OpenLineageEvent": {
+            "type": "object",
+            "description": (
+                "One OpenLineage event: a RunEvent (has `run`), a JobEvent (has `job`, no "
+                "`run`) or a DatasetEvent (neither; has `dataset`), as defined by the "
+                f"OpenLineage spec. Described {loose}; an event that breaks a rule is "
+                "quarantined with its reason, not refused."
+            ),
+            "properties": {
+                "eventType": string(
+                    "RunEvent only.",
+                    examples=[*RUN_STATES],
+                ),
+                "eventTime": string("RFC 3339; a time without offset is read as UTC."),
+                "producer": string(format="uri"),
+                "schemaURL": string(format="uri"),
+                "run": free_object("RunEvent: `runId` (a UUID) and run facets."),
+                "job": free_object("`namespace`, `name` and job facets."),
+                "inputs": array(free_object("An input dataset with its facets.")),
+                "outputs": array(free_object("An output dataset with its facets.")),
+                "dataset": free_object("DatasetEvent: the dataset and its facets."),
+            },
+            "additionalProperties": True,
+            "externalDocs": {
+                "description": "OpenLineage 2-0-2 event schema",
+                "url": "https://openlineage.io/spec/2-0-2/OpenLineage.json",
+            },
+        },
+        "Receipt": obj(
+            "The delivery receipt, sent only once the delivery is durable (fsync'd).",
+            {
+                "delivery_id": string("Opaque, unique, sortable by arrival."),
+                "state": enum(
+                    ("accepted", "quarantined"),
+                    "`quarantined` when every item was rejected at the transport boundary.",
+                ),
+                "duplicate": boolean(
+                    "True when this delivery was already stored; the receipt is the original."
+                ),
+                "item_count": integer("Events in the delivery (1 on the single route).", minimum=1),
+                "invalid_item_count": integer(
+                    "Items rejected at the transport boundary.", minimum=0
+                ),
+            },
+        ),
+        "DeliveryItem": obj(
+            "What became of one item of a delivery.",
+            {
+                "index": integer(minimum=0),
+                "kind": nullable(enum(EVENT_KINDS, "Null while pending or when not an object.")),
+                "outcome": enum(ITEM_OUTCOMES),
+                "reason": nullable(string("Why it was quarantined.")),
+                "retriable": boolean("True only for a projector error, not a broken rule."),
+                "warnings": array(string(), "What was accepted with a caveat."),
+            },
+        ),
+        "Delivery": _delivery(with_items=True),
+        "DeliverySummary": _delivery(with_items=False),
+        "DeliveryList": page(
+            "deliveries", ref("DeliverySummary"), "Deliveries, newest first (no `items`)."
+        ),
+        "QuarantineItem": obj(
+            "A quarantined item.",
+            {
+                "delivery_id": string(),
+                "index": integer(minimum=0),
+                "kind": nullable(enum(EVENT_KINDS, "Null when the item is not an object.")),
+                "reason": nullable(string()),
+                "received_at": time(),
+            },
+        ),
+        "QuarantineList": page(
+            "items", ref("QuarantineItem"), "Quarantined items, newest delivery first."
+        ),
+        "ReplayResult": obj(
+            "The item's outcome under the current rules.",
+            {
+                "delivery_id": string(),
+                "index": integer(minimum=0),
+                "outcome": enum(("projected", "quarantined")),
+                "reason": nullable(string("Why it is still quarantined.")),
+            },
+        ),
+    }
+
+
+def _delivery(with_items: bool) -> Schema:
+    summary = obj(
+        "Item counts by outcome.",
+        {k: integer(minimum=0) for k in ("received", "projected", "quarantined", "pending")},
+    )
+    fields: dict[str, Schema] = {
+        "delivery_id": string(),
+        "provider_key": string(),
+        "received_at": time(),
+        "state": enum(
+            DELIVERY_STATES,
+            "`accepted` while items are pending; `partially_projected` when some items "
+            "were projected and some quarantined (transport-rejected ones included).",
+        ),
+        "item_count": integer(minimum=1),
+        "invalid_item_count": integer("Items rejected at the transport boundary.", minimum=0),
+        "summary": summary,
+        "edges_created": integer("Graph edges this delivery created.", minimum=0),
+    }
+    if with_items:
+        fields["items"] = array(ref("DeliveryItem"))
+        return obj("A delivery and what became of each item.", fields)
+    return obj("A delivery (its items are at /api/v1/deliveries/{delivery_id}).", fields)
+
+
+# -- graph (DESIGN §4, §5) ------------------------------------------------------------------
+
+
+def _graph() -> dict[str, Schema]:
+    seen = {
+        "first_seen": nullable(time(f"Earliest eventTime naming it ({TIME}).")),
+        "last_seen": nullable(time(f"Latest eventTime naming it ({TIME}).")),
+    }
+    return {
+        "Edge": obj(
+            "A dataset → job (read) or job → dataset (write) edge.",
+            {
+                "source": string("Node id."),
+                "target": string("Node id."),
+                "static": boolean("Declared without a run (a JobEvent)."),
+                **seen,
+                "run_count": integer(minimum=0),
+                "last_state": nullable(enum(RUN_STATES, "State of the latest run using it.")),
+            },
+        ),
+        "ColumnEdge": obj(
+            "A field → field edge.",
+            {
+                "source": string("Field node id."),
+                "target": string("Field node id."),
+                "kind": enum(("mapping", "indirect")),
+                "class": nullable(enum(CLASSES, "For mappings; null for indirect edges.")),
+                "masked": boolean(),
+                "indirect": array(string(), "The INDIRECT subtypes (JOIN, FILTER, …)."),
+                "job": nullable(string("Id of the job node that made it.")),
+                **seen,
+            },
+            {"derived": enum(("sql",), "Present when only derived from the job's SQL.")},
+        ),
+        "LineageGraph": obj(
+            "The nodes and edges around the root.",
+            {
+                "root": string("Id of the root node."),
+                "nodes": array(ref("Node")),
+                "edges": array(ref("Edge")),
+                "truncated": boolean("True when `limit` cut nodes off."),
+            },
+        ),
+        "ColumnLineageGraph": obj(
+            "The field nodes and column edges around the root field.",
+            {
+                "root": string("Id of the root field node."),
+                "nodes": array(ref("Node")),
+                "edges": array(ref("ColumnEdge")),
+                "truncated": boolean("True when `limit` cut nodes off."),
+            },
+        ),
+        "ImpactItem": obj(
+            "One node downstream of the root.",
+            {
+                "node": ref("Node"),
+                "distance": integer("Edges walked from the root.", minimum=1),
+                "path": array(string(), "One shortest path of node ids, root first."),
+                "masked": boolean("A masked mapping lies on the path."),
+            },
+        ),
+        "Impact": obj(
+            "Everything downstream of a dataset or a field, nearest first.",
+            {
+                "root": string(),
+                "items": array(ref("ImpactItem")),
+                "truncated": boolean("True when `limit` cut items off."),
+            },
+        ),
+    }
+
+
+# -- entities (DESIGN §5) ---------------------------------------------------------------------
+
+
+def _entities() -> dict[str, Schema]:
+    facets = free_object("Current value of each facet, by facet name, as sent.")
+    run_ref = obj(
+        "A run and its job.",
+        {"runId": nullable(string()), "job": nullable(ref("JobRef"))},
+    )
+    io = array(
+        obj(
+            "A dataset the run read or wrote.",
+            {"namespace": string(), "name": string()},
+            {"version": string("From the dataset's version facet.")},
+        )
+    )
+    summary: dict[str, Schema] = {
+        "runId": string(format="uuid"),
+        "job": ref("JobRef"),
+        "state": nullable(enum(RUN_STATES)),
+        "started_at": nullable(time()),
+        "ended_at": nullable(time()),
+        "duration_s": nullable({"type": "number", "description": "Seconds, when both known."}),
+    }
+    identity = {"id": string(), "namespace": string(), "name": string()}
+    return {
+        "RunSummary": obj("A run's state and times.", summary),
+        "Run": obj(
+            "A run.",
+            {
+                **summary,
+                "inputs": io,
+                "outputs": io,
+                "facets": facets,
+                "error_message": nullable(string("From the errorMessage run facet.")),
+                "parent": nullable(
+                    obj(
+                        "The parent run (ParentRunFacet), with the root run when named.",
+                        run_ref["properties"],
+                        {"root": run_ref},
+                    )
+                ),
+                "children": array(
+                    string(),
+                    "runIds of the runs naming this one as parent, sorted; in listings "
+                    "(GET /api/v1/runs, …/children) the first 100 only: see child_count, "
+                    "and page through them with /api/v1/runs/{run_id}/children.",
+                ),
+                "child_count": integer("How many runs name this one as parent.", minimum=0),
+            },
+        ),
+        "RunList": page("runs", ref("Run"), "A job's runs, newest first."),
+        "Overview": obj(
+            "Counters over the whole log, the projection backlog, recent runs.",
+            {
+                "deliveries": obj(
+                    "Deliveries by state.", {s: integer(minimum=0) for s in DELIVERY_STATES}
+                ),
+                "items": obj(
+                    "Items (events) by outcome; `received` counts them all.",
+                    {k: integer(minimum=0) for k in ("received", *ITEM_OUTCOMES)},
+                ),
+                "backlog": obj(
+                    "What the projector has not reached yet.",
+                    {"deliveries": integer(minimum=0), "items": integer(minimum=0)},
+                ),
+                "recent_runs": array(ref("RunSummary"), "Runs with the latest events first."),
+            },
+        ),
+        "Dataset": obj(
+            "A dataset (its canonical node).",
+            {
+                **identity,
+                "type": enum(("dataset",)),
+                "aliases": array(
+                    obj(
+                        "Another identity of the same dataset (symlink or rename).",
+                        {"namespace": string(), "name": string(), "renamed": boolean()},
+                    )
+                ),
+                "locations": array(
+                    obj(
+                        "A location from the symlinks facet.",
+                        {"namespace": string(), "name": string(), "type": string()},
+                    )
+                ),
+                "facets": facets,
+                "fields": array(string(), "Field names from the schema facet."),
+                "dropped": boolean("Its lifecycleStateChange is DROP."),
+            },
+        ),
+        "DatasetList": page("datasets", ref("Dataset"), "Datasets by namespace and name."),
+        "Job": obj(
+            "A job or a service.",
+            {
+                **identity,
+                "type": enum(("job", "service")),
+                "facets": facets,
+                "parent_job": nullable(ref("JobRef")),
+            },
+            {"latest_run": nullable(ref("RunSummary"))},
+        ),
+        "JobList": page("jobs", ref("Job"), "Jobs by namespace and name (each with `latest_run`)."),
+        "Namespace": obj(
+            "A namespace and how many datasets and jobs it holds.",
+            {"name": string(), "datasets": integer(minimum=0), "jobs": integer(minimum=0)},
+        ),
+        "NamespaceList": page("namespaces", ref("Namespace"), "Namespaces by name."),
+        "SearchResult": obj(
+            "A node whose name (or field name, or an alias) matches.",
+            {"node": ref("Node"), "match": enum(SEARCH_MATCHES)},
+            {"alias": ref("DatasetRef")},
+        ),
+        "SearchResults": page(
+            "results", ref("SearchResult"), "Ranked exact, prefix, substring; then by name."
+        ),
+        "StoredEvent": obj(
+            "A projected event as it was received.",
+            {
+                "event_id": string(
+                    "SHA-256 of the event's canonical JSON.", pattern="^[0-9a-f]{64}$"
+                ),
+                "eventTime": nullable(string("As sent.")),
+                "event": free_object("The event."),
+            },
+        ),
+        "EventList": page("events", ref("StoredEvent"), "Events by eventTime, then event_id."),
+        "Export": obj(
+            "The whole graph, canonical: sorted by identity, free of arrival details.",
+            {
+                "datasets": array(ref("Dataset")),
+                "jobs": array(ref("Job"), "Without `latest_run`."),
+                "runs": array(ref("Run")),
+                "edges": array(ref("Edge")),
+                "column_edges": array(ref("ColumnEdge")),
+            },
+        ),
+    }
+
+
+def _problem() -> Schema:
+    schema = obj(
+        "An RFC 9457 problem detail. Bound violations add `limit` and `actual`.",
+        {
+            "type": string(
+                "Identifies the kind of problem.",
+                format="uri",
+                pattern="^" + re.escape(PROBLEM_BASE) + "[a-z0-9-]+$",
+            ),
+            "title": string(),
+            "status": integer(minimum=400, maximum=599),
+            "detail": string("What went wrong and what to do about it."),
+        },
+        {
+            "limit": integer("The bound that was broken."),
+            "actual": integer("The value that broke it."),
+            "delivery_id": string("409: the delivery that holds the Idempotency-Key."),
+        },
+    )
+    schema["additionalProperties"] = True  # RFC 9457 §3.2: extension members
+    return schema
+
+
+def _admin() -> dict[str, Schema]:
+    kind = enum(("dataset", "job", "namespace"))
+    name = nullable(string("The dataset's or job's name; null for a namespace."))
+    return {
+        "AdminRequest": obj(
+            "What to hide or show again.",
+            {"type": kind, "namespace": string(minLength=1)},
+            {
+                "name": string("Required for a dataset or a job; left out for a namespace."),
+                "reason": string("Why, for whoever reads the hidden list.", maxLength=1000),
+            },
+        ),
+        "AdminReceipt": obj(
+            "The administrative entries stored in the log (more than one when a dataset's "
+            "node was hidden under several identities).",
+            {
+                "action": enum(("hide", "unhide")),
+                "state": enum(("accepted",)),
+                "entries": array(
+                    obj(
+                        "One entry.",
+                        {
+                            "type": kind,
+                            "namespace": string(),
+                            "name": name,
+                            "delivery_id": string("Its delivery: poll it to see it projected."),
+                        },
+                    )
+                ),
+            },
+        ),
+        "HiddenList": page(
+            "hidden",
+            obj(
+                "A hidden entity.",
+                {
+                    "type": kind,
+                    "namespace": string(),
+                    "name": name,
+                    "hidden_at": time(),
+                    "by": nullable(string("The admin's token, name (id); null with auth off.")),
+                    "reason": nullable(string()),
+                },
+            ),
+            "What is hidden.",
+        ),
+    }
+
+
+def component_schemas() -> dict[str, Schema]:
+    return {
+        "Problem": _problem(),
+        **_nodes(),
+        **_ingest(),
+        **_graph(),
+        **_entities(),
+        **_admin(),
+        "Health": obj("The process is up.", {"status": enum(("ok",))}),
+        "Ready": obj(
+            "The store is reachable and ingest is not refused for overload (DESIGN §2).",
+            {
+                "status": enum(("ready",)),
+                "ingest": obj(
+                    "The load the receiver's overload bounds are checked against.",
+                    {
+                        "backlog_deliveries": integer("Deliveries not yet projected."),
+                        "backlog_items": integer("Their items (those not rejected on receipt)."),
+                        "oldest_pending": nullable(
+                            time("When the oldest delivery not yet projected was received.")
+                        ),
+                        "free_disk_bytes": nullable(
+                            integer("Free bytes beside the SQLite log; null on PostgreSQL.")
+                        ),
+                        "refusing": nullable(string("Why ingest answers 429 now, or null.")),
+                    },
+                ),
+            },
+        ),
+    }

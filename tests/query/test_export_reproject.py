@@ -1,0 +1,108 @@
+"""The canonical export, and reprojection, through the read API.
+
+Events are posted to the in-process app and projected deterministically; the rules
+themselves are unit-tested under tests/projector/, here the contract is the served JSON
+(docs/projection.md, docs/queries.md).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from embrasure.projector.worker import Projector, reproject
+from embrasure.store.schema import GRAPH_VERSION
+
+from conftest import make_client, run_sql
+from graph_api import (
+    REPORT,
+    Api,
+    at,
+    daily_run,
+    ds,
+    export_events,
+    job_id,
+    node_ids,
+    run_event,
+    run_id,
+)
+
+# == export and reproject (DESIGN §5 export, §1, §6) ============================================
+
+
+def test_export_is_deterministic_and_arrival_free(api: Api, tmp_path: Path) -> None:
+    events = export_events()
+    views = [api.ingest(*events[:4], provider_key="airflow"), api.ingest(*events[4:])]
+    exported = api.export()
+    assert exported == api.export()
+    doc = orjson.loads(exported)
+    assert set(doc) == {"datasets", "jobs", "runs", "edges", "column_edges"}
+    assert all(doc[k] for k in doc), "every part of the export is populated"
+    text = exported.decode()
+    for view in views:
+        assert view["delivery_id"] not in text
+        assert view["received_at"] not in text
+    for key in ("delivery_id", "received_at", "seq", "provider_key"):
+        assert f'"{key}"' not in text
+    # The same events, one delivery each and in reverse, into another database.
+    with make_client(tmp_path / "other.db") as other_client:
+        other = Api(other_client)
+        other.ingest_each(*reversed(events))
+        assert other.export() == exported
+    other.store.close()
+
+
+def test_export_cli_prints_the_api_export(api: Api, db_url: str) -> None:
+    api.ingest(*export_events())
+    out = subprocess.run(
+        [sys.executable, "-m", "embrasure", "export", "--db", db_url],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    assert out.stdout == api.export() + b"\n"
+
+
+def test_reproject_leaves_the_graph_identical(api: Api, db_url: str) -> None:
+    bad = daily_run(9)
+    bad["run"]["runId"] = "nope"
+    view = api.ingest(*export_events(), bad)
+    before = api.export()
+    reproject(api.store)
+    assert api.export() == before
+    assert api.delivery(view["delivery_id"]) == view
+    subprocess.run(
+        [sys.executable, "-m", "embrasure", "reproject", "--db", db_url],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    assert api.export() == before
+    assert api.delivery(view["delivery_id"]) == view
+    # The projector carries on from the new generation's position.
+    api.ingest(run_event("COMPLETE", "late", run_id(20), at(20), inputs=[ds(*REPORT)]))
+    assert job_id("spark", "late") in node_ids(api.lineage(*REPORT, direction="downstream"))
+
+
+def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_url: str) -> None:
+    view = api.ingest(*export_events())
+    before = api.export()
+    generation = api.store.generation()
+    # As an older Embrasure would have left it:
+    run_sql(db_url, "UPDATE graph_meta SET graph_version = ?", (GRAPH_VERSION - 1,))
+    projector = Projector(api.store)
+    projector.start()
+    try:
+        deadline = time.monotonic() + 30
+        while api.store.graph_version() != GRAPH_VERSION and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        projector.stop()
+    assert api.store.graph_version() == GRAPH_VERSION
+    assert api.store.generation() == generation + 1
+    assert api.export() == before
+    assert api.delivery(view["delivery_id"]) == view

@@ -1,0 +1,153 @@
+"""Receiver and projector as separate processes, and a projector killed mid-projection:
+the graph after a restart equals a reprojection of the same log (DESIGN §1, §3, §6)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from conftest import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+JSON = {"Content-Type": "application/json"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from events import run_event  # noqa: E402  (bench/events.py: realistic RunEvents)
+
+
+def embrasure(*args: str, **kw: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "embrasure", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **kw,
+    )
+
+
+def pending(http: httpx.Client, ids: list[str]) -> int:
+    return sum(http.get(f"/api/v1/deliveries/{i}").json()["summary"]["pending"] for i in ids)
+
+
+def wait_until(check: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.1)
+
+
+def post_batches(http: httpx.Client, batches: int, size: int) -> list[str]:
+    ids = []
+    for b in range(batches):
+        events = [
+            run_event(b * size + i, "START" if i % 3 == 0 else "COMPLETE") for i in range(size)
+        ]
+        r = http.post("/api/v1/lineage/batch", content=orjson.dumps(events))
+        assert r.status_code == 202, r.text
+        ids.append(r.json()["delivery_id"])
+    return ids
+
+
+def export(db: str) -> bytes:
+    done = subprocess.run(
+        [sys.executable, "-m", "embrasure", "export", "--db", db],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_receiver_alone_then_a_separate_projector(db_url: str, tmp_path: Path) -> None:
+    server = ServerProcess(db_url, "--no-projector", log_dir=tmp_path).start()
+    try:
+        with httpx.Client(base_url=server.url, headers=JSON, timeout=30) as http:
+            ids = post_batches(http, 5, 20)
+            time.sleep(0.5)
+            assert pending(http, ids) == 100  # nobody projects
+            projector = embrasure("project", "--db", db_url)
+            try:
+                wait_until(lambda: pending(http, ids) == 0)
+                views = [http.get(f"/api/v1/deliveries/{i}").json() for i in ids]
+                assert {v["state"] for v in views} == {"projected"}
+            finally:
+                projector.send_signal(signal.SIGTERM)
+                assert projector.wait(30) == 0
+    finally:
+        server.stop()
+
+
+def test_projector_killed_mid_projection_recovers_to_the_same_graph(
+    db_url: str, tmp_path: Path
+) -> None:
+    server = ServerProcess(db_url, "--no-projector", log_dir=tmp_path).start()
+    try:
+        with httpx.Client(base_url=server.url, headers=JSON, timeout=60) as http:
+            ids = post_batches(http, 40, 250)
+            for _ in range(3):  # kill -9 the projector three times while it works
+                projector = embrasure("project", "--db", db_url)
+                time.sleep(0.7)
+                projector.kill()
+                projector.wait()
+            assert pending(http, ids) > 0, "the projector finished before it was killed"
+            projector = embrasure("project", "--db", db_url)
+            try:
+                wait_until(lambda: pending(http, ids) == 0, timeout=180)
+            finally:
+                projector.send_signal(signal.SIGTERM)
+                projector.wait(30)
+    finally:
+        server.stop()
+    recovered = export(db_url)
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "embrasure", "reproject", "--db", db_url],
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
+    assert b"generation 2" in rebuilt.stdout
+    assert export(db_url) == recovered
+    assert len(orjson.loads(recovered)["runs"]) == 10_000
+
+
+def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_path: Path) -> None:
+    """kill -9 during `embrasure reproject`: readers keep the old generation, whole; the
+    half-built one is dropped by the next reproject, which ends with the same graph."""
+    server = ServerProcess(db_path).start()
+    try:
+        with httpx.Client(base_url=server.url, headers=JSON, timeout=60) as http:
+            ids = post_batches(http, 30, 250)
+            wait_until(lambda: pending(http, ids) == 0, timeout=180)
+    finally:
+        server.terminate()
+    served = export(f"sqlite:///{db_path}")
+    for _ in range(2):
+        reproject = embrasure("reproject", "--db", f"sqlite:///{db_path}")
+        time.sleep(1.5)
+        assert reproject.poll() is None, "the reproject finished before it was killed"
+        reproject.kill()
+        reproject.wait()
+        assert export(f"sqlite:///{db_path}") == served  # still the old generation, untouched
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "embrasure", "reproject", "--db", f"sqlite:///{db_path}"],
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
+    assert b"generation" in rebuilt.stdout
+    assert export(f"sqlite:///{db_path}") == served
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    generations = {n.split("_")[0] for (n,) in names if re.fullmatch(r"g\d+_.*", n)}
+    assert len(generations) == 1, generations  # no half-built generation left behind

@@ -1,0 +1,583 @@
+"""The web UI in a real browser (DESIGN §8): Debian's chromium driven by Playwright,
+against a real server process loaded through the API.
+
+The fixture graph is the demo platform (embrasure/demo.py: an Airflow DAG, Spark, dbt
+models with a masked column, a dashboard) plus what the demo lacks: a failed run with
+an error and SQL, a hub read by more jobs than the graph draws, a fan-out of about 500
+nodes, and a quarantined event. One server and one browser serve every test here.
+
+`EMBRASURE_SCREENSHOTS=DIR` saves a screenshot of each page into DIR
+(scripts/screenshots writes docs/screenshots/ this way).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from embrasure import ui
+from embrasure.cli import demo
+
+import producer_events as pe
+from conftest import ServerProcess
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} is absent (scripts/test installs it)"
+    ),
+]
+
+WAREHOUSE = demo.WAREHOUSE
+ORDERS_CLEAN = f"dataset:{WAREHOUSE}:{demo.TABLE}"
+CAP = 12  # new neighbours drawn on each side of a node (summarize.js)
+HUB_READERS = 40  # more than that
+# root → 12 jobs → 144 parts → 144 loads → 144 outputs → 144 readers: 589 nodes, no node
+# with more than CAP neighbours; the server sends 500 of them (its page limit).
+FAN_JOBS, FAN_WIDTH = 12, 12
+PAGE_NODES = 500
+CHILD_PAGE = 25  # child runs listed at once (runs.js)
+HOURLY_RUNS = 30  # more than a page of runs (25 on a job page, 20 on a dataset page)
+SCREENSHOTS = os.environ.get("EMBRASURE_SCREENSHOTS")
+# Generous waits: CI's two cores may be busy with the rest of the suite (or another
+# checkout's); a page that never shows what is expected still fails, just later.
+expect.set_options(timeout=15_000)
+
+
+def _run(
+    job: str,
+    n: int,
+    state: str,
+    minute: int,
+    *,
+    job_facets: dict[str, Any] | None = None,
+    run_facets: dict[str, Any] | None = None,
+    inputs: list[dict[str, str]] | None = None,
+    outputs: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "eventType": state,
+        "eventTime": f"{demo.DAY}T{4 + minute // 60:02d}:{minute % 60:02d}:00Z",
+        "producer": demo.SPARK,
+        "schemaURL": f"{demo.CORE}#/$defs/RunEvent",
+        "run": {"runId": f"01943c00-0000-7000-9000-{n:012x}", "facets": run_facets or {}},
+        "job": {"namespace": "ui-tests", "name": job, "facets": job_facets or {}},
+        "inputs": inputs or [],
+        "outputs": outputs or [],
+    }
+
+
+def _facet(schema: str, version: str, /, **fields: Any) -> dict[str, Any]:
+    url = f"https://openlineage.io/spec/facets/{version}/{schema}.json#/$defs/{schema}"
+    return {"_producer": demo.SPARK, "_schemaURL": url, **fields}
+
+
+def _ds(namespace: str, name: str) -> dict[str, str]:
+    return {"namespace": namespace, "name": name}
+
+
+def extra_events() -> list[Any]:
+    sql = _facet(
+        "SQLJobFacet",
+        "1-1-0",
+        query="INSERT INTO analytics.refunds\nSELECT order_id, amount\nFROM analytics.orders_clean",
+    )
+    error = _facet(
+        "ErrorMessageRunFacet",
+        "1-0-1",
+        message="division by zero in refunds.amount",
+        programmingLanguage="SQL",
+    )
+    ins, outs = [_ds(WAREHOUSE, demo.TABLE)], [_ds(WAREHOUSE, "analytics.refunds")]
+    events: list[Any] = [
+        _run("refunds", 1, "START", 0, job_facets={"sql": sql}, inputs=ins, outputs=outs),
+        _run("refunds", 1, "FAIL", 3, job_facets={"sql": sql}, run_facets={"errorMessage": error}),
+    ]
+    for n in range(HUB_READERS):
+        events.append(
+            _run(f"report_{n:02d}", 100 + n, "COMPLETE", 5, inputs=[_ds(WAREHOUSE, demo.MODELS[2])])
+        )
+    for j in range(FAN_JOBS):
+        outputs = [_ds("s3://fan", f"part_{j:02d}_{k:02d}") for k in range(FAN_WIDTH)]
+        events.append(
+            _run(
+                f"split_{j:02d}",
+                200 + j,
+                "COMPLETE",
+                6,
+                inputs=[_ds("s3://fan", "root")],
+                outputs=outputs,
+            )
+        )
+        for k, out in enumerate(outputs):
+            n = 300 + 2 * (j * FAN_WIDTH + k)
+            loaded = _ds("s3://fan", f"loaded_{j:02d}_{k:02d}")
+            load = f"load_{j:02d}_{k:02d}"
+            events.append(_run(load, n, "COMPLETE", 7, inputs=[out], outputs=[loaded]))
+            events.append(_run(f"use_{j:02d}_{k:02d}", n + 1, "COMPLETE", 8, inputs=[loaded]))
+    # What a catalog says about the Spark table (a DatasetEvent: no job, no run).
+    about = {
+        "documentation": _facet(
+            "DocumentationDatasetFacet", "1-1-0", description="Orders, deduplicated, in EUR."
+        ),
+        "ownership": _facet(
+            "OwnershipDatasetFacet",
+            "1-0-1",
+            owners=[{"name": "team:data-platform", "type": "MAINTAINER"}],
+        ),
+        "datasource": _facet(
+            "DatasourceDatasetFacet", "1-0-1", name="metastore", uri="hive://metastore.demo:9083"
+        ),
+    }
+    events.append(
+        {
+            "eventTime": f"{demo.DAY}T04:09:00Z",
+            "producer": demo.DBT,
+            "schemaURL": f"{demo.CORE}#/$defs/DatasetEvent",
+            "dataset": {"namespace": WAREHOUSE, "name": demo.TABLE, "facets": about},
+        }
+    )
+    # An hourly job with more runs than a page shows, in every state.
+    hourly = [_ds(WAREHOUSE, "analytics.hourly")]
+    for i in range(HOURLY_RUNS):
+        start = 60 + 2 * i
+        events.append(_run("hourly", 600 + i, "START", start, outputs=hourly))
+        if i < HOURLY_RUNS - 1:  # the last one is still running
+            end = "FAIL" if i % 7 == 3 else "ABORT" if i % 11 == 5 else "COMPLETE"
+            events.append(_run("hourly", 600 + i, end, start + 1, outputs=hourly))
+    events.append(_run("bad", 0, "COMPLETE", 8) | {"run": {"runId": "not-a-uuid"}})
+    # Producer hierarchies (tests/producer_events.py): a dbt test invocation from the
+    # corpus (invocation → tests → queries, each naming the invocation as root) and a dbt
+    # run with more models than a page of child runs. Moved to the demo's night, before
+    # the hourly job, so that the home page's latest run stays the hourly one.
+    for minute, event in enumerate(pe.dbt_singular_tests() + pe.dbt_sized_run(CHILD_PAGE + 5)):
+        event["eventTime"] = f"{demo.DAY}T02:{minute // 60:02d}:{minute % 60:02d}Z"
+        events.append(event)
+    return events
+
+
+def _projected(http: httpx.Client, delivery_id: str) -> bool:
+    state: str = http.get(f"/api/v1/deliveries/{delivery_id}").json()["state"]
+    return state != "accepted"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("ui") / "ui.db").start()
+    try:
+        with httpx.Client(base_url=proc.url, timeout=30) as http:
+            ids = []
+            for provider, batch in ((demo.PROVIDER_KEY, demo.events()), (None, extra_events())):
+                r = http.post(
+                    "/api/v1/lineage/batch",
+                    content=orjson.dumps(batch),
+                    headers={"Content-Type": "application/json"},
+                    params={"provider_key": provider} if provider else {},
+                )
+                assert r.status_code == 202, r.text
+                ids.append(r.json()["delivery_id"])
+            deadline = time.monotonic() + 30
+            while not all(_projected(http, i) for i in ids):
+                assert time.monotonic() < deadline, "the projector did not catch up"
+                time.sleep(0.1)
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    # Debian's chromium, never a browser Playwright downloads; --no-sandbox because the
+    # tests run as root in CI, where chromium's sandbox refuses to start.
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: ServerProcess) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=server.url)
+    errors: list[str] = []
+    p = context.new_page()
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    # Console errors too: a failed API call, a blocked load (the page's CSP).
+    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    p.set_default_timeout(15_000)
+    yield p
+    # Whatever the test looked at: no uncaught script error, and no JavaScript value
+    # that leaked into the text where a name or a number belongs.
+    shown = p.inner_text("main")
+    context.close()
+    assert errors == [], errors
+    assert not re.search(r"\b(null|undefined|NaN)\b|\[object Object\]", shown), shown
+
+
+def shot(page: Page, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.wait_for_timeout(300)  # let the canvas paint its last frame
+        page.screenshot(path=f"{SCREENSHOTS}/{name}.png", full_page=True)
+
+
+def graph_nodes(page: Page) -> Any:
+    return page.get_by_role("list", name="Nodes in the lineage graph")
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+def test_home_page_shows_counters_backlog_and_recent_runs(page: Page) -> None:
+    page.goto("/")
+    counters = page.get_by_role("region", name="Ingest counters")
+    expect(counters).to_contain_text("Deliveries")
+    expect(counters.locator(".card").nth(2)).to_contain_text("0 deliveries waiting")
+    events = counters.locator(".card").nth(1)
+    expect(events.locator(".big")).to_have_text(str(len(demo.events()) + len(extra_events())))
+    expect(events).to_contain_text("1 quarantined")
+    recent = page.get_by_role("region", name="Recent runs")
+    # The hourly job's last run, started at 05:58 and still going, has the latest event.
+    expect(recent.locator("tr.run").first).to_contain_text("hourly")
+    expect(recent.locator("tr.run").first.locator(".state")).to_have_text("START")
+    shot(page, "home")
+
+
+def test_a_namespace_lists_its_datasets_a_page_at_a_time(page: Page) -> None:
+    page.goto("/")
+    page.get_by_role("region", name="Namespaces").get_by_role("link", name="s3://fan").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("s3://fan")
+    datasets = page.get_by_role("region", name="Datasets")
+    expect(datasets.get_by_role("listitem")).to_have_count(100)
+    more = datasets.get_by_role("button", name="More")
+    more.click()
+    expect(datasets.get_by_role("listitem")).to_have_count(200)
+    more.click()
+    expect(datasets.get_by_role("listitem")).to_have_count(1 + 2 * FAN_JOBS * FAN_WIDTH)
+    expect(more).to_be_hidden()
+    expect(page.get_by_role("region", name="Jobs")).to_contain_text("None.")
+    datasets.get_by_role("link", name="root", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("root")
+
+
+def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> None:
+    page.goto("/")
+    page.keyboard.press("/")  # the shortcut focuses the search box
+    page.keyboard.type("orders_clean")
+    options = page.get_by_role("option")
+    expect(options).to_have_count(2)
+    expect(options.nth(0)).to_contain_text("job")  # the exact match first
+    expect(options.nth(1)).to_contain_text("analytics.orders_clean")
+    page.keyboard.press("ArrowDown")
+    expect(options.nth(1)).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_role("heading", level=1)).to_have_text("analytics.orders_clean")
+    nodes = graph_nodes(page)
+    # Two edges each way from the Spark-written table (its alias is the same node).
+    for name in (
+        "orders",
+        "orders_clean",
+        "demo_shop.customer_orders",
+        "analytics.customer_orders",
+    ):
+        expect(nodes.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(nodes.get_by_role("link", name="analytics.daily_revenue", exact=True)).to_have_count(0)
+    expect(page.locator(".canvas canvas").first).to_be_visible()  # cytoscape drew
+    expect(page.get_by_role("region", name="Runs that wrote it")).to_contain_text("orders_clean")
+    facets = page.get_by_role("region", name="Facets")
+    expect(facets.get_by_role("region", name="documentation facet")).to_contain_text(
+        "Orders, deduplicated, in EUR."
+    )
+    expect(facets.get_by_role("region", name="ownership facet")).to_contain_text(
+        "team:data-platform (MAINTAINER)"
+    )
+    expect(facets.get_by_role("region", name="datasource facet")).to_contain_text("metastore")
+    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "datasource"])
+    schema = page.get_by_role("region", name="Schema")
+    expect(schema.get_by_role("row")).to_have_count(5)  # the header and 4 fields
+    expect(page.get_by_role("link", name="warehouse/orders_clean")).to_be_visible()  # alias
+    shot(page, "dataset")
+
+
+def test_expand_and_collapse_a_node(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    nodes = graph_nodes(page)
+    revenue = nodes.get_by_role("link", name="analytics.daily_revenue", exact=True)
+    expect(nodes.get_by_role("link", name="analytics.customer_orders")).to_be_visible()
+    expect(revenue).to_have_count(0)
+
+    page.get_by_role("button", name="Expand analytics.customer_orders").click()
+    expect(revenue).to_be_visible()
+    expect(nodes.get_by_role("link", name="revenue_dashboard")).to_be_visible()
+    collapse = page.get_by_role("button", name="Collapse analytics.customer_orders")
+    expect(collapse).to_have_attribute("aria-expanded", "true")
+    shot(page, "dataset-expanded")
+
+    collapse.click()
+    expect(revenue).to_have_count(0)
+    expect(nodes.get_by_role("link", name="analytics.customer_orders")).to_be_visible()
+
+
+def test_a_big_neighbourhood_is_summarized_until_asked_for(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.MODELS[2]}")
+    more = page.get_by_role("button", name="downstream neighbours of analytics.daily_revenue")
+    # 41 readers: the reports and the dashboard service. 12 are drawn (the first by id:
+    # jobs sort before services), the rest summarized.
+    expect(more).to_have_text(f"+{HUB_READERS + 1 - CAP} more")
+    jobs, services = (graph_nodes(page).locator(f"li.kind-{k}") for k in ("job", "service"))
+    expect(jobs).to_have_count(CAP + 1)  # and the job that writes it
+    expect(services).to_have_count(0)
+    shot(page, "dataset-summarized")
+    more.click()
+    expect(jobs).to_have_count(HUB_READERS + 1)
+    expect(services).to_have_count(1)
+    expect(more).to_have_count(0)
+
+
+def test_a_page_of_five_hundred_nodes_draws_without_freezing(page: Page) -> None:
+    page.goto("/#/dataset?namespace=s3://fan&name=root")
+    expect(page.locator(".graph-status")).to_contain_text("nodes")
+    start = time.monotonic()
+    page.get_by_label("Downstream depth").fill("5")
+    page.get_by_label("Downstream depth").dispatch_event("change")
+    status = page.locator(".graph-status")
+    expect(status).to_contain_text(f"{PAGE_NODES} nodes", timeout=20_000)
+    elapsed = time.monotonic() - start
+    # About 3 s on an idle 2-core machine; the bound catches a layout gone quadratic.
+    assert elapsed < 20, f"{elapsed:.1f} s to fetch, lay out and draw {PAGE_NODES} nodes"
+    expect(status).to_contain_text(f"the server stopped at {PAGE_NODES} nodes")
+    # The page still answers at once: the layout is done, not hogging the main thread.
+    assert page.evaluate("() => 1 + 1") == 2
+    expect(graph_nodes(page).locator("li")).to_have_count(PAGE_NODES)
+    shot(page, "fan-out")
+
+
+def test_column_view_marks_the_masked_path(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.CUSTOMERS}")
+    # The dataset's impact, asked for when opened: the masked e-mail reaches the models.
+    page.get_by_text("Impact downstream").click()
+    dataset_impact = page.locator("details.impact-section table.impact")
+    expect(dataset_impact.locator("tr.masked").first).to_contain_text("masked path")
+    expect(dataset_impact).to_contain_text("analytics.daily_revenue")
+    page.get_by_role("region", name="Schema").get_by_role("link", name="email").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("analytics.customers.email")
+    edges = page.get_by_role("list", name="Column lineage edges")
+    masked = edges.locator("li.masked")
+    expect(masked).to_have_count(1)
+    expect(masked).to_contain_text("analytics.customers_masked.email_hash")
+    expect(masked.locator(".badge.masked")).to_have_text("masked")
+    expect(masked).to_contain_text("expression")
+    impact = page.get_by_role("region", name="Impact")
+    expect(impact.locator("tr.masked").first).to_contain_text("masked path")
+    shot(page, "column-masked")
+
+    # Pick another field: a join key. Downstream, it is copied (direct), joins on (the
+    # indirect JOIN dependency of every customer_orders field) and is counted (aggregate).
+    page.get_by_label("Field", exact=True).select_option("customer_id")
+    expect(page.get_by_role("heading", level=1)).to_have_text("analytics.customers.customer_id")
+    edges = page.get_by_role("list", name="Column lineage edges")
+    expect(edges.locator("li.masked")).to_have_count(0)
+    expect(edges.locator("li.direct")).to_have_count(2)
+    expect(edges.locator("li.indirect")).to_have_count(7)
+    expect(edges.locator("li.aggregate")).to_have_count(2)
+    expect(edges.locator("li.indirect", has_text="indirect JOIN")).to_have_count(5)
+    shot(page, "column-classes")
+
+
+def test_job_page_shows_the_failed_run_its_error_and_sql(page: Page) -> None:
+    page.goto("/#/job?namespace=ui-tests&name=refunds")
+    runs = page.get_by_role("region", name="Runs")
+    expect(runs.locator(".state").first).to_have_text("FAIL")
+    expect(runs.get_by_role("note")).to_have_text("division by zero in refunds.amount")
+    expect(page.locator("pre.code")).to_contain_text("INSERT INTO analytics.refunds")
+    expect(page.get_by_role("region", name="Inputs")).to_contain_text("analytics.orders_clean")
+    expect(page.get_by_role("region", name="Outputs")).to_contain_text("analytics.refunds")
+    shot(page, "job")
+
+
+def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> None:
+    page.goto("/#/deliveries")
+    quarantine = page.get_by_role("region", name="Quarantine")
+    item = quarantine.locator("tr.quarantined-item")
+    expect(item).to_have_count(1)
+    expect(item.locator(".reason")).to_contain_text("runId")
+    deliveries = page.get_by_role("region", name="Recent deliveries")
+    expect(deliveries.locator("tr.delivery")).to_have_count(2)
+    expect(deliveries.locator(".delivery-partially_projected")).to_have_count(1)
+    # A delivery's items, with their outcomes, open in place.
+    deliveries.locator("tr.delivery").first.get_by_role("button").click()
+    expect(deliveries.locator("table.items .outcome-quarantined")).to_have_count(1)
+    shot(page, "deliveries")
+
+    item.get_by_role("button", name="Replay").click()
+    expect(item.get_by_role("status")).to_contain_text("Still quarantined")
+
+    # Filters: by provider (the demo's), then by state; each is part of the address.
+    page.get_by_label("Provider key").fill(demo.PROVIDER_KEY)
+    page.get_by_label("Provider key").press("Enter")
+    expect(page).to_have_url(re.compile(f"provider_key={demo.PROVIDER_KEY}"))
+    rows = page.get_by_role("region", name="Recent deliveries").locator("tr.delivery")
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text(demo.PROVIDER_KEY)
+    page.get_by_label("Delivery state").select_option("partially_projected")
+    expect(page.get_by_role("region", name="Recent deliveries")).to_contain_text("No deliveries.")
+    expect(page.get_by_label("Provider key")).to_have_value(demo.PROVIDER_KEY)
+
+
+def test_job_page_opens_a_dag_runs_children(page: Page) -> None:
+    page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.DAG}")
+    children = page.get_by_role("button", name="3 child runs")
+    children.click()
+    tasks = page.locator(".child-runs li")
+    expect(tasks).to_have_count(3)
+    for task in demo.TASKS:
+        expect(tasks.get_by_role("link", name=task, exact=True)).to_be_visible()
+    expect(tasks.locator(".state-complete")).to_have_count(3)
+    # A task names its DAG as parent job; its page links back.
+    tasks.get_by_role("link", name=demo.TASKS[0]).click()
+    expect(page.get_by_role("link", name=demo.DAG, exact=True).first).to_be_visible()
+    expect(page.get_by_role("region", name="Outputs")).to_contain_text("orders")
+
+
+def test_a_dbt_run_pages_its_models_and_a_query_shows_its_parent_and_root(page: Page) -> None:
+    page.goto(f"/#/job?namespace={pe.DBT_NS}&name={pe.BIG_INVOCATION}")
+    page.get_by_role("button", name=f"{CHILD_PAGE + 5} child runs").click()
+    models = page.get_by_role("list", name="Child runs")
+    expect(models.get_by_role("listitem")).to_have_count(CHILD_PAGE)
+    more = page.get_by_role("button", name="More child runs")
+    more.click()
+    expect(models.get_by_role("listitem")).to_have_count(CHILD_PAGE + 5)
+    expect(more).to_be_hidden()
+    last = f"model.{pe.BIG_PROJECT}.m{CHILD_PAGE + 4:05d}"  # in the order they started
+    expect(models.get_by_role("listitem").last).to_contain_text(last)
+    expect(models.locator(".state-complete")).to_have_count(CHILD_PAGE + 5)
+
+    # Two levels down: a dbt test's query names the test as parent, the invocation as root.
+    test = "test.dbt_test_project.assert_no_future_dates"
+    page.goto(f"/#/job?namespace={pe.DBT_NS}&name={test}.sql.1")
+    details = page.locator("tr.run-details").first
+    expect(details.locator(".parent")).to_contain_text(test)
+    expect(details.locator(".root")).to_contain_text(pe.DBT_RUN_JOB)
+    details.locator(".root").get_by_role("link").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(pe.DBT_RUN_JOB)
+    # The invocation is its own root: its tests show their parent only.
+    page.get_by_role("button", name="2 child runs").click()
+    page.get_by_role("list", name="Child runs").get_by_role("link", name=test).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(test)
+    details = page.locator("tr.run-details").first
+    expect(details.locator(".parent")).to_contain_text(pe.DBT_RUN_JOB)
+    expect(details.locator(".root")).to_have_count(0)
+    shot(page, "job-hierarchy")
+
+
+def test_the_graph_filters_by_last_run_state_and_by_time(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    nodes = graph_nodes(page)
+    refunds = nodes.get_by_role("link", name="refunds", exact=True)
+    spark = nodes.get_by_role("link", name="orders_clean", exact=True)
+    expect(refunds).to_be_visible()
+    expect(spark).to_be_visible()
+
+    # Only edges whose last run failed: the refunds job's, not the Spark job's.
+    page.get_by_role("checkbox", name="FAIL").check()
+    expect(spark).to_have_count(0)
+    expect(refunds).to_be_visible()
+    page.get_by_role("checkbox", name="FAIL").uncheck()
+    expect(spark).to_be_visible()
+
+    # As of 02:30, after Spark wrote the table and before dbt or refunds read it.
+    page.get_by_label("As of (UTC)").fill(f"{demo.DAY}T02:30:00")
+    expect(refunds).to_have_count(0)
+    expect(nodes.get_by_role("link", name="demo_shop.customer_orders")).to_have_count(0)
+    expect(spark).to_be_visible()
+
+
+def test_an_unknown_dataset_shows_the_servers_problem(
+    browser: Browser, server: ServerProcess
+) -> None:
+    # Its own page: the 404 is logged to the console, which the `page` fixture refuses.
+    page = browser.new_page(base_url=server.url)
+    page.goto("/#/dataset?namespace=s3://nowhere&name=nothing")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Could not load this page")
+    expect(page.get_by_role("alert")).to_contain_text("404 No dataset s3://nowhere nothing")
+    page.close()
+
+
+def test_the_shell_and_its_modules_are_served_with_a_strict_policy(server: ServerProcess) -> None:
+    shell = httpx.get(server.url + "/")
+    assert shell.status_code == 200 and shell.headers["content-type"].startswith("text/html")
+    policy = shell.headers["content-security-policy"]
+    assert policy == ui.CONTENT_SECURITY_POLICY
+    assert "default-src 'self'" in policy and "script-src" not in policy  # no inline script
+    # Module scripts run only when served as JavaScript, .mjs included.
+    for path in ("js/app.js", "vendor/cytoscape.esm.min.mjs", "vendor/cytoscape-dagre.min.mjs"):
+        r = httpx.get(f"{server.url}/ui/static/{path}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+    # StaticFiles keeps to its folder: the package's Python files are not served.
+    assert httpx.get(server.url + "/ui/static/%2e%2e/__init__.py").status_code == 404
+
+
+def test_runs_page_through_older_ones(page: Page) -> None:
+    page.goto("/#/job?namespace=ui-tests&name=hourly")
+    runs = page.get_by_role("region", name="Runs").locator("tr.run")
+    expect(runs).to_have_count(25)
+    expect(runs.first.locator(".state")).to_have_text("START")  # newest first, still going
+    page.get_by_role("button", name="Older runs").click()
+    expect(runs).to_have_count(HOURLY_RUNS)
+    expect(page.get_by_role("button", name="Older runs")).to_be_hidden()
+    states = set(runs.locator(".state").all_inner_texts())
+    assert states == {"START", "COMPLETE", "FAIL", "ABORT"}
+
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name=analytics.hourly")
+    writers = page.get_by_role("region", name="Runs that wrote it").locator("tr.run")
+    expect(writers).to_have_count(20)
+    page.get_by_role("button", name="Older runs").click()
+    expect(writers).to_have_count(HOURLY_RUNS)
+
+
+def test_a_server_with_tokens_asks_for_one_and_keeps_it_for_the_tab(
+    browser: Browser, tmp_path: Path
+) -> None:
+    db_path = tmp_path / "secured.db"
+    command = ["tokens", "create", "--scope", "read", "--db", f"sqlite:///{db_path}"]
+    created = subprocess.run(
+        [sys.executable, "-m", "embrasure", *command],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    token = created.stdout.splitlines()[-1]
+    secured = ServerProcess(db_path).start()
+    try:
+        # Its own page: the 401s are logged to the console, which the `page` fixture refuses.
+        page = browser.new_page(base_url=secured.url)
+        page.goto("/#/deliveries")
+        expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
+        expect(page.get_by_role("alert")).to_contain_text("needs a bearer token")
+        field = page.get_by_label("Bearer token with scope read")
+        field.fill("emb_000000000000_wrong")
+        page.get_by_role("button", name="Use this token").click()
+        expect(page.get_by_role("alert")).to_contain_text("not one this server issued")
+        field = page.get_by_label("Bearer token with scope read")
+        field.fill(token)
+        page.get_by_role("button", name="Use this token").click()
+        expect(page.get_by_role("heading", level=1)).not_to_have_text("Sign in")
+        page.goto("/#/")  # another page of the same tab: no second sign-in
+        expect(page.get_by_role("heading", level=1)).not_to_have_text("Sign in")
+        page.close()
+    finally:
+        secured.stop()
