@@ -28,7 +28,7 @@ from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity
 from embrasure.projector.runs import RunEventFact, resolve_run
 from embrasure.projector.symlinks import Link, resolve_group
-from embrasure.query.lineage import Graph, Hop, MergedEdge, edge_order
+from embrasure.query.graph import Graph, Hop, MergedEdge, edge_order
 from embrasure.store.base import GraphReader, Row
 
 

@@ -22,14 +22,9 @@ import orjson
 from starlette.concurrency import run_in_threadpool
 
 from embrasure.model import DatasetId, JobId
+from embrasure.query.columns import _column_order, column_edge_json, column_edges_of
 from embrasure.query.entities import Identities, dataset_view, job_view, node_id, run_view
-from embrasure.query.lineage import (
-    Graph,
-    MergedEdge,
-    _column_order,
-    column_edge_json,
-    column_edges_of,
-)
+from embrasure.query.graph import Graph, MergedEdge
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from embrasure.model import DatasetId, JobId
+from embrasure.query.columns import column_edges_of
 from embrasure.query.entities import dataset_node, job_node
-from embrasure.query.lineage import Graph, column_edges_of, step
+from embrasure.query.graph import Graph, step
 from embrasure.store.base import GraphReader
 
 

@@ -20,8 +20,9 @@ from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import DatasetId, JobId, Rejection
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
-from embrasure.query import lineage as query
+from embrasure.query import graph as query
 from embrasure.query.as_of import AsOfGraph
+from embrasure.query.columns import column_lineage
 from embrasure.query.entities import (
     LISTED_CHILDREN,
     RUN_KEYS,
@@ -399,7 +400,7 @@ class ReadApi:
             root = DatasetId(namespace, name)
             ids = Identities(reader)
             _shown_dataset(reader, ids, Hidden(reader, ids), root)
-            return query.column_lineage(reader, root, field, direction, depth, kinds, limit)
+            return column_lineage(reader, root, field, direction, depth, kinds, limit)
 
         return await self._answer(work)
 

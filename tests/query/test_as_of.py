@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.times import parse_event_time
 from embrasure.projector.worker import Projector
-from embrasure.query import lineage as query
+from embrasure.query import graph as query
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.entities import Identities
 from embrasure.store import Store, open_store
