@@ -26,7 +26,8 @@ from typing import Any
 from embrasure.model import DatasetId, JobId
 from embrasure.query.columns import column_edges_of
 from embrasure.query.entities import dataset_node, job_node
-from embrasure.query.graph import Graph, step
+from embrasure.query.graph import Graph
+from embrasure.query.lineage import step
 from embrasure.store.base import GraphReader
 
 

@@ -20,7 +20,7 @@ from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import DatasetId, JobId, Rejection
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
-from embrasure.query import graph as query
+from embrasure.query import lineage as query
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.columns import column_lineage
 from embrasure.query.entities import (
@@ -35,6 +35,7 @@ from embrasure.query.entities import (
     run_view,
 )
 from embrasure.query.export import open_export
+from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
 from embrasure.query.impact import impact
 from embrasure.query.search import search
@@ -376,7 +377,7 @@ class ReadApi:
             limit = integer(request, "limit", 500, 1, 10_000)
             states = run_states(request)
             as_of = time_param(request, "asOf")
-            graph = query.Graph(reader) if as_of is None else AsOfGraph(reader, as_of)
+            graph = Graph(reader) if as_of is None else AsOfGraph(reader, as_of)
             root: DatasetId | JobId
             if kind == "dataset":
                 root = DatasetId(namespace, name)
