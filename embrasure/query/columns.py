@@ -3,6 +3,7 @@ to canonical datasets and merged, and the walk over them."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from embrasure.model import DatasetId, JobId
@@ -11,7 +12,11 @@ from embrasure.projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_
 from embrasure.projector.graph_rows import EdgeSpan
 from embrasure.query.entities import dataset_node, node_id
 from embrasure.query.graph import Graph
+from embrasure.query.walk import Walk
 from embrasure.store.base import GraphReader
+
+Field = tuple[DatasetId, str]  # a dataset's field: a node of the column graph
+ColumnHop = tuple[ColumnEdge, EdgeSpan]  # a column edge and when it was seen
 
 
 def column_edges_of(
@@ -58,41 +63,35 @@ def column_lineage(
 ) -> dict[str, Any]:
     graph = Graph(reader)
     root = graph.ids.canonical([root])[root]
-    start = (root, field)
-    nodes: dict[tuple[DatasetId, str], int] = {start: 0}
-    truncated = False
-    edges: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
+    found: Walk[Field, ColumnHop] = Walk(limit=limit)
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
-        seen = {start}  # per walk, as in ``lineage``
-        frontier = [start]
-        for distance in range(1, depth + 1):
-            side = "tgt" if walk == "upstream" else "src"
-            nxt: list[tuple[DatasetId, str]] = []
-            for edge, span in column_edges_of(graph, frontier, side):
-                if edge.kind not in kinds:
-                    continue
-                other = (
-                    (edge.source, edge.source_field)
-                    if walk == "upstream"
-                    else (edge.target, edge.target_field)
-                )
-                if other not in nodes and len(nodes) >= limit:
-                    truncated = True
-                    continue
-                edges[edge.key] = (edge, span)
-                nodes[other] = min(nodes.get(other, distance), distance)
-                if other not in seen:
-                    seen.add(other)
-                    nxt.append(other)
-            frontier = nxt
-            if not frontier:
-                break
+        # ``both`` is two complete walks sharing the node limit, as in ``lineage``.
+        found.run(
+            [(root, field)], functools.partial(column_step, graph, walk=walk, kinds=kinds), depth
+        )
+    edges = {edge.key: (edge, span) for edge, span in found.edges}
     return {
         "root": dataset_node(root, field)["id"],
-        "nodes": [dataset_node(d, f) for d, f in sorted(nodes)],
+        "nodes": [dataset_node(d, f) for d, f in sorted(found.distance)],
         "edges": [column_edge_json(graph, *edges[k]) for k in sorted(edges, key=_column_order)],
-        "truncated": truncated,
+        "truncated": found.truncated,
     }
+
+
+def column_step(
+    graph: Graph, frontier: list[Field], walk: str, kinds: set[str] | None
+) -> list[tuple[Field, ColumnHop, Field]]:
+    """One breadth-first step of a column walk: the column edges (of ``kinds``, or of
+    every kind) leaving ``frontier`` in the walk's direction, each as (the field it
+    leaves, the edge, the field it reaches)."""
+    upstream = walk == "upstream"
+    out: list[tuple[Field, ColumnHop, Field]] = []
+    for edge, span in column_edges_of(graph, frontier, "tgt" if upstream else "src"):
+        if kinds is not None and edge.kind not in kinds:
+            continue
+        source, target = (edge.source, edge.source_field), (edge.target, edge.target_field)
+        out.append((target, (edge, span), source) if upstream else (source, (edge, span), target))
+    return out
 
 
 def _column_order(key: ColumnEdgeKey) -> tuple[Any, ...]:

@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 from embrasure.model import DatasetId, JobId
-from embrasure.query.columns import column_edges_of
+from embrasure.query.columns import ColumnHop, Field, column_step
 from embrasure.query.entities import dataset_node, job_node
-from embrasure.query.graph import Graph
-from embrasure.query.lineage import step
+from embrasure.query.graph import Graph, Hop
+from embrasure.query.lineage import Node, step
+from embrasure.query.walk import Walk
 from embrasure.store.base import GraphReader
 
 
@@ -79,32 +80,28 @@ def impact(
 
 
 def _dataset_walk(graph: Graph, root: DatasetId, depth: int, found: _Items) -> None:
-    paths: dict[DatasetId | JobId, list[str]] = {root: [dataset_node(root)["id"]]}
-    frontier: set[DatasetId | JobId] = {root}
-    for distance in range(1, depth + 1):
-        nxt: set[DatasetId | JobId] = set()
+    paths: dict[Node, list[str]] = {root: [dataset_node(root)["id"]]}
+
+    def admit(origin: Node, _hop: Hop, reached: Node, distance: int) -> bool:
+        node = (
+            job_node(reached, graph.job_type(reached))
+            if isinstance(reached, JobId)
+            else dataset_node(reached)
+        )
+        paths[reached] = [*paths[origin], node["id"]]
+        return found.add(node, distance, paths[reached], False)
+
+    def crossings(frontier: list[Node]) -> list[tuple[Node, Hop, Node]]:
         hops = step(graph, frontier, "downstream", None)
-        graph.job_types(n for _edge, n in hops if isinstance(n, JobId))
-        for edge, neighbour in sorted(hops, key=lambda h: _hop_order(graph, h)):
-            if neighbour in paths:
-                continue
-            parent = edge.dataset if isinstance(neighbour, JobId) else edge.job
-            node = (
-                job_node(neighbour, graph.job_type(neighbour))
-                if isinstance(neighbour, JobId)
-                else dataset_node(neighbour)
-            )
-            paths[neighbour] = [*paths[parent], node["id"]]
-            if found.add(node, distance, paths[neighbour], False):
-                nxt.add(neighbour)
-        frontier = nxt
-        if not frontier:
-            break
+        graph.job_types(n for _origin, _hop, n in hops if isinstance(n, JobId))
+        return sorted(hops, key=_hop_order)
+
+    Walk(admit=admit).run([root], crossings, depth)
 
 
-def _hop_order(graph: Graph, hop: tuple[Any, DatasetId | JobId]) -> tuple[Any, ...]:
-    edge, neighbour = hop
-    return (edge.job, edge.dataset, isinstance(neighbour, JobId))
+def _hop_order(crossing: tuple[Node, Hop, Node]) -> tuple[Any, ...]:
+    _origin, hop, reached = crossing
+    return (hop.job, hop.dataset, isinstance(reached, JobId))
 
 
 def _fields_with_lineage(graph: Graph, dataset: DatasetId) -> list[str]:
@@ -118,40 +115,39 @@ def _fields_with_lineage(graph: Graph, dataset: DatasetId) -> list[str]:
 
 def _field_walk(
     graph: Graph,
-    starts: list[tuple[tuple[DatasetId, str], list[str]]],
+    starts: list[tuple[Field, list[str]]],
     depth: int,
     found: _Items,
     with_containers: bool,
 ) -> None:
     paths = {start: (path, False) for start, path in starts}
-    frontier = sorted(paths)
-    for distance in range(1, depth + 1):
-        nxt: list[tuple[DatasetId, str]] = []
-        edges = column_edges_of(graph, frontier, "src")
+
+    def admit(origin: Field, hop: ColumnHop, target: Field, distance: int) -> bool:
+        edge = hop[0]
+        path, masked = paths[origin]
+        masked = masked or (edge.kind == "mapping" and edge.masked)
+        via = path
+        if edge.job is not None:
+            job = job_node(edge.job, graph.job_type(edge.job))
+            via = [*path, job["id"]]
+            if with_containers:
+                found.add(job, distance, via, masked)
+        node = dataset_node(edge.target, edge.target_field)
+        paths[target] = ([*via, node["id"]], masked)
+        if not found.add(node, distance, paths[target][0], masked):
+            return False
+        if with_containers:
+            container = dataset_node(edge.target)
+            found.add(container, distance, [*paths[target][0], container["id"]], masked)
+        return True
+
+    def crossings(frontier: list[Field]) -> list[tuple[Field, ColumnHop, Field]]:
+        edges = column_step(graph, sorted(frontier), "downstream", None)
         # Every job of this hop's edges in two queries, not two per job (bench/query.py).
-        graph.job_types(e.job for e, _span in edges if e.job is not None)
-        for edge, _span in sorted(edges, key=lambda e: _edge_order(e[0])):
-            target = (edge.target, edge.target_field)
-            if target in paths:
-                continue
-            path, masked = paths[(edge.source, edge.source_field)]
-            masked = masked or (edge.kind == "mapping" and edge.masked)
-            via = path
-            if edge.job is not None:
-                job = job_node(edge.job, graph.job_type(edge.job))
-                via = [*path, job["id"]]
-                if with_containers:
-                    found.add(job, distance, via, masked)
-            node = dataset_node(edge.target, edge.target_field)
-            paths[target] = ([*via, node["id"]], masked)
-            if found.add(node, distance, paths[target][0], masked):
-                nxt.append(target)
-                if with_containers:
-                    container = dataset_node(edge.target)
-                    found.add(container, distance, [*paths[target][0], container["id"]], masked)
-        frontier = sorted(nxt)
-        if not frontier:
-            break
+        graph.job_types(e.job for _origin, (e, _span), _target in edges if e.job is not None)
+        return sorted(edges, key=lambda c: _edge_order(c[1][0]))
+
+    Walk(admit=admit).run(sorted(paths), crossings, depth)
 
 
 def _edge_order(edge: Any) -> tuple[Any, ...]:

@@ -3,11 +3,16 @@ the ``Graph`` (now) or the ``as_of.AsOfGraph`` (at an instant), one store query 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Collection
 from typing import Any
 
 from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import dataset_node, job_node
 from embrasure.query.graph import Graph, Hop
+from embrasure.query.walk import Walk
+
+Node = DatasetId | JobId
 
 
 def lineage(
@@ -23,67 +28,52 @@ def lineage(
     the served graph (``Graph``) or the graph at an instant (``as_of.AsOfGraph``)."""
     if isinstance(root, DatasetId):
         root = graph.ids.canonical([root])[root]
-    nodes: dict[DatasetId | JobId, int] = {root: 0}
-    hops: dict[tuple[JobId, DatasetId, str, bool], Hop] = {}
-    truncated = False
+    found: Walk[Node, Hop] = Walk(limit=limit)
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
-        # Each walk has its own visited set: ``both`` is the union of two complete walks,
-        # so a node the upstream walk found is still expanded by the downstream one.
-        seen: set[DatasetId | JobId] = {root}
-        frontier: set[DatasetId | JobId] = {root}
-        for distance in range(1, depth + 1):
-            found = step(graph, frontier, walk, states)
-            frontier = set()
-            for hop, neighbour in found:
-                if neighbour not in nodes:
-                    if len(nodes) >= limit:
-                        truncated = True
-                        continue
-                    nodes[neighbour] = distance
-                nodes[neighbour] = min(nodes[neighbour], distance)
-                hops[hop.key] = hop
-                if neighbour not in seen:
-                    seen.add(neighbour)
-                    frontier.add(neighbour)
-            if not frontier:
-                break
+        # ``both`` is the union of two complete walks sharing the node limit: a node the
+        # upstream run found is still expanded by the downstream one.
+        found.run([root], functools.partial(step, graph, walk=walk, states=states), depth)
+    nodes = found.distance
+    hops = {hop.key: hop for hop in found.edges}
     kept = graph.complete(h for h in hops.values() if h.job in nodes and h.dataset in nodes)
     graph.job_types(n for n in nodes if isinstance(n, JobId))
     return {
         "root": _node(graph, root)["id"],
         "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
         "edges": graph.edge_json(kept),
-        "truncated": truncated,
+        "truncated": found.truncated,
     }
 
 
 def step(
-    graph: Graph, frontier: set[DatasetId | JobId], walk: str, states: set[str] | None
-) -> list[tuple[Hop, DatasetId | JobId]]:
+    graph: Graph, frontier: Collection[Node], walk: str, states: set[str] | None
+) -> list[tuple[Node, Hop, Node]]:
     """One breadth-first step: the edges leaving ``frontier`` in the walk's direction,
-    each with the node it reaches; with ``states``, only edges whose latest run ended in
-    one of them."""
+    each as (the node it leaves, the edge, the node it reaches); with ``states``, only
+    edges whose latest run ended in one of them."""
     datasets = [n for n in frontier if isinstance(n, DatasetId)]
     jobs = [n for n in frontier if isinstance(n, JobId)]
     found = graph.hops(datasets, jobs, walk)
     if graph.hidden:  # a walk does not pass through a hidden node
         hidden = graph.hidden.nodes_hidden({n for _, n in found})
         found = [(hop, n) for hop, n in found if n not in hidden]
-    if states is None:
-        return found
-    edges = graph.complete(hop for hop, _ in found)
-    last = graph.last_states(edges)
-    wanted = {
-        (e.job, e.dataset, e.direction, e.static) for i, e in enumerate(edges) if last[i] in states
-    }
-    return [(hop, n) for hop, n in found if hop.key in wanted]
+    if states is not None:
+        edges = graph.complete(hop for hop, _ in found)
+        last = graph.last_states(edges)
+        wanted = {
+            (e.job, e.dataset, e.direction, e.static)
+            for i, e in enumerate(edges)
+            if last[i] in states
+        }
+        found = [(hop, n) for hop, n in found if hop.key in wanted]
+    return [(hop.dataset if isinstance(n, JobId) else hop.job, hop, n) for hop, n in found]
 
 
-def _node(graph: Graph, node: DatasetId | JobId) -> dict[str, Any]:
+def _node(graph: Graph, node: Node) -> dict[str, Any]:
     if isinstance(node, DatasetId):
         return dataset_node(node)
     return job_node(node, graph.job_type(node))
 
 
-def _sort_node(node: DatasetId | JobId) -> tuple[int, str, str]:
+def _sort_node(node: Node) -> tuple[int, str, str]:
     return (0 if isinstance(node, DatasetId) else 1, node.namespace, node.name)
