@@ -21,6 +21,7 @@ from pathlib import Path
 
 import msgspec
 import orjson
+import servers
 
 Parser = Callable[[bytes], None]
 
@@ -48,8 +49,9 @@ def load_receiver_parse(source: Path) -> tuple[str, Parser]:
     being measured, at the receiver's depth bound: ``jsonguard.parse_array`` (item by
     item) where that code has it, else ``jsonguard.parse_strict`` (the whole body)."""
     sys.path.insert(0, str(source))
-    from embrasure.receiver import bounds, jsonguard
-
+    # Where the receiver's modules are since the package per stage, then before it.
+    jsonguard = servers.moved("embrasure.receiver.jsonguard", "embrasure.jsonguard")
+    bounds = servers.moved("embrasure.receiver.bounds", "embrasure.receiver")
     depth = bounds.Limits().json_depth
     parse_array = getattr(jsonguard, "parse_array", None)
 

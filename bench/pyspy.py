@@ -28,9 +28,10 @@ _FSYNC = ("fdatasync", "fsync")
 _ADDRESS = re.compile(r"^0x[0-9a-f]+ \((.*)\)$")
 _LINE = re.compile(r" \(([^():]+):\d+\)$")
 # Python frames worth a line in the top list: the project's, less the entry points that
-# are in every sample of the main thread.
+# are in every sample of the main thread (cli/main.py since the package per stage, cli.py
+# before it).
 _PROJECT = "embrasure/"
-_ENTRY_POINTS = ("embrasure/cli.py", "embrasure/__main__.py")
+_ENTRY_POINTS = ("embrasure/cli/main.py", "embrasure/cli.py", "embrasure/__main__.py")
 # C libraries whose time is worth a line of its own, by a substring of their frames.
 _NATIVE = {
     "orjson": "[orjson]",

@@ -635,12 +635,16 @@ def _size_summary(values: Sequence[int | None]) -> dict[str, float] | None:
 
 
 def measure_group(
-    client: httpx.Client, server: servers.Server, group: Group, warmup: int = 3
+    client: httpx.Client,
+    server: servers.Server,
+    group: Group,
+    warmup: int = 3,
+    quiet_wait_s: float = 8.0,
 ) -> tuple[dict[str, Any], list[Answer]]:
     """``group.calls`` sequential calls cycling over the roots, after ``warmup`` calls."""
     for query in group.queries[:warmup]:
         client.get(query.path, params=query.params)
-    servers.wait_for_quiet(8.0)
+    servers.wait_for_quiet(quiet_wait_s)
     plan = [group.queries[i % len(group.queries)] for i in range(group.calls)]
     before = servers.cpu_snapshot(server.pid)
     own_before = time.process_time()

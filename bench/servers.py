@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import io
 import os
 import platform
@@ -25,6 +26,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -223,6 +225,23 @@ def copy_source(dest: Path, rev: str | None) -> str:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
     return f"git {head}"
+
+
+def moved(*names: str) -> ModuleType:
+    """The first of ``names`` that the imported embrasure package has: a harness that
+    imports the measured copy in-process names a module at its path since the package
+    per stage (9c9fd67), then at its path before it (68555ca: flat modules), so that
+    ``--rev`` works on both sides of an A/B (bench/ab.py). Only a missing module falls
+    through to the next name; an error inside one that exists is raised."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            # "No module named 'embrasure.cli.main'; 'embrasure.cli' is not a package"
+            # also names the module asked for.
+            if error.name != name:
+                raise
+    raise ModuleNotFoundError(f"none of {', '.join(names)} in this embrasure")
 
 
 def _git(*args: str) -> str:
