@@ -5,17 +5,21 @@ refused replay its 404 or 409, an unknown path or method its 404 or 405."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from starlette.testclient import TestClient
 
+from embrasure import errors, projector
 from embrasure.app import build_app
-from embrasure.errors import PROBLEM_BASE, StoreUnavailable
+from embrasure.errors import PROBLEM_BASE, ReplayError, StoreUnavailable
 from embrasure.settings import Settings
 from embrasure.store import open_store
+from embrasure.web.responses import replay_refused
 
 from conftest import MINIMAL_EVENT
 from graph_api import Api, daily_run
@@ -125,6 +129,7 @@ def test_an_unexpected_error_is_a_logged_500(api: Api, monkeypatch: pytest.Monke
         ("GET", "/api/v1/lineage?namespace=a&name=b"),
         ("GET", "/api/v1/admin/hidden"),
         ("GET", "/api/v1/export"),
+        ("GET", "/metrics"),  # a 500 before every route's errors had one handler
         ("POST", "/api/v1/quarantine/01JNOSUCHDELIVERY000000000/0/replay"),
     ],
 )
@@ -291,3 +296,29 @@ def test_an_admin_entry_is_not_replayed(api: Api) -> None:
         "Item cannot be replayed",
         "An administrative entry (hide or unhide) is not replayed: hide or unhide again instead.",
     )
+
+
+def subclasses(kind: type[ReplayError]) -> list[type[ReplayError]]:
+    return [c for s in kind.__subclasses__() for c in (s, *subclasses(s))]
+
+
+def test_every_replay_error_has_its_problem() -> None:
+    kinds = subclasses(ReplayError)
+    assert kinds, "errors.py defines the replay's refusals"
+    for kind in kinds:
+        doc = replay_refused(kind("why")).body()
+        assert doc["status"] in (404, 409) and doc["detail"] == "why", kind
+    with pytest.raises(TypeError):
+        replay_refused(ReplayError("no kind of refusal"))
+
+
+def test_the_projector_raises_no_http_problem() -> None:
+    # Domain errors only (errors.ReplayError …): the HTTP layer maps them to problems.
+    names = {"Problem", "PROBLEM_BASE"}
+    assert names <= set(vars(errors))
+    for path in Path(projector.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not used & names, path
