@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute
 
 from embrasure import ui
-from embrasure.errors import Problem
+from embrasure.errors import LogUnavailable, Problem, ReplayError, StoreUnavailable
 from embrasure.projector.worker import Projector
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, MiB
@@ -26,44 +23,7 @@ from embrasure.web.api import ReadApi
 from embrasure.web.auth import Guard
 from embrasure.web.metrics import Metrics
 from embrasure.web.openapi import document as openapi
-from embrasure.web.responses import problem_response
-
-log = logging.getLogger("embrasure")
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    return problem_response(
-        Problem(
-            exc.status_code,
-            f"http-{exc.status_code}",
-            str(exc.detail),
-            f"{request.method} {request.url.path}: {exc.detail}",
-            headers=_allow(request) if exc.status_code == 405 else dict(exc.headers or {}),
-        )
-    )
-
-
-def _allow(request: Request) -> dict[str, str]:
-    """RFC 9110 §15.5.6: a 405 lists the methods the resource supports, from every route
-    on its path (GET and POST /api/v1/lineage are two routes: Starlette names one)."""
-    methods: set[str] = set()
-    for route in request.app.routes:
-        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
-            methods |= route.methods or set()
-    return {"Allow": ", ".join(sorted(methods))}
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(
-        Problem(
-            500,
-            "internal-error",
-            "Internal server error",
-            "The server failed on this request; it has been logged.",
-        )
-    )
+from embrasure.web.responses import ErrorHandlers
 
 
 def build_app(
@@ -84,13 +44,12 @@ def build_app(
     receiver = Receiver(
         committer,
         limits or Limits(),
-        settings.retry_after,
         backpressure,
         budget,
         settings.body_timeout_seconds,
     )
     read_api = ReadApi(store, settings.retry_after, backpressure)
-    admin_api = AdminApi(store, committer, settings.retry_after, settings.body_timeout_seconds)
+    admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -105,6 +64,18 @@ def build_app(
             if projector is not None:
                 projector.stop()
 
+    # Every error a route raises has one handler (web/responses.py), registered here.
+    # Starlette picks the handler of the exception's nearest class: LogUnavailable's
+    # wins over that of StoreUnavailable, its base.
+    errors = ErrorHandlers(settings.retry_after)
+    exception_handlers = {
+        Problem: errors.problem,
+        ReplayError: errors.replay_refused,
+        LogUnavailable: errors.log_unavailable,
+        StoreUnavailable: errors.store_unavailable,
+        HTTPException: errors.http_error,  # no such route (404) or method (405)
+        Exception: errors.internal_error,
+    }
     metrics = Metrics(store, backpressure)
     routes: list[BaseRoute] = [
         *receiver.routes(),
@@ -117,7 +88,7 @@ def build_app(
         routes=[*routes, *openapi.routes(limits, routes)],
         middleware=[metrics.middleware()],
         lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        exception_handlers=exception_handlers,
     )
     app.state.store = store
     app.state.committer = committer

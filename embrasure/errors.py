@@ -3,6 +3,8 @@
 ``Problem`` is what an HTTP client sees: an RFC 9457 problem detail with its status.
 ``StoreError`` and its children are the storage layer's neutral errors; each backend
 translates its driver's exceptions into them so nothing above ``store/`` imports a driver.
+``ReplayError`` and its children are the projector's refusals of a replay. Routes raise
+all of these; web/responses.py renders each kind once (app.build_app registers it).
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ class StoreConflict(StoreUnavailable):
     projectors in several processes): nothing was committed; retry at once."""
 
 
+class LogUnavailable(StoreUnavailable):
+    """An append to the delivery log (an ingest, a hide or unhide) did not commit:
+    nothing was stored or acknowledged. The message says so in the route's words."""
+
+
 class SchemaError(StoreError):
     """The database's schema is not one this version can use without an upgrade."""
 
@@ -88,3 +95,24 @@ class IdempotencyConflict(EmbrasureError):
     def __init__(self, delivery_id: str) -> None:
         super().__init__(delivery_id)
         self.delivery_id = delivery_id
+
+
+class ReplayError(EmbrasureError):
+    """A quarantined item cannot be replayed (DESIGN §5); the message says why."""
+
+
+class NoSuchDelivery(ReplayError):
+    """No delivery of that id is stored."""
+
+
+class NoSuchItem(ReplayError):
+    """The delivery has no item of that index."""
+
+
+class NotReplayable(ReplayError):
+    """The item is never replayed: an administrative entry, or an item rejected at the
+    transport boundary (kept for audit, never projected)."""
+
+
+class NotQuarantined(ReplayError):
+    """The item is projected, or not projected yet: there is nothing to replay."""

@@ -22,7 +22,14 @@ from typing import Any
 
 import orjson
 
-from embrasure.errors import Problem, StoreConflict, StoreUnavailable
+from embrasure.errors import (
+    NoSuchDelivery,
+    NoSuchItem,
+    NotQuarantined,
+    NotReplayable,
+    StoreConflict,
+    StoreUnavailable,
+)
 from embrasure.model import Quarantined
 from embrasure.projector import admin
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
@@ -49,46 +56,29 @@ class ProjectorLimits:
 
 def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
     """DESIGN §5 replay: re-validate a quarantined item's stored bytes under the current
-    rules and project it if it passes; the delivery's counts are recomputed."""
+    rules and project it if it passes; the delivery's counts are recomputed. Raises a
+    ReplayError (errors.py) when there is no such item or it is not one to replay."""
     with store.reader() as reader:
         row = reader.delivery(delivery_id)
         if row is None:
-            raise Problem(
-                404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
-            )
+            raise NoSuchDelivery(f"No delivery {delivery_id!r} is stored.")
         seq, route, item_count, rejections = row[0], row[6], row[7], row[8]
         if not 0 <= index < item_count:
-            raise Problem(
-                404,
-                "not-found",
-                "No such item",
-                f"Delivery {delivery_id} has items 0 to {item_count - 1}.",
-            )
+            raise NoSuchItem(f"Delivery {delivery_id} has items 0 to {item_count - 1}.")
         if route == admin.ROUTE:
-            raise Problem(
-                409,
-                "not-replayable",
-                "Item cannot be replayed",
+            raise NotReplayable(
                 "An administrative entry (hide or unhide) is not replayed: hide or unhide "
-                "again instead.",
+                "again instead."
             )
         if any(r[0] == index for r in orjson.loads(rejections)):
-            raise Problem(
-                409,
-                "not-replayable",
-                "Item cannot be replayed",
+            raise NotReplayable(
                 "The item was rejected at the transport boundary (a receiver "
-                "bound): its bytes are kept for audit but are never projected.",
+                "bound): its bytes are kept for audit but are never projected."
             )
         current = {r[0]: r for r in reader.items(seq)}.get(index)
         if current is None or current[2] != "quarantined":
             state = "pending" if current is None else current[2]
-            raise Problem(
-                409,
-                "not-quarantined",
-                "Item is not quarantined",
-                f"Item {index} of delivery {delivery_id} is {state}.",
-            )
+            raise NotQuarantined(f"Item {index} of delivery {delivery_id} is {state}.")
         body = reader.body(seq)
     assert body is not None
     entry = LogEntry(seq, delivery_id, route, body, item_count, ())

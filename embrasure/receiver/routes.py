@@ -13,13 +13,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from embrasure.errors import IdempotencyConflict, Problem, StoreUnavailable
+from embrasure.errors import IdempotencyConflict, LogUnavailable, Problem, StoreUnavailable
 from embrasure.model import Receipt
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, check_body, check_headers, declared_size, read_body
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.web.auth import requires
-from embrasure.web.responses import json_response, log_unavailable, problem_response
+from embrasure.web.responses import json_response
 
 log = logging.getLogger("embrasure.receiver")
 
@@ -31,14 +31,12 @@ class Receiver:
         self,
         committer: GroupCommitter,
         limits: Limits,
-        retry_after: int,
         backpressure: Backpressure,
         budget: BodyBudget,
         body_seconds: float,
     ) -> None:
         self.committer = committer
         self.limits = limits
-        self.retry_after = retry_after
         self.backpressure = backpressure
         self.budget = budget
         self.body_seconds = body_seconds
@@ -56,13 +54,11 @@ class Receiver:
             await self.backpressure.check()
             async with self.budget.hold(declared_size(request, limits.body_bytes)):
                 receipt = await self._append(request, single, provider, key)
-        except Problem as problem:
-            return problem_response(problem)
         except StoreUnavailable as exc:
-            return log_unavailable(
-                f"The delivery was not stored and is not acknowledged: {exc}. Retry later.",
-                self.retry_after,
-            )
+            # Whatever failed, the delivery is not in the log: say so (errors.py).
+            raise LogUnavailable(
+                f"The delivery was not stored and is not acknowledged: {exc}. Retry later."
+            ) from exc
         log.debug(
             "delivery %s %s",
             receipt.delivery_id,

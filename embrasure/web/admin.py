@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from embrasure.errors import Problem, StoreUnavailable
+from embrasure.errors import LogUnavailable, StoreUnavailable
 from embrasure.model import DatasetId, DeliveryDraft, Receipt, utc_now
 from embrasure.projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
 from embrasure.query.entities import Identities
@@ -37,23 +37,15 @@ from embrasure.store.base import GraphReader
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.web.auth import requires
 from embrasure.web.params import bad, decode_cursor, encode_cursor, integer, not_found
-from embrasure.web.responses import (
-    json_response,
-    log_unavailable,
-    problem_response,
-    store_unavailable,
-)
+from embrasure.web.responses import json_response
 
 MAX_BODY = 64 * 1024  # an admin request is a few names
 
 
 class AdminApi:
-    def __init__(
-        self, store: Store, committer: GroupCommitter, retry_after: int, body_seconds: float
-    ) -> None:
+    def __init__(self, store: Store, committer: GroupCommitter, body_seconds: float) -> None:
         self.store = store
         self.committer = committer
-        self.retry_after = retry_after
         self.body_seconds = body_seconds
 
     async def hide(self, request: Request) -> Response:
@@ -75,12 +67,9 @@ class AdminApi:
             at = utc_now()
             entries = [AdminEntry(action, kind, ns, n, at, by, reason) for ns, n in targets]
             receipts = await asyncio.gather(*(self.committer.append(_draft(e)) for e in entries))
-        except Problem as problem:
-            return problem_response(problem)
         except StoreUnavailable as exc:
-            return log_unavailable(
-                f"The {action} was not stored: {exc}. Retry later.", self.retry_after
-            )
+            # Reading the targets or appending them, nothing was stored (errors.py).
+            raise LogUnavailable(f"The {action} was not stored: {exc}. Retry later.") from exc
         return json_response(
             {
                 "action": action,
@@ -103,12 +92,7 @@ class AdminApi:
                 "next_cursor": encode_cursor(list(_order(found[limit - 1]))) if more else None,
             }
 
-        try:
-            return json_response(await run_in_threadpool(self._read, work))
-        except Problem as problem:
-            return problem_response(problem)
-        except StoreUnavailable as exc:
-            return store_unavailable(exc, self.retry_after)
+        return json_response(await run_in_threadpool(self._read, work))
 
     def _read(self, work: Any) -> Any:
         with self.store.reader() as reader:

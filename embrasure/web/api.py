@@ -54,7 +54,7 @@ from embrasure.web.params import (
     run_states,
     time_param,
 )
-from embrasure.web.responses import json_response, problem_response, store_unavailable
+from embrasure.web.responses import json_response
 
 MAX_LIMIT = 1000
 MAX_DEPTH = 20
@@ -148,18 +148,10 @@ class ReadApi:
         return run
 
     async def _answer(self, work: Callable[[GraphReader], Any]) -> Response:
-        try:
-            result = await run_in_threadpool(self._read(work))
-        except Problem as problem:
-            return problem_response(problem)
-        except StoreUnavailable as exc:
-            return self._unavailable(exc)
+        result = await run_in_threadpool(self._read(work))
         if isinstance(result, Response):
             return result
         return json_response(result)
-
-    def _unavailable(self, exc: StoreUnavailable) -> Response:
-        return store_unavailable(exc, self.retry_after)
 
     # -- deliveries and quarantine -----------------------------------------------------------
 
@@ -221,20 +213,12 @@ class ReadApi:
         try:
             index = int(request.path_params["index"])
         except ValueError:
-            return problem_response(bad("the item index is not a whole number"))
-        try:
-            result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
-        except Problem as problem:
-            return problem_response(problem)
-        except StoreUnavailable as exc:
-            return self._unavailable(exc)
+            raise bad("the item index is not a whole number") from None
+        result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
         return json_response(result)
 
     async def export(self, request: Request) -> Response:
-        try:
-            pieces = await open_export(self.store)
-        except StoreUnavailable as exc:
-            return self._unavailable(exc)
+        pieces = await open_export(self.store)
         return StreamingResponse(pieces, media_type="application/json")
 
     # -- entities ----------------------------------------------------------------------
@@ -508,19 +492,18 @@ class ReadApi:
             await run_in_threadpool(self.store.ping)
             load = await self.backpressure.load()
         except StoreUnavailable as exc:
-            return problem_response(
-                Problem(503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after)
-            )
+            # Not the store-unavailable problem: what is asked here is readiness.
+            raise Problem(
+                503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after
+            ) from exc
         if load.refusing is not None:
-            return problem_response(
-                Problem(
-                    503,
-                    "not-ready",
-                    "Not ready: refusing ingest",
-                    load.refusing,
-                    retry_after=self.retry_after,
-                    ingest=load.to_json(),
-                )
+            raise Problem(
+                503,
+                "not-ready",
+                "Not ready: refusing ingest",
+                load.refusing,
+                retry_after=self.retry_after,
+                ingest=load.to_json(),
             )
         return json_response({"status": "ready", "ingest": load.to_json()})
 

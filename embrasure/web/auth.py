@@ -33,7 +33,7 @@ from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import Token
 from embrasure.store import Store
 from embrasure.web.refresh import Refreshed
-from embrasure.web.responses import problem_response, store_unavailable
+from embrasure.web.responses import store_unavailable
 
 SCOPES = ("ingest", "read", "admin")
 PREFIX = "emb_"
@@ -124,7 +124,10 @@ def _unauthorized(detail: str) -> Problem:
 
 
 def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
-    """Mark an endpoint as needing ``scope``; the token checked is on request.state.token."""
+    """Mark an endpoint as needing ``scope``; the token checked is on request.state.token.
+
+    The check runs inside the route's endpoint, so what it raises (a 401 or 403
+    Problem) reaches the app's exception handlers like any route's error."""
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}")
 
@@ -134,10 +137,10 @@ def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
             guard: Guard = request.app.state.guard
             try:
                 request.state.token = await guard.check(request, scope)
-            except Problem as problem:
-                return problem_response(problem)
             except StoreUnavailable as exc:
-                return store_unavailable(exc, retry_after=1)
+                # Retry-After 1, not --retry-after: the guard is not given the
+                # setting and has always sent 1 (tests/web/test_problems.py pins it).
+                raise store_unavailable(exc, retry_after=1) from exc
             return await endpoint(request)
 
         guarded.required_scope = scope  # type: ignore[attr-defined]

@@ -1,15 +1,45 @@
-"""JSON and RFC 9457 problem+json responses, serialised with orjson."""
+"""JSON and RFC 9457 problem+json responses, serialised with orjson, and the exception
+handlers that turn every error a route raises into its problem document.
+
+Routes raise (``Problem``, ``StoreUnavailable``, ``LogUnavailable``, ``ReplayError``);
+``ErrorHandlers`` renders each kind in one place, registered by app.build_app as the
+app's ``exception_handlers`` (Starlette's ExceptionMiddleware calls them for a route's
+exceptions, its ServerErrorMiddleware the one for ``Exception``).
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 
-from embrasure.errors import Problem
+from embrasure.errors import (
+    LogUnavailable,
+    NoSuchDelivery,
+    NoSuchItem,
+    NotQuarantined,
+    NotReplayable,
+    Problem,
+    ReplayError,
+    StoreUnavailable,
+)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+log = logging.getLogger("embrasure")
+
+# Each refusal of a replay as HTTP tells it: (status, problem type slug, title).
+REPLAY_PROBLEMS: dict[type[ReplayError], tuple[int, str, str]] = {
+    NoSuchDelivery: (404, "not-found", "No such delivery"),
+    NoSuchItem: (404, "not-found", "No such item"),
+    NotReplayable: (409, "not-replayable", "Item cannot be replayed"),
+    NotQuarantined: (409, "not-quarantined", "Item is not quarantined"),
+}
 
 
 def json_response(content: Any, status_code: int = 200) -> Response:
@@ -28,15 +58,80 @@ def problem_response(problem: Problem) -> Response:
     )
 
 
-def store_unavailable(exc: Exception, retry_after: int) -> Response:
+def store_unavailable(exc: Exception, retry_after: int) -> Problem:
     """503: the store is down, or locked past its timeout; the request may succeed later."""
-    return problem_response(
-        Problem(503, "store-unavailable", "Store unavailable", str(exc), retry_after=retry_after)
-    )
+    return Problem(503, "store-unavailable", "Store unavailable", str(exc), retry_after=retry_after)
 
 
-def log_unavailable(detail: str, retry_after: int) -> Response:
+def log_unavailable(exc: LogUnavailable, retry_after: int) -> Problem:
     """503: the delivery log could not commit; nothing was stored (DESIGN §2)."""
-    return problem_response(
-        Problem(503, "log-unavailable", "Delivery log unavailable", detail, retry_after=retry_after)
+    return Problem(
+        503, "log-unavailable", "Delivery log unavailable", str(exc), retry_after=retry_after
     )
+
+
+def replay_refused(exc: ReplayError) -> Problem:
+    """The 404 or 409 of a replay the projector refused."""
+    for kind in type(exc).__mro__:
+        if kind in REPLAY_PROBLEMS:
+            status, slug, title = REPLAY_PROBLEMS[kind]
+            return Problem(status, slug, title, str(exc))
+    raise TypeError(f"no problem document for {type(exc).__name__}") from exc
+
+
+class ErrorHandlers:
+    """Starlette exception handlers, one per kind of error; ``retry_after`` is the
+    server's --retry-after, sent on every 503 a store or log failure causes."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+
+    async def problem(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Problem)
+        return problem_response(exc)
+
+    async def store_unavailable(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StoreUnavailable)
+        return problem_response(store_unavailable(exc, self.retry_after))
+
+    async def log_unavailable(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LogUnavailable)
+        return problem_response(log_unavailable(exc, self.retry_after))
+
+    async def replay_refused(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ReplayError)
+        return problem_response(replay_refused(exc))
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own errors: no route for the path (404), none for the method (405)."""
+        assert isinstance(exc, HTTPException)
+        return problem_response(
+            Problem(
+                exc.status_code,
+                f"http-{exc.status_code}",
+                str(exc.detail),
+                f"{request.method} {request.url.path}: {exc.detail}",
+                headers=_allow(request) if exc.status_code == 405 else dict(exc.headers or {}),
+            )
+        )
+
+    async def internal_error(self, request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return problem_response(
+            Problem(
+                500,
+                "internal-error",
+                "Internal server error",
+                "The server failed on this request; it has been logged.",
+            )
+        )
+
+
+def _allow(request: Request) -> dict[str, str]:
+    """RFC 9110 §15.5.6: a 405 lists the methods the resource supports, from every route
+    on its path (GET and POST /api/v1/lineage are two routes: Starlette names one)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return {"Allow": ", ".join(sorted(methods))}
