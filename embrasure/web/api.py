@@ -17,7 +17,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from embrasure.errors import Problem, StoreUnavailable
-from embrasure.model import DatasetId, JobId, Rejection
+from embrasure.model import DELIVERY_STATES, DatasetId, JobId, Rejection
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
 from embrasure.query import lineage as query
@@ -178,12 +178,7 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             state = request.query_params.get("state")
-            if state is not None and state not in (
-                "accepted",
-                "projected",
-                "partially_projected",
-                "quarantined",
-            ):
+            if state is not None and state not in DELIVERY_STATES:
                 raise bad(f"unknown delivery state {state!r}")
             before = decode_cursor(request)
             rows = reader.deliveries(

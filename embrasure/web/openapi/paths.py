@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from embrasure.model import RUN_STATES
+from embrasure.model import DELIVERY_STATES, RUN_STATES
 from embrasure.web.api import MAX_DEPTH, MAX_LIMIT
-from embrasure.web.openapi.schemas import DELIVERY_STATES, Schema, enum, integer, ref, string
+from embrasure.web.openapi.schemas import Schema, enum, integer, ref, string
 
 Operation = dict[str, Any]
 JSON = "application/json"

@@ -15,13 +15,12 @@ import re
 from typing import Any
 
 from embrasure.errors import PROBLEM_BASE
-from embrasure.model import RUN_STATES
+from embrasure.model import DELIVERY_STATES, RUN_STATES
 from embrasure.projector.column_lineage import CLASSES
 
 Schema = dict[str, Any]
 
 REF_PREFIX = "#/components/schemas/"
-DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 ITEM_OUTCOMES = ("pending", "projected", "quarantined")
 EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
 NODE_TYPES = ("dataset", "job", "service", "field")
