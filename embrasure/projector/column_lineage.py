@@ -28,7 +28,7 @@ Extraction (``extract``, a function of one event's datasets):
 - One fact per (source dataset, source field, target dataset, target field): duplicates
   within the event merge with the cross-event rule below.
 
-Merge (``merge_column_facts``, over the set of facts of every event): one edge per (source
+Merge (``edge_of`` then ``merge_edges``, over the set of facts of every event): one edge per (source
 field, target field, job); the class is the strongest ever seen, a mapping beats an
 indirect dependency, ``masked`` is true if any fact said so, subtypes are unioned; a
 declared fact beats one derived from SQL (``derived="sql"``): when any declared fact
@@ -410,37 +410,4 @@ def merge_edges(a: ColumnEdge, b: ColumnEdge) -> ColumnEdge:
         masked=a.masked or b.masked,
         subtypes=tuple(sorted(set(a.subtypes) | set(b.subtypes))),
         derived=a.derived if a.derived == b.derived else min(a.derived or "", b.derived or ""),
-    )
-
-
-def merge_column_facts(
-    facts: Iterable[tuple[JobId | None, ColumnFact]],
-    resolve: Callable[[DatasetId], DatasetId] | None = None,
-) -> dict[ColumnEdgeKey, ColumnEdge]:
-    """One edge per (source field, target field, job) from (job, fact) pairs.
-
-    ``resolve`` maps a dataset identity to its canonical one (symlinks.canonical_of), so
-    facts naming aliases land on the node's edge; without it identities are taken as named.
-    """
-    edges: dict[ColumnEdgeKey, ColumnEdge] = {}
-    for job, fact in facts:
-        if resolve is not None:
-            fact = dataclasses.replace(
-                fact, source=resolve(fact.source), target=resolve(fact.target)
-            )
-        edge = edge_of(job, fact)
-        old = edges.get(edge.key)
-        edges[edge.key] = edge if old is None else merge_edges(old, edge)
-    return dict(sorted(edges.items(), key=lambda kv: _sort_key(kv[0])))
-
-
-def _sort_key(key: ColumnEdgeKey) -> tuple[DatasetId, str, DatasetId, str, bool, JobId | None]:
-    # None jobs (no job: a DatasetEvent) sort first; JobId and None do not compare.
-    return (
-        key.source,
-        key.source_field,
-        key.target,
-        key.target_field,
-        key.job is not None,
-        key.job,
     )
