@@ -25,7 +25,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from embrasure import __version__
-from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, Limits
+from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, IDENTITY_ENCODING, Limits
 from embrasure.web.auth import public, required_scope
 from embrasure.web.openapi.paths import (
     JSON,
@@ -36,15 +36,32 @@ from embrasure.web.openapi.paths import (
     query,
     read_paths,
 )
-from embrasure.web.openapi.schemas import Schema, array, component_schemas, enum, ref, string
+from embrasure.web.openapi.schemas import (
+    Schema,
+    array,
+    component_schemas,
+    free_object,
+    ref,
+    string,
+)
 
 # -- ingestion (DESIGN §2) --------------------------------------------------------------------
 
 
 def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
-    event = ref("OpenLineageEvent")
+    # What the receiver takes (202) is wider than a valid event: it stores first and
+    # validates in the projector, quarantining what breaks a rule (DESIGN §2-3). So the
+    # body is any object (single) or any JSON value per item (batch), and the event's own
+    # schema is one branch of it, there for the reader.
+    event = {"anyOf": [ref("OpenLineageEvent"), free_object("Any other object: quarantined.")]}
     if batch:
-        items: Schema = array(event, minItems=1, maxItems=limits.batch_events)
+        item = {
+            "anyOf": [
+                ref("OpenLineageEvent"),
+                {"description": "Any other JSON value: quarantined."},
+            ]
+        }
+        items: Schema = array(item, minItems=1, maxItems=limits.batch_events)
         schema: Schema = {
             "oneOf": [
                 items,
@@ -83,9 +100,10 @@ def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
         {
             "name": "Content-Encoding",
             "in": "header",
-            "description": "Compressed bodies are refused (415): turn compression off in the "
-            "producer's transport.",
-            "schema": enum(("identity",)),
+            "description": "`identity` (any case) or empty; absent means identity. "
+            "Compressed bodies are refused (415): turn compression off in the producer's "
+            "transport.",
+            "schema": string(pattern=IDENTITY_ENCODING),
         },
     ]
     route = "batch" if batch else "event"
