@@ -7,9 +7,8 @@ the run states, the mapping classes. Built from them, the document cannot drift 
 them; mypy and ruff check it like the rest; and tests/web/test_openapi.py checks what is not a
 constant (routes, handler-local defaults and bounds, response shapes) against the app.
 
-The read API's operations are in openapi_paths.py, the schemas of the bodies in
-openapi_schemas.py. The page at /docs is a small self-written HTML file
-(openapi_docs.html) that fetches /openapi.json and renders it with plain JS: no CDN,
+The read API's operations are in paths.py, the schemas of the bodies in schemas.py. The
+page at /docs is a small self-written HTML file (docs.html) that fetches /openapi.json and renders it with plain JS: no CDN,
 nothing fetched from elsewhere, nothing vendored to keep up to date.
 """
 
