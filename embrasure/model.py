@@ -53,6 +53,12 @@ class Rejection:
     reason: str
 
 
+# A delivery's state, as the read API, the CLI and the OpenAPI document name it: accepted
+# (items still pending), projected (all), partially_projected (some), quarantined (none).
+# store/reads.py spells the same four in SQL, a CASE over the item counts.
+DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class DeliveryDraft:
     """A checked request, ready to be appended to the delivery log."""

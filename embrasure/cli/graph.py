@@ -21,6 +21,7 @@ from embrasure.cli.options import (
     print_json,
     show_table,
 )
+from embrasure.model import DELIVERY_STATES
 
 if TYPE_CHECKING:  # rich and httpx load when used, not for every command
     from embrasure.cli.client import Params
@@ -211,7 +212,7 @@ def _duration(seconds: float | None) -> str:
 @click.option("--provider-key", help="Only deliveries from this provider_key.")
 @click.option(
     "--state",
-    type=click.Choice(("accepted", "projected", "partially_projected", "quarantined")),
+    type=click.Choice(DELIVERY_STATES),
     help="Only deliveries in this state.",
 )
 @page_options

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -138,4 +139,5 @@ def show_table(table: Table, title: str, next_cursor: str | None = None) -> None
             out.print(table)
         click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
     if next_cursor:
-        console(stderr=True).print(Text(f"more: add --cursor {next_cursor}"))
+        # Quoted for the shell: a cursor is JSON text, brackets and quotes included.
+        console(stderr=True).print(Text(f"more: add --cursor {shlex.quote(next_cursor)}"))

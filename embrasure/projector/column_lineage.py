@@ -28,7 +28,7 @@ Extraction (``extract``, a function of one event's datasets):
 - One fact per (source dataset, source field, target dataset, target field): duplicates
   within the event merge with the cross-event rule below.
 
-Merge (``merge_column_facts``, over the set of facts of every event): one edge per (source
+Merge (``edge_of`` then ``merge_edges``, over the set of facts of every event): one edge per (source
 field, target field, job); the class is the strongest ever seen, a mapping beats an
 indirect dependency, ``masked`` is true if any fact said so, subtypes are unioned; a
 declared fact beats one derived from SQL (``derived="sql"``): when any declared fact
@@ -217,6 +217,121 @@ def _label(d: DatasetId) -> str:
     return f"{d.namespace}:{d.name}"
 
 
+class _Entry(NamedTuple):
+    """One input field entry of a columnLineage facet, with the output field it feeds."""
+
+    target: DatasetId
+    out_field: str
+    entry: Any
+    legacy: Any  # the deprecated per-output-field transformationType (1-0-1/1-0-2)
+    dataset_level: bool  # from the facet's ``dataset`` array
+
+
+def _field_entries(
+    output: DatasetFacts, fields: Mapping[str, Any]
+) -> tuple[list[_Entry], set[str], set[str]]:
+    """The ``fields`` entries of an output's facet, its output field names, and warnings."""
+    entries: list[_Entry] = []
+    out_fields: set[str] = set()
+    warnings: set[str] = set()
+    for out_field, spec in fields.items():
+        if not out_field:
+            warnings.add(
+                f"columnLineage of {_label(output.id)}: an output field with an empty name "
+                "was ignored"
+            )
+            continue
+        out_fields.add(out_field)
+        if not isinstance(spec, Mapping):
+            continue
+        listed = spec.get("inputFields")
+        legacy = spec.get("transformationType")
+        entries += [
+            _Entry(output.id, out_field, entry, legacy, False)
+            for entry in (listed if isinstance(listed, list) else ())
+        ]
+    return entries, out_fields, warnings
+
+
+def _facet_entries(output: DatasetFacts, facet: Mapping[str, Any]) -> tuple[list[_Entry], set[str]]:
+    """Every input field entry of an output's columnLineage facet, and warnings: the
+    ``fields`` entries, then the ``dataset`` ones for every field the output names."""
+    fields = facet.get("fields")
+    entries, out_fields, warnings = _field_entries(
+        output, fields if isinstance(fields, Mapping) else {}
+    )
+    dataset_level = facet.get("dataset")
+    if isinstance(dataset_level, list) and dataset_level:
+        out_fields.update(f for f in schema_fields(output) if f)
+        if not out_fields:
+            warnings.add(
+                f"columnLineage of {_label(output.id)}: dataset-level dependencies were "
+                "ignored: the output names no fields"
+            )
+        entries += [
+            _Entry(output.id, out_field, entry, None, True)
+            for out_field in sorted(out_fields)
+            for entry in dataset_level
+        ]
+    return entries, warnings
+
+
+def _named_field(target: DatasetId, entry: Any) -> tuple[DatasetId, str] | str:
+    """The (dataset, field) an input field entry names, or the warning that ignores it."""
+    # The warning's prefix is built only for a warning: this runs for every field.
+    if not isinstance(entry, Mapping):
+        return (
+            f"columnLineage of {_label(target)}: an input field that is not an object was ignored"
+        )
+    ns, name, field = entry.get("namespace"), entry.get("name"), entry.get("field")
+    if not (isinstance(ns, str) and isinstance(name, str) and isinstance(field, str)):
+        return (
+            f"columnLineage of {_label(target)}: an input field without namespace, name "
+            "and field was ignored"
+        )
+    if not field:
+        return (
+            f"columnLineage of {_label(target)}: an input field of "
+            f"{_label(DatasetId(ns, name))} with an empty field name was ignored"
+        )
+    return DatasetId(ns, name), field
+
+
+def _dep_of(item: _Entry) -> _Dep:
+    dep = _classify(item.entry, item.legacy)
+    if item.dataset_level and dep.kind == MAPPING:
+        # The facet calls these "lineage that affects the whole dataset"; DESIGN §3
+        # makes them indirect dependencies of every field, whatever their type says.
+        return _Dep(INDIRECT, None, dep.masked, dep.subtypes)
+    return dep
+
+
+def _unmatched_warnings(unmatched: Mapping[tuple[DatasetId, DatasetId], set[str]]) -> set[str]:
+    return {
+        f"columnLineage of {_label(target)}: input dataset {_label(named)} is not among "
+        f"the event's inputs; ignored for {len(out_fields)} field(s)"
+        for (target, named), out_fields in unmatched.items()
+    }
+
+
+def _facts_of(
+    deps: Mapping[tuple[DatasetId, str, DatasetId, str], _Dep],
+) -> tuple[ColumnFact, ...]:
+    return tuple(
+        ColumnFact(
+            target=target,
+            target_field=target_field,
+            source=source,
+            source_field=source_field,
+            kind=dep.kind,
+            klass=dep.klass,
+            masked=dep.masked,
+            subtypes=tuple(sorted(dep.subtypes)),
+        )
+        for (source, source_field, target, target_field), dep in sorted(deps.items())
+    )
+
+
 def extract(
     outputs: Sequence[DatasetFacts],
     inputs: Sequence[DatasetFacts],
@@ -235,90 +350,25 @@ def extract(
     deps: dict[tuple[DatasetId, str, DatasetId, str], _Dep] = {}
     unmatched: dict[tuple[DatasetId, DatasetId], set[str]] = {}
     warnings: set[str] = set()
-
-    def add(
-        target: DatasetId, out_field: str, entry: Any, legacy: Any, dataset_level: bool
-    ) -> None:
-        # The warning's prefix is built only for a warning: this runs for every field.
-        if not isinstance(entry, Mapping):
-            warnings.add(
-                f"columnLineage of {_label(target)}: an input field that is not an object "
-                "was ignored"
-            )
-            return
-        ns, name, field = entry.get("namespace"), entry.get("name"), entry.get("field")
-        if not (isinstance(ns, str) and isinstance(name, str) and isinstance(field, str)):
-            warnings.add(
-                f"columnLineage of {_label(target)}: an input field without namespace, name "
-                "and field was ignored"
-            )
-            return
-        if not field:
-            warnings.add(
-                f"columnLineage of {_label(target)}: an input field of "
-                f"{_label(DatasetId(ns, name))} with an empty field name was ignored"
-            )
-            return
-        source = match.match(DatasetId(ns, name))
-        if source is None:
-            unmatched.setdefault((target, DatasetId(ns, name)), set()).add(out_field)
-            return
-        dep = _classify(entry, legacy)
-        if dataset_level and dep.kind == MAPPING:
-            # The facet calls these "lineage that affects the whole dataset"; DESIGN §3
-            # makes them indirect dependencies of every field, whatever their type says.
-            dep = _Dep(INDIRECT, None, dep.masked, dep.subtypes)
-        key = (source, field, target, out_field)
-        deps[key] = _merge_dep(deps.get(key), dep)
-
     for output in outputs:
         facet = output.facets.get("columnLineage")
         if not isinstance(facet, Mapping) or facet.get("_deleted") is True:
             continue
-        where = f"columnLineage of {_label(output.id)}"
-        fields = facet.get("fields")
-        fields = fields if isinstance(fields, Mapping) else {}
-        out_fields: set[str] = set()
-        for out_field, spec in fields.items():
-            if not out_field:
-                warnings.add(f"{where}: an output field with an empty name was ignored")
+        entries, found = _facet_entries(output, facet)
+        warnings |= found
+        for item in entries:
+            named = _named_field(item.target, item.entry)
+            if isinstance(named, str):
+                warnings.add(named)
                 continue
-            out_fields.add(out_field)
-            if not isinstance(spec, Mapping):
+            source = match.match(named[0])
+            if source is None:
+                unmatched.setdefault((item.target, named[0]), set()).add(item.out_field)
                 continue
-            entries = spec.get("inputFields")
-            for entry in entries if isinstance(entries, list) else ():
-                add(output.id, out_field, entry, spec.get("transformationType"), False)
-        dataset_level = facet.get("dataset")
-        if isinstance(dataset_level, list) and dataset_level:
-            out_fields.update(f for f in schema_fields(output) if f)
-            if not out_fields:
-                warnings.add(
-                    f"{where}: dataset-level dependencies were ignored: the output names no fields"
-                )
-            for out_field in sorted(out_fields):
-                for entry in dataset_level:
-                    add(output.id, out_field, entry, None, True)
-
-    for (target, named), out_fields in unmatched.items():
-        warnings.add(
-            f"columnLineage of {_label(target)}: input dataset {_label(named)} is not among "
-            f"the event's inputs; ignored for {len(out_fields)} field(s)"
-        )
-    facts = tuple(
-        ColumnFact(
-            target=target,
-            target_field=target_field,
-            source=source,
-            source_field=source_field,
-            kind=dep.kind,
-            klass=dep.klass,
-            masked=dep.masked,
-            subtypes=tuple(sorted(dep.subtypes)),
-        )
-        for (source, source_field, target, target_field), dep in sorted(deps.items())
-    )
-    return facts, tuple(sorted(warnings))
+            key = (source, named[1], item.target, item.out_field)
+            deps[key] = _merge_dep(deps.get(key), _dep_of(item))
+    warnings |= _unmatched_warnings(unmatched)
+    return _facts_of(deps), tuple(sorted(warnings))
 
 
 # -- merge across events ---------------------------------------------------------------------
@@ -360,37 +410,4 @@ def merge_edges(a: ColumnEdge, b: ColumnEdge) -> ColumnEdge:
         masked=a.masked or b.masked,
         subtypes=tuple(sorted(set(a.subtypes) | set(b.subtypes))),
         derived=a.derived if a.derived == b.derived else min(a.derived or "", b.derived or ""),
-    )
-
-
-def merge_column_facts(
-    facts: Iterable[tuple[JobId | None, ColumnFact]],
-    resolve: Callable[[DatasetId], DatasetId] | None = None,
-) -> dict[ColumnEdgeKey, ColumnEdge]:
-    """One edge per (source field, target field, job) from (job, fact) pairs.
-
-    ``resolve`` maps a dataset identity to its canonical one (symlinks.canonical_of), so
-    facts naming aliases land on the node's edge; without it identities are taken as named.
-    """
-    edges: dict[ColumnEdgeKey, ColumnEdge] = {}
-    for job, fact in facts:
-        if resolve is not None:
-            fact = dataclasses.replace(
-                fact, source=resolve(fact.source), target=resolve(fact.target)
-            )
-        edge = edge_of(job, fact)
-        old = edges.get(edge.key)
-        edges[edge.key] = edge if old is None else merge_edges(old, edge)
-    return dict(sorted(edges.items(), key=lambda kv: _sort_key(kv[0])))
-
-
-def _sort_key(key: ColumnEdgeKey) -> tuple[DatasetId, str, DatasetId, str, bool, JobId | None]:
-    # None jobs (no job: a DatasetEvent) sort first; JobId and None do not compare.
-    return (
-        key.source,
-        key.source_field,
-        key.target,
-        key.target_field,
-        key.job is not None,
-        key.job,
     )

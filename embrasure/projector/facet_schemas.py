@@ -180,14 +180,6 @@ def _build() -> Mapping[str, Mapping[str, FacetSchema]]:
 STANDARD_FACETS: Mapping[str, Mapping[str, FacetSchema]] = _build()
 
 
-def describe_standard_facets() -> dict[str, dict[str, str]]:
-    """location → facet key → "SchemaName version", for docs and operators."""
-    return {
-        location: {key: f"{s.name} {s.version}" for key, s in sorted(keys.items())}
-        for location, keys in STANDARD_FACETS.items()
-    }
-
-
 def check_facets(
     location: str, facets: Mapping[str, Any], where: str
 ) -> tuple[dict[str, Any], list[str]]:

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
 
 from embrasure.model import RUN_STATES, TERMINAL_STATES, EventTime
-from embrasure.projector.facets import current_facets, time_key
+from embrasure.projector.facets import time_key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,10 +160,3 @@ def winner_key(state: RunState) -> tuple[bool, str]:
     store merges states by."""
     terminal, (_known, key), _event = _winner_rank(state)
     return terminal, key
-
-
-def latest_facets(values: Iterable[tuple[str, EventTime | None, str, Any]]) -> dict[str, Any]:
-    """Per run facet name, the value from the latest eventTime (ties: larger canonical
-    JSON, then larger event id), as (facet_name, eventTime, event_id, value) records."""
-    current = current_facets(values, honour_deleted=False)
-    return {name: item.value for name, item in current.items()}

@@ -310,6 +310,120 @@ def derive(
     return _facts(parsed, outputs, inputs, open_outputs, dialect in LOWER_CASE_DIALECTS)
 
 
+_PREFIX = "SQL column lineage"
+
+
+@dataclasses.dataclass(slots=True)
+class _Found:
+    """What the attribution of one parse found: facts, and what it had to leave out."""
+
+    facts: set[ColumnFact] = dataclasses.field(default_factory=set)
+    warnings: set[str] = dataclasses.field(default_factory=set)
+    off_schema: dict[DatasetId, set[str]] = dataclasses.field(default_factory=dict)
+    unnamed: int = 0
+
+    def result(self) -> tuple[tuple[ColumnFact, ...], tuple[str, ...]]:
+        warnings = set(self.warnings)
+        if self.unnamed:
+            warnings.add(f"{_PREFIX}: {self.unnamed} unnamed output expression(s) ignored")
+        for ident, names in self.off_schema.items():
+            warnings.add(
+                f"{_PREFIX}: column(s) {_listed(names)} not in the schema of {_label(ident)}; "
+                "ignored"
+            )
+        return tuple(sorted(self.facts, key=_fact_order)), tuple(sorted(warnings))
+
+
+class _Event:
+    """The event's datasets as the parser's tables and columns are matched to them."""
+
+    def __init__(
+        self, outputs: Sequence[DatasetFacts], inputs: Sequence[DatasetFacts], lower: bool
+    ) -> None:
+        self.outputs = outputs
+        self._names = {"output": _Names(outputs), "input": _Names(inputs)}
+        self._by_id = {d.id: d for d in (*outputs, *inputs)}
+        self._lower = lower
+        self._columns: dict[DatasetId, _Columns] = {}
+
+    def dataset(self, table: str, role: str, found: _Found) -> DatasetId | None:
+        """The one dataset of ``role`` that ``table`` names; else a warning and None."""
+        matched = self._names[role].match(table)
+        if len(matched) > 1:
+            found.warnings.add(
+                f"{_PREFIX}: table {table} matches {len(matched)} of the event's {role}s "
+                f"({_listed(_label(f) for f in matched)}); ignored"
+            )
+            return None
+        if not matched:
+            found.warnings.add(
+                f"{_PREFIX}: table {table} is not among the event's {role}s; ignored"
+            )
+            return None
+        return matched[0]
+
+    def field(self, ident: DatasetId, column: str, found: _Found) -> str | None:
+        """The column as the dataset's schema spells it; else noted off-schema and None."""
+        if ident not in self._columns:
+            self._columns[ident] = _Columns(self._by_id[ident], self._lower)
+        spelt = self._columns[ident].spell(column)
+        if spelt is None:
+            found.off_schema.setdefault(ident, set()).add(column)
+        return spelt
+
+
+def _default_target(parsed: ParsedSql, event: _Event, found: _Found) -> DatasetId | None:
+    """The written table, for rows whose target the parser leaves implicit."""
+    if len(parsed.out_tables) == 1:
+        return event.dataset(parsed.out_tables[0], "output", found)
+    if not parsed.out_tables and len(event.outputs) == 1:
+        return event.outputs[0].id
+    if parsed.out_tables:
+        found.warnings.add(
+            f"{_PREFIX} not derived: the query writes {len(parsed.out_tables)} tables "
+            f"({_listed(parsed.out_tables)}); its columns cannot be told apart"
+        )
+    else:
+        found.warnings.add(
+            f"{_PREFIX} not derived: the query writes no table and the event has "
+            f"{len(event.outputs)} outputs"
+        )
+    return None
+
+
+def _sources(
+    sources: Iterable[tuple[str | None, str]], event: _Event, found: _Found
+) -> Iterable[tuple[DatasetId, str]]:
+    """The (input dataset, field) of each source column that matches one."""
+    for source_table, source_column in sources:
+        if source_table is None:
+            continue  # a column the parser could not tie to a table
+        source = event.dataset(source_table, "input", found)
+        if source is None:
+            continue
+        source_field = event.field(source, source_column, found)
+        if source_field is not None:
+            yield source, source_field
+
+
+def _derived_fact(
+    target: DatasetId, target_field: str, source: DatasetId, source_field: str
+) -> ColumnFact:
+    return ColumnFact(
+        target=target,
+        target_field=target_field,
+        source=source,
+        source_field=source_field,
+        kind="mapping",
+        # No transformation metadata from the parser: DESIGN §3 "no metadata at all →
+        # expression".
+        klass="expression",
+        masked=False,
+        subtypes=(),
+        derived=DERIVED,
+    )
+
+
 def _facts(
     parsed: ParsedSql,
     outputs: Sequence[DatasetFacts],
@@ -317,99 +431,28 @@ def _facts(
     open_outputs: set[DatasetId],
     lower: bool,
 ) -> tuple[tuple[ColumnFact, ...], tuple[str, ...]]:
-    warnings: set[str] = set()
-    prefix = "SQL column lineage"
     if not parsed.lineage:
         return (), ()  # DDL, LOAD, a query of constants: nothing to attribute
-    out_names, in_names = _Names(outputs), _Names(inputs)
-    by_id = {d.id: d for d in (*outputs, *inputs)}
-    columns: dict[DatasetId, _Columns] = {}
-
-    def cols(ident: DatasetId) -> _Columns:
-        if ident not in columns:
-            columns[ident] = _Columns(by_id[ident], lower)
-        return columns[ident]
-
-    def resolve(table: str, names: _Names, role: str) -> DatasetId | None:
-        found = names.match(table)
-        if len(found) > 1:
-            warnings.add(
-                f"{prefix}: table {table} matches {len(found)} of the event's {role}s "
-                f"({_listed(_label(f) for f in found)}); ignored"
-            )
-            return None
-        if not found:
-            warnings.add(f"{prefix}: table {table} is not among the event's {role}s; ignored")
-            return None
-        return found[0]
-
-    # The written table, for rows whose target the parser leaves implicit.
-    default_target: DatasetId | None = None
-    if len(parsed.out_tables) == 1:
-        default_target = resolve(parsed.out_tables[0], out_names, "output")
-    elif not parsed.out_tables and len(outputs) == 1:
-        default_target = outputs[0].id
-    elif parsed.out_tables:
-        warnings.add(
-            f"{prefix} not derived: the query writes {len(parsed.out_tables)} tables "
-            f"({_listed(parsed.out_tables)}); its columns cannot be told apart"
-        )
-    else:
-        warnings.add(
-            f"{prefix} not derived: the query writes no table and the event has "
-            f"{len(outputs)} outputs"
-        )
-
-    facts: set[ColumnFact] = set()
-    unnamed = 0
-    off_schema: dict[DatasetId, set[str]] = {}
+    event = _Event(outputs, inputs, lower)
+    found = _Found()
+    default_target = _default_target(parsed, event, found)
     for target_table, target_column, sources in parsed.lineage:
         target = (
-            resolve(target_table, out_names, "output")
+            event.dataset(target_table, "output", found)
             if target_table is not None
             else default_target
         )
         if target is None or target not in open_outputs:
             continue  # unattributed (warned above), or the producer declared its lineage
         if _UNNAMED.fullmatch(target_column):
-            unnamed += 1
+            found.unnamed += 1
             continue
-        target_field = cols(target).spell(target_column)
+        target_field = event.field(target, target_column, found)
         if target_field is None:
-            off_schema.setdefault(target, set()).add(target_column)
             continue
-        for source_table, source_column in sources:
-            if source_table is None:
-                continue  # a column the parser could not tie to a table
-            source = resolve(source_table, in_names, "input")
-            if source is None:
-                continue
-            source_field = cols(source).spell(source_column)
-            if source_field is None:
-                off_schema.setdefault(source, set()).add(source_column)
-                continue
-            facts.add(
-                ColumnFact(
-                    target=target,
-                    target_field=target_field,
-                    source=source,
-                    source_field=source_field,
-                    kind="mapping",
-                    # No transformation metadata from the parser: DESIGN §3 "no metadata
-                    # at all → expression".
-                    klass="expression",
-                    masked=False,
-                    subtypes=(),
-                    derived=DERIVED,
-                )
-            )
-    if unnamed:
-        warnings.add(f"{prefix}: {unnamed} unnamed output expression(s) ignored")
-    for ident, names in off_schema.items():
-        warnings.add(
-            f"{prefix}: column(s) {_listed(names)} not in the schema of {_label(ident)}; ignored"
-        )
-    return tuple(sorted(facts, key=_fact_order)), tuple(sorted(warnings))
+        for source, source_field in _sources(sources, event, found):
+            found.facts.add(_derived_fact(target, target_field, source, source_field))
+    return found.result()
 
 
 def _fact_order(f: ColumnFact) -> tuple[DatasetId, str, DatasetId, str]:

@@ -93,8 +93,8 @@ def _find(parent: dict[DatasetId, DatasetId], x: DatasetId) -> DatasetId:
 
 def resolve_identities(links: Iterable[Link]) -> dict[DatasetId, Resolution]:
     """Resolve every identity the links name (both sides of TABLE/RENAME links and the
-    dataset side of location links). Identities named by no link resolve to themselves;
-    see ``canonical_of``."""
+    dataset side of location links). An identity named by no link is not in
+    the result: it is its own canonical identity."""
     parent: dict[DatasetId, DatasetId] = {}
     renamed: set[DatasetId] = set()
     located: dict[DatasetId, set[Symlink]] = {}
@@ -129,12 +129,6 @@ def resolve_identities(links: Iterable[Link]) -> dict[DatasetId, Resolution]:
 
 def _sym(s: Symlink) -> tuple[DatasetId, str]:
     return (s.target, s.type)
-
-
-def canonical_of(resolutions: dict[DatasetId, Resolution], identity: DatasetId) -> DatasetId:
-    """The canonical identity of any dataset identity (itself when no link names it)."""
-    found = resolutions.get(identity)
-    return identity if found is None else found.canonical
 
 
 def group_of(

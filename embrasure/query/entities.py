@@ -12,14 +12,12 @@ from typing import Any
 
 import orjson
 
-from embrasure.model import DatasetId, JobId
+from embrasure.model import DELIVERY_STATES, DatasetId, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity, stored_time
 from embrasure.projector.runs import normalise_state
 from embrasure.store.base import GraphReader, Row
 from embrasure.store.schema import COLUMNS
-
-DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import re
 from typing import Any
 
 from starlette.requests import Request
@@ -47,6 +48,10 @@ class Limits:
 
 DEFAULT_PROVIDER_KEY = "default"
 JSON_MEDIA_TYPES = ("application/json",)
+# The Content-Encoding values accepted: identity, in any case (content-codings are
+# case-insensitive, RFC 9110 §8.4.1), or empty, between optional spaces and tabs (OWS,
+# RFC 9110 §5.5); absent is identity. The OpenAPI document states this pattern.
+IDENTITY_ENCODING = r"^[ \t]*([iI][dD][eE][nN][tT][iI][tT][yY])?[ \t]*$"
 SPARK_HINT = (
     "If a Spark job sent it, its spark.logicalPlan facet is the usual cause: disable it "
     "with spark.openlineage.facets.spark.logicalPlan.disabled=true."
@@ -59,8 +64,9 @@ def _bad_request(slug: str, title: str, detail: str, **extra: Any) -> Problem:
 
 def check_headers(request: Request, limits: Limits) -> tuple[str, str | None]:
     """Refuse what the headers alone decide; return (provider_key, idempotency_key)."""
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
+    raw_encoding = request.headers.get("content-encoding", "identity")
+    encoding = raw_encoding.strip().lower()
+    if re.fullmatch(IDENTITY_ENCODING, raw_encoding) is None:
         raise Problem(
             415,
             "unsupported-content-encoding",

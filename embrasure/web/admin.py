@@ -36,7 +36,14 @@ from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.web.auth import requires
-from embrasure.web.params import bad, decode_cursor, encode_cursor, integer, not_found
+from embrasure.web.params import (
+    TEXT_TRIPLE_CURSOR,
+    bad,
+    decode_cursor,
+    encode_cursor,
+    integer,
+    not_found,
+)
 from embrasure.web.responses import json_response
 
 MAX_BODY = 64 * 1024  # an admin request is a few names
@@ -82,7 +89,7 @@ class AdminApi:
     async def hidden(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, 1000)
-            after = decode_cursor(request)
+            after = decode_cursor(request, TEXT_TRIPLE_CURSOR)
             found = Hidden.of(reader).entries()
             if after is not None:
                 found = [e for e in found if _order(e) > tuple(after)]

@@ -17,7 +17,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from embrasure.errors import Problem, StoreUnavailable
-from embrasure.model import DatasetId, JobId, Rejection
+from embrasure.model import DELIVERY_STATES, DatasetId, JobId, Rejection
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
 from embrasure.query import lineage as query
@@ -44,6 +44,10 @@ from embrasure.store import Store
 from embrasure.store.base import GraphReader, LogEntry, Row
 from embrasure.web.auth import public, requires
 from embrasure.web.params import (
+    TEXT_CURSOR,
+    TEXT_PAIR_CURSOR,
+    WHOLE_CURSOR,
+    WHOLE_PAIR_CURSOR,
     bad,
     choice,
     decode_cursor,
@@ -172,14 +176,9 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             state = request.query_params.get("state")
-            if state is not None and state not in (
-                "accepted",
-                "projected",
-                "partially_projected",
-                "quarantined",
-            ):
+            if state is not None and state not in DELIVERY_STATES:
                 raise bad(f"unknown delivery state {state!r}")
-            before = decode_cursor(request)
+            before = decode_cursor(request, WHOLE_CURSOR)
             rows = reader.deliveries(
                 request.query_params.get("provider_key"), state, before, limit + 1
             )
@@ -194,7 +193,7 @@ class ReadApi:
     async def list_quarantine(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            before = decode_cursor(request)
+            before = decode_cursor(request, WHOLE_PAIR_CURSOR)
             rows = reader.quarantined(tuple(before) if before else None, limit + 1)
             items = [
                 {"delivery_id": d, "index": i, "kind": k, "reason": r, "received_at": t}
@@ -240,7 +239,7 @@ class ReadApi:
 
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            after = decode_cursor(request)
+            after = decode_cursor(request, TEXT_PAIR_CURSOR)
             if after is not None and not (
                 isinstance(after, list) and len(after) == 2 and all(type(k) is str for k in after)
             ):
@@ -264,7 +263,7 @@ class ReadApi:
             kind = choice(request, "type", "job", ("job", "dataset"))
             namespace, name = required(request, "namespace", "name")
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            before = decode_cursor(request)
+            before = decode_cursor(request, TEXT_PAIR_CURSOR)
             if kind == "dataset":
                 return _writer_runs(reader, DatasetId(namespace, name), before, limit)
             _shown(Hidden.of(reader), JobId(namespace, name))
@@ -331,7 +330,7 @@ class ReadApi:
     ) -> dict[str, Any]:
         limit = integer(request, "limit", 100, 1, MAX_LIMIT)
         q = request.query_params.get("q")
-        after = decode_cursor(request)
+        after = decode_cursor(request, TEXT_PAIR_CURSOR)
         out: list[Any] = []
         cursor = tuple(after) if after else None
         while len(out) < limit:
@@ -428,7 +427,7 @@ class ReadApi:
     async def namespaces(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            after = decode_cursor(request)
+            after = decode_cursor(request, TEXT_CURSOR)
             hidden = Hidden.of(reader).namespaces
             rows = [
                 r for r in reader.namespaces(after, limit + 1 + len(hidden)) if r[0] not in hidden
@@ -445,7 +444,7 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             (q,) = required(request, "q")
             limit = integer(request, "limit", 20, 1, MAX_LIMIT)
-            offset = decode_cursor(request) or 0
+            offset = decode_cursor(request, WHOLE_CURSOR) or 0
             if not isinstance(offset, int) or offset < 0:
                 raise bad("cursor is not one this server gave out")
             found = search(reader, q, offset, limit)
@@ -461,7 +460,7 @@ class ReadApi:
         def work(reader: GraphReader) -> Any:
             limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             after, before = (time_param(request, name) for name in ("after", "before"))
-            cursor = decode_cursor(request)
+            cursor = decode_cursor(request, TEXT_PAIR_CURSOR)
             rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
             bodies: dict[int, list[Any]] = {}
             out = []

@@ -1,13 +1,17 @@
 """Query parameters of the read API, parsed or refused with a 400 problem (RFC 9457).
 
-Cursors are opaque to clients: base64url of a JSON key the handler chose (the last
-row's sort key, or an offset), so a listing pages in a stable order (DESIGN §5).
+Cursors are opaque to clients: the JSON text of a key the handler chose (the last row's
+sort key, or an offset), so a listing pages in a stable order (DESIGN §5). Each listing's
+key has one shape (``Cursor``), a regular expression over that JSON text which the
+OpenAPI document states as the parameter's ``pattern`` and the handler checks: any cursor
+that matches names a position in the listing's order, so the server answers every cursor
+the document allows, and refuses (400) every other.
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 import orjson
 from starlette.requests import Request
@@ -52,18 +56,53 @@ def required(request: Request, *names: str) -> list[str]:
     return [request.query_params[n] for n in names]
 
 
+# The parts of a cursor's JSON text. A whole number fits the 64-bit columns it is compared
+# with. A string is JSON as orjson writes it: characters below U+0020, '"' and '\\'
+# escaped, nothing else; its \\u escapes name neither a lone surrogate half nor U+0000,
+# which no stored name holds (PostgreSQL text cannot) and no store could compare.
+_WHOLE = r"(0|[1-9][0-9]{0,17})"
+_HEX4 = (
+    r"(000[1-9a-fA-F]|00[1-9a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}"
+    r"|[1-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})"
+)
+_TEXT = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u' + _HEX4 + r')*"'
+
+
+class Cursor(NamedTuple):
+    """The shape of one listing's cursor: ``pattern`` matches exactly the cursors the
+    listing can answer (an ECMA 262 and Python regular expression, anchored)."""
+
+    pattern: str
+    description: str
+
+
+def _array(*parts: str) -> str:
+    return r"\[" + ",".join(parts) + r"\]"
+
+
+def _cursor(key: str, what: str) -> Cursor:
+    return Cursor(f"^({key})?$", f"The `next_cursor` of the previous page ({what}).")
+
+
+WHOLE_CURSOR = _cursor(_WHOLE, "a whole number")
+WHOLE_PAIR_CURSOR = _cursor(_array(_WHOLE, _WHOLE), "a JSON array of two whole numbers")
+TEXT_CURSOR = _cursor(_TEXT, "a JSON string")
+TEXT_PAIR_CURSOR = _cursor(_array(_TEXT, _TEXT), "a JSON array of two strings")
+TEXT_TRIPLE_CURSOR = _cursor(_array(_TEXT, _TEXT, _TEXT), "a JSON array of three strings")
+
+
 def encode_cursor(key: Any) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps(key)).decode().rstrip("=")
+    return orjson.dumps(key).decode()
 
 
-def decode_cursor(request: Request) -> Any:
+def decode_cursor(request: Request, shape: Cursor) -> Any:
+    """The key of ``cursor``; None when absent or empty (the first page)."""
     raw = request.query_params.get("cursor")
     if not raw:
         return None
-    try:
-        return orjson.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, orjson.JSONDecodeError):
-        raise bad("cursor is not one this server handed out") from None
+    if re.fullmatch(shape.pattern, raw) is None:
+        raise bad("cursor is not one this server handed out")
+    return orjson.loads(raw)
 
 
 def time_param(request: Request, name: str) -> str | None:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,6 @@ from embrasure.projector.column_lineage import (
     edge_of,
     extract,
     indirect_subtypes,
-    merge_column_facts,
     merge_edges,
 )
 
@@ -399,6 +400,30 @@ def fact(
     derived: str | None = None,
 ) -> ColumnFact:
     return ColumnFact(DST, "x", SRC, "a", kind, klass, masked, subtypes, derived)
+
+
+def merge_column_facts(
+    facts: Iterable[tuple[JobId | None, ColumnFact]],
+    resolve: Callable[[DatasetId], DatasetId] | None = None,
+) -> dict[ColumnEdgeKey, ColumnEdge]:
+    """One edge per (source field, target field, job): the facts folded with edge_of and
+    merge_edges, as the store folds them, in key order (None jobs first).
+
+    ``resolve`` maps a dataset identity to its canonical one, so facts naming aliases land
+    on the node's edge, as the read side resolves them."""
+    edges: dict[ColumnEdgeKey, ColumnEdge] = {}
+    for job, fact in facts:
+        if resolve is not None:
+            fact = dataclasses.replace(
+                fact, source=resolve(fact.source), target=resolve(fact.target)
+            )
+        edge = edge_of(job, fact)
+        old = edges.get(edge.key)
+        edges[edge.key] = edge if old is None else merge_edges(old, edge)
+    # JobId and None do not compare: the flag sorts None first.
+    return dict(
+        sorted(edges.items(), key=lambda kv: (*kv[0][:4], kv[0].job is not None, kv[0].job))
+    )
 
 
 def test_merge_is_the_strongest_class_any_masking_and_all_subtypes() -> None:

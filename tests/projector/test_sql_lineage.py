@@ -13,7 +13,7 @@ import pytest
 
 from embrasure.model import ColumnFact, DatasetFacts, DatasetId, EventFacts, JobId
 from embrasure.projector import sql_lineage
-from embrasure.projector.column_lineage import merge_column_facts
+from embrasure.projector.column_lineage import ColumnEdge, ColumnEdgeKey, edge_of, merge_edges
 from embrasure.projector.pipeline import project_event
 from embrasure.projector.sql_lineage import dialect_of
 
@@ -95,7 +95,10 @@ def test_declared_beats_derived_across_two_events(declared_first: bool) -> None:
     complete = facts_of(load("cllCtasWithJoinsComplete.json"))
     order = [complete, start] if declared_first else [start, complete]
     job = JobId("default", "createtable_as_select.test.xxx")
-    merged = merge_column_facts((job, c) for f in order for c in f.columns)
+    merged: dict[ColumnEdgeKey, ColumnEdge] = {}
+    for edge in (edge_of(job, c) for f in order for c in f.columns):
+        old = merged.get(edge.key)
+        merged[edge.key] = edge if old is None else merge_edges(old, edge)
     by_pair = {(k.source.name, k.source_field, k.target_field): e for k, e in merged.items()}
     name = by_pair[("test.t2", "name", "name")]
     assert (name.kind, name.klass, name.derived) == ("mapping", "direct", None)

@@ -13,7 +13,6 @@ from embrasure.model import DatasetId, Symlink
 from embrasure.projector.symlinks import (
     Link,
     Resolution,
-    canonical_of,
     group_of,
     links_of,
     resolve_group,
@@ -40,7 +39,6 @@ def test_locations_merge_nothing_and_are_kept_on_the_node() -> None:
     assert got[PATH].canonical == HIVE and got[HIVE].canonical == HIVE
     assert got[PATH].locations == (Symlink(LOC, "LOCATION"),)
     assert LOC not in got
-    assert canonical_of(got, LOC) == LOC  # a location is not an identity of the node
 
 
 def test_unknown_symlink_types_are_locations() -> None:
@@ -87,10 +85,6 @@ def test_a_rename_cycle_falls_back_to_the_smallest_identity() -> None:
 def test_self_links_join_and_rename_nothing() -> None:
     got = resolve_identities([Link(HIVE, HIVE, "TABLE"), Link(PATH, PATH, "RENAME")])
     assert got == {HIVE: Resolution(HIVE, (), (), False), PATH: Resolution(PATH, (), (), False)}
-
-
-def test_identities_named_by_no_link_resolve_to_themselves() -> None:
-    assert canonical_of({}, HIVE) == HIVE
 
 
 def test_links_of_a_dataset_facets() -> None:

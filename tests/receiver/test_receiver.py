@@ -164,6 +164,19 @@ def test_compressed_body_is_415(client: TestClient, encoding: str) -> None:
     assert "compression" in doc["detail"]
 
 
+@pytest.mark.parametrize("encoding", ["identity", "IDENTITY", " Identity\t", ""])
+def test_identity_in_any_case_is_accepted(client: TestClient, encoding: str) -> None:
+    # Content-codings are case-insensitive (RFC 9110 §8.4.1); the document's pattern agrees.
+    r = post(client, job_event(), headers={"Content-Encoding": encoding})
+    assert r.status_code == 202, r.text
+
+
+@pytest.mark.parametrize("encoding", ["identity, gzip", "identity;q=1", "identity identity"])
+def test_anything_else_as_content_encoding_is_415(client: TestClient, encoding: str) -> None:
+    r = post(client, job_event(), headers={"Content-Encoding": encoding})
+    assert_problem(r, 415, "unsupported-content-encoding")
+
+
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", ""])
 def test_non_json_content_type_is_415(client: TestClient, ctype: str) -> None:
     r = client.post(

@@ -7,9 +7,8 @@ the run states, the mapping classes. Built from them, the document cannot drift 
 them; mypy and ruff check it like the rest; and tests/web/test_openapi.py checks what is not a
 constant (routes, handler-local defaults and bounds, response shapes) against the app.
 
-The read API's operations are in openapi_paths.py, the schemas of the bodies in
-openapi_schemas.py. The page at /docs is a small self-written HTML file
-(openapi_docs.html) that fetches /openapi.json and renders it with plain JS: no CDN,
+The read API's operations are in paths.py, the schemas of the bodies in schemas.py. The
+page at /docs is a small self-written HTML file (docs.html) that fetches /openapi.json and renders it with plain JS: no CDN,
 nothing fetched from elsewhere, nothing vendored to keep up to date.
 """
 
@@ -25,7 +24,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from embrasure import __version__
-from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, Limits
+from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, IDENTITY_ENCODING, Limits
 from embrasure.web.auth import public, required_scope
 from embrasure.web.openapi.paths import (
     JSON,
@@ -36,15 +35,32 @@ from embrasure.web.openapi.paths import (
     query,
     read_paths,
 )
-from embrasure.web.openapi.schemas import Schema, array, component_schemas, enum, ref, string
+from embrasure.web.openapi.schemas import (
+    Schema,
+    array,
+    component_schemas,
+    free_object,
+    ref,
+    string,
+)
 
 # -- ingestion (DESIGN §2) --------------------------------------------------------------------
 
 
 def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
-    event = ref("OpenLineageEvent")
+    # What the receiver takes (202) is wider than a valid event: it stores first and
+    # validates in the projector, quarantining what breaks a rule (DESIGN §2-3). So the
+    # body is any object (single) or any JSON value per item (batch), and the event's own
+    # schema is one branch of it, there for the reader.
+    event = {"anyOf": [ref("OpenLineageEvent"), free_object("Any other object: quarantined.")]}
     if batch:
-        items: Schema = array(event, minItems=1, maxItems=limits.batch_events)
+        item = {
+            "anyOf": [
+                ref("OpenLineageEvent"),
+                {"description": "Any other JSON value: quarantined."},
+            ]
+        }
+        items: Schema = array(item, minItems=1, maxItems=limits.batch_events)
         schema: Schema = {
             "oneOf": [
                 items,
@@ -83,9 +99,10 @@ def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
         {
             "name": "Content-Encoding",
             "in": "header",
-            "description": "Compressed bodies are refused (415): turn compression off in the "
-            "producer's transport.",
-            "schema": enum(("identity",)),
+            "description": "`identity` (any case) or empty; absent means identity. "
+            "Compressed bodies are refused (415): turn compression off in the producer's "
+            "transport.",
+            "schema": string(pattern=IDENTITY_ENCODING),
         },
     ]
     route = "batch" if batch else "event"

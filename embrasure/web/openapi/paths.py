@@ -1,5 +1,5 @@
-"""The operations of the OpenAPI document (openapi.py), with the helpers that keep each
-one short: the read API's here (DESIGN §5); the ingest and service ones in openapi.py.
+"""The operations of the OpenAPI document (document.py), with the helpers that keep each
+one short: the read API's here (DESIGN §5); the ingest and service ones in document.py.
 
 Defaults and bounds that are constants in api.py are imported; the ones written inline in
 a handler (lineage's and impact's ``limit``, search's page size) are repeated here, and
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from embrasure.model import RUN_STATES
+from embrasure.model import DELIVERY_STATES, RUN_STATES
+from embrasure.web import params
 from embrasure.web.api import MAX_DEPTH, MAX_LIMIT
-from embrasure.web.openapi.schemas import DELIVERY_STATES, Schema, enum, integer, ref, string
+from embrasure.web.openapi.schemas import Schema, enum, integer, ref, string
+from embrasure.web.params import Cursor
 
 Operation = dict[str, Any]
 JSON = "application/json"
@@ -47,9 +49,15 @@ def limit(default: int, high: int = MAX_LIMIT, what: str = "Items per page.") ->
     return query("limit", bounded(default, 1, high), what)
 
 
-CURSOR = query(
-    "cursor", string(), "The `next_cursor` of the previous page; opaque. Absent: the first page."
-)
+def cursor(shape: Cursor) -> Schema:
+    """The ``cursor`` parameter of a listing, of exactly the shape its handler answers."""
+    return query(
+        "cursor",
+        string(pattern=shape.pattern),
+        f"{shape.description[:-1]}; absent or empty: the first page.",
+    )
+
+
 NAMESPACE = query("namespace", string(minLength=1), "Namespace of the entity.", required=True)
 NAME = query("name", string(minLength=1), "Name of the entity.", required=True)
 DEPTH = query(
@@ -144,7 +152,7 @@ def _deliveries() -> dict[str, dict[str, Operation]]:
                     "Only deliveries in this state.",
                 ),
                 limit(100),
-                CURSOR,
+                cursor(params.WHOLE_CURSOR),
             ],
             "DeliveryList",
         ),
@@ -162,7 +170,7 @@ def _deliveries() -> dict[str, dict[str, Operation]]:
             "deliveries",
             "List quarantined items",
             "Newest delivery first, then by index.",
-            [limit(100), CURSOR],
+            [limit(100), cursor(params.WHOLE_PAIR_CURSOR)],
             "QuarantineList",
         ),
         "/api/v1/quarantine/{delivery_id}/{index}/replay": {
@@ -288,7 +296,7 @@ def _entities() -> dict[str, dict[str, Operation]]:
         ),
         query("q", string(), "Only names holding this text (ASCII case ignored)."),
         limit(100),
-        CURSOR,
+        cursor(params.TEXT_PAIR_CURSOR),
     ]
     return {
         "/api/v1/runs": read(
@@ -306,7 +314,7 @@ def _entities() -> dict[str, dict[str, Operation]]:
                 NAMESPACE,
                 NAME,
                 limit(100),
-                CURSOR,
+                cursor(params.TEXT_PAIR_CURSOR),
             ],
             "RunList",
             not_found="No such job (or dataset).",
@@ -331,7 +339,7 @@ def _entities() -> dict[str, dict[str, Operation]]:
             [
                 path_param("run_id", string(), "The parent's runId (a UUID; case ignored)."),
                 limit(100),
-                CURSOR,
+                cursor(params.TEXT_PAIR_CURSOR),
             ],
             "RunList",
             not_found="No such run, and no run names it as parent.",
@@ -369,7 +377,7 @@ def _entities() -> dict[str, dict[str, Operation]]:
             "entities",
             "Namespaces",
             "By name, with their dataset and job counts.",
-            [limit(100), CURSOR],
+            [limit(100), cursor(params.TEXT_CURSOR)],
             "NamespaceList",
         ),
         "/api/v1/search": read(
@@ -378,7 +386,11 @@ def _entities() -> dict[str, dict[str, Operation]]:
             "Search datasets, jobs, services and fields",
             "Ranked exact, then prefix, then substring (ASCII case ignored); within a rank "
             "shorter names first. Aliases match too.",
-            [query("q", string(minLength=1), "Text to find.", required=True), limit(20), CURSOR],
+            [
+                query("q", string(minLength=1), "Text to find.", required=True),
+                limit(20),
+                cursor(params.WHOLE_CURSOR),
+            ],
             "SearchResults",
         ),
         "/api/v1/events": read(
@@ -390,7 +402,7 @@ def _entities() -> dict[str, dict[str, Operation]]:
                 query("after", string(format="date-time"), "eventTime ≥ this (RFC 3339)."),
                 query("before", string(format="date-time"), "eventTime < this (RFC 3339)."),
                 limit(100),
-                CURSOR,
+                cursor(params.TEXT_PAIR_CURSOR),
             ],
             "EventList",
         ),
@@ -441,7 +453,7 @@ def _admin() -> dict[str, dict[str, Operation]]:
             "admin",
             "What is hidden",
             "Who hid what, when and why; by type, namespace and name.",
-            [limit(100), CURSOR],
+            [limit(100), cursor(params.TEXT_TRIPLE_CURSOR)],
             "HiddenList",
         ),
     }

@@ -15,15 +15,21 @@ import re
 from typing import Any
 
 from embrasure.errors import PROBLEM_BASE
-from embrasure.model import RUN_STATES
+from embrasure.model import DELIVERY_STATES, RUN_STATES
+from embrasure.projector.admin import MAX_REASON
+from embrasure.projector.admin import ROUTE as ADMIN_ROUTE
 from embrasure.projector.column_lineage import CLASSES
+from embrasure.web import params
+from embrasure.web.params import Cursor
 
 Schema = dict[str, Any]
 
 REF_PREFIX = "#/components/schemas/"
-DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 ITEM_OUTCOMES = ("pending", "projected", "quarantined")
 EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
+# An item's kind: its event kind, or the admin route's for a hide or unhide (web/admin.py
+# stores those in the delivery log like deliveries).
+ITEM_KINDS = (*EVENT_KINDS, ADMIN_ROUTE)
 NODE_TYPES = ("dataset", "job", "service", "field")
 SEARCH_MATCHES = ("exact", "prefix", "substring")  # search.MATCHES, best rank first
 TIME = "UTC RFC 3339 time, keeping the source's sub-second precision"
@@ -93,17 +99,63 @@ def free_object(description: str) -> Schema:
     return {"type": "object", "description": description, "additionalProperties": True}
 
 
-def page(key: str, item: Schema, description: str) -> Schema:
-    """A cursor-paginated listing (DESIGN §5): the items and the next page's cursor."""
+def page(key: str, item: Schema, description: str, cursor: Cursor) -> Schema:
+    """A cursor-paginated listing (DESIGN §5): the items and the next page's cursor, of
+    the shape the listing's ``cursor`` parameter takes back."""
     return obj(
         description,
         {
             key: array(item),
             "next_cursor": nullable(
-                string("Pass as `cursor` for the next page; null on the last page.")
+                string(
+                    "Pass as `cursor` for the next page; null on the last page.",
+                    pattern=cursor.pattern,
+                )
             ),
         },
     )
+
+
+def _walk(description: str, root: str, edge: str) -> Schema:
+    """A walk's answer: the nodes and ``edge`` edges around the root, maybe truncated."""
+    return obj(
+        description,
+        {
+            "root": string(root),
+            "nodes": array(ref("Node")),
+            "edges": array(ref(edge)),
+            "truncated": boolean("True when `limit` cut nodes off."),
+        },
+    )
+
+
+def _admin_request() -> Schema:
+    """What web/admin.py reads: a dataset or job by namespace and non-empty name, or a
+    namespace by namespace alone (``name`` absent, null or empty); other keys ignored."""
+    namespace = string(minLength=1)
+    reason = nullable(string("Why, for whoever reads the hidden list.", maxLength=MAX_REASON))
+    return {
+        "description": "What to hide or show again.",
+        "oneOf": [
+            obj(
+                "A dataset or a job.",
+                {
+                    "type": enum(("dataset", "job")),
+                    "namespace": namespace,
+                    "name": string(minLength=1),
+                },
+                {"reason": reason},
+            ),
+            obj(
+                "A namespace, named by `namespace` alone.",
+                {"type": enum(("namespace",)), "namespace": namespace},
+                {
+                    "name": {"enum": [None, ""], "description": "Left out (or null, or empty)."},
+                    "reason": reason,
+                },
+            ),
+        ],
+    }
 
 
 def _nodes() -> dict[str, Schema]:
@@ -176,7 +228,7 @@ def _ingest() -> dict[str, Schema]:
             "What became of one item of a delivery.",
             {
                 "index": integer(minimum=0),
-                "kind": nullable(enum(EVENT_KINDS, "Null while pending or when not an object.")),
+                "kind": nullable(enum(ITEM_KINDS, "Null while pending or when not an object.")),
                 "outcome": enum(ITEM_OUTCOMES),
                 "reason": nullable(string("Why it was quarantined.")),
                 "retriable": boolean("True only for a projector error, not a broken rule."),
@@ -186,20 +238,26 @@ def _ingest() -> dict[str, Schema]:
         "Delivery": _delivery(with_items=True),
         "DeliverySummary": _delivery(with_items=False),
         "DeliveryList": page(
-            "deliveries", ref("DeliverySummary"), "Deliveries, newest first (no `items`)."
+            "deliveries",
+            ref("DeliverySummary"),
+            "Deliveries, newest first (no `items`).",
+            params.WHOLE_CURSOR,
         ),
         "QuarantineItem": obj(
             "A quarantined item.",
             {
                 "delivery_id": string(),
                 "index": integer(minimum=0),
-                "kind": nullable(enum(EVENT_KINDS, "Null when the item is not an object.")),
+                "kind": nullable(enum(ITEM_KINDS, "Null when the item is not an object.")),
                 "reason": nullable(string()),
                 "received_at": time(),
             },
         ),
         "QuarantineList": page(
-            "items", ref("QuarantineItem"), "Quarantined items, newest delivery first."
+            "items",
+            ref("QuarantineItem"),
+            "Quarantined items, newest delivery first.",
+            params.WHOLE_PAIR_CURSOR,
         ),
         "ReplayResult": obj(
             "The item's outcome under the current rules.",
@@ -272,23 +330,13 @@ def _graph() -> dict[str, Schema]:
             },
             {"derived": enum(("sql",), "Present when only derived from the job's SQL.")},
         ),
-        "LineageGraph": obj(
-            "The nodes and edges around the root.",
-            {
-                "root": string("Id of the root node."),
-                "nodes": array(ref("Node")),
-                "edges": array(ref("Edge")),
-                "truncated": boolean("True when `limit` cut nodes off."),
-            },
+        "LineageGraph": _walk(
+            "The nodes and edges around the root.", "Id of the root node.", "Edge"
         ),
-        "ColumnLineageGraph": obj(
+        "ColumnLineageGraph": _walk(
             "The field nodes and column edges around the root field.",
-            {
-                "root": string("Id of the root field node."),
-                "nodes": array(ref("Node")),
-                "edges": array(ref("ColumnEdge")),
-                "truncated": boolean("True when `limit` cut nodes off."),
-            },
+            "Id of the root field node.",
+            "ColumnEdge",
         ),
         "ImpactItem": obj(
             "One node downstream of the root.",
@@ -361,7 +409,7 @@ def _entities() -> dict[str, Schema]:
                 "child_count": integer("How many runs name this one as parent.", minimum=0),
             },
         ),
-        "RunList": page("runs", ref("Run"), "A job's runs, newest first."),
+        "RunList": page("runs", ref("Run"), "A job's runs, newest first.", params.TEXT_PAIR_CURSOR),
         "Overview": obj(
             "Counters over the whole log, the projection backlog, recent runs.",
             {
@@ -401,7 +449,9 @@ def _entities() -> dict[str, Schema]:
                 "dropped": boolean("Its lifecycleStateChange is DROP."),
             },
         ),
-        "DatasetList": page("datasets", ref("Dataset"), "Datasets by namespace and name."),
+        "DatasetList": page(
+            "datasets", ref("Dataset"), "Datasets by namespace and name.", params.TEXT_PAIR_CURSOR
+        ),
         "Job": obj(
             "A job or a service.",
             {
@@ -412,19 +462,29 @@ def _entities() -> dict[str, Schema]:
             },
             {"latest_run": nullable(ref("RunSummary"))},
         ),
-        "JobList": page("jobs", ref("Job"), "Jobs by namespace and name (each with `latest_run`)."),
+        "JobList": page(
+            "jobs",
+            ref("Job"),
+            "Jobs by namespace and name (each with `latest_run`).",
+            params.TEXT_PAIR_CURSOR,
+        ),
         "Namespace": obj(
             "A namespace and how many datasets and jobs it holds.",
             {"name": string(), "datasets": integer(minimum=0), "jobs": integer(minimum=0)},
         ),
-        "NamespaceList": page("namespaces", ref("Namespace"), "Namespaces by name."),
+        "NamespaceList": page(
+            "namespaces", ref("Namespace"), "Namespaces by name.", params.TEXT_CURSOR
+        ),
         "SearchResult": obj(
             "A node whose name (or field name, or an alias) matches.",
             {"node": ref("Node"), "match": enum(SEARCH_MATCHES)},
             {"alias": ref("DatasetRef")},
         ),
         "SearchResults": page(
-            "results", ref("SearchResult"), "Ranked exact, prefix, substring; then by name."
+            "results",
+            ref("SearchResult"),
+            "Ranked exact, prefix, substring; then by name.",
+            params.WHOLE_CURSOR,
         ),
         "StoredEvent": obj(
             "A projected event as it was received.",
@@ -436,7 +496,12 @@ def _entities() -> dict[str, Schema]:
                 "event": free_object("The event."),
             },
         ),
-        "EventList": page("events", ref("StoredEvent"), "Events by eventTime, then event_id."),
+        "EventList": page(
+            "events",
+            ref("StoredEvent"),
+            "Events by eventTime, then event_id.",
+            params.TEXT_PAIR_CURSOR,
+        ),
         "Export": obj(
             "The whole graph, canonical: sorted by identity, free of arrival details.",
             {
@@ -477,14 +542,7 @@ def _admin() -> dict[str, Schema]:
     kind = enum(("dataset", "job", "namespace"))
     name = nullable(string("The dataset's or job's name; null for a namespace."))
     return {
-        "AdminRequest": obj(
-            "What to hide or show again.",
-            {"type": kind, "namespace": string(minLength=1)},
-            {
-                "name": string("Required for a dataset or a job; left out for a namespace."),
-                "reason": string("Why, for whoever reads the hidden list.", maxLength=1000),
-            },
-        ),
+        "AdminRequest": _admin_request(),
         "AdminReceipt": obj(
             "The administrative entries stored in the log (more than one when a dataset's "
             "node was hidden under several identities).",
@@ -518,6 +576,7 @@ def _admin() -> dict[str, Schema]:
                 },
             ),
             "What is hidden.",
+            params.TEXT_TRIPLE_CURSOR,
         ),
     }
 
