@@ -4,12 +4,13 @@ Kept as Python that builds a dict, not as a JSON or YAML file, because most of w
 states is already a constant in the code: the receiver's bounds (``Limits``, and the app's
 own ones when a deployment or a test changes them), the read API's page and depth caps,
 the run states, the mapping classes. Built from them, the document cannot drift from
-them; mypy and ruff check it like the rest; and tests/web/test_openapi.py checks what is not a
-constant (routes, handler-local defaults and bounds, response shapes) against the app.
+them; mypy and ruff check it like the rest; and tests/web/test_openapi.py checks what is
+not a constant (routes, handler-local defaults and bounds, response shapes) against the app.
 
 The read API's operations are in paths.py, the schemas of the bodies in schemas.py. The
-page at /docs is a small self-written HTML file (docs.html) that fetches /openapi.json and renders it with plain JS: no CDN,
-nothing fetched from elsewhere, nothing vendored to keep up to date.
+page at /docs is a small self-written HTML file (docs.html) that fetches /openapi.json and
+renders it with plain JS: no CDN, nothing fetched from elsewhere, nothing vendored to keep
+up to date.
 """
 
 from __future__ import annotations
