@@ -33,8 +33,10 @@ from embrasure.store.rows import (
 AppendResult = Receipt | IdempotencyConflict
 Key = tuple[Any, ...]  # the values of some columns, in the order the caller named them
 Record = type[tuple[Any, ...]]  # a graph table's record class (rows.GRAPH_ROWS)
-# What ``GraphReader.rows``/``pick`` take a table name for: untyped rows. Only for
-# query/lineage.py and query/impact.py, until they name their tables by record too.
+# A graph table named by its name (``GraphReader.rows("edges", …)``) gives rows typed
+# ``Any``, and query/lineage.py annotates them as ``Row``: only that file and
+# query/impact.py still do so. Both go (this alias, the ``str`` overload of ``rows`` and
+# of ``pick``) once those two name their tables by record.
 Row = tuple[Any, ...]
 
 
@@ -137,15 +139,15 @@ class GraphReader(abc.ABC):
     @overload
     def rows(
         self, table: str, columns: Sequence[str] = (), values: Iterable[Key] = ()
-    ) -> list[Row]: ...
+    ) -> list[Any]: ...
 
     @abc.abstractmethod
     def rows(
         self, table: Record | str, columns: Sequence[str] = (), values: Iterable[Key] = ()
     ) -> list[Any]:
         """Rows of a graph table whose ``columns`` equal one of ``values`` (all rows,
-        in key order, when no columns are given). Named by its table (``str``), a table
-        gives untyped rows: see ``Row``."""
+        in key order, when no columns are given). Named by its name (``str``), a table
+        gives rows typed ``Any``: see ``Row``."""
 
     @abc.abstractmethod
     def pick(

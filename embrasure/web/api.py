@@ -62,7 +62,7 @@ Listed = TypeVar("Listed", DatasetRow, JobRow)  # the (ns, name)-keyed listings
 
 def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> dict[str, Any]:
     state, item_count = row.state, row.item_count
-    rejected = {r.index: r for r in (Rejection(*r) for r in orjson.loads(row.rejections))}
+    rejected = {i: Rejection(i, kind, why) for i, kind, why in orjson.loads(row.rejections)}
     projected = (
         {r.idx: r for r in reader.items(row.seq)} if with_items or state != "accepted" else {}
     )
