@@ -44,6 +44,7 @@ from ingest_load import BATCH, SINGLE, Workload, ensure_wrk, event_template, run
 
 from embrasure.model import DeliveryDraft, utc_now
 from embrasure.store import Store, open_store
+from embrasure.store.rows import DeliveryOutcome
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "results"
@@ -179,7 +180,7 @@ def fill(db: str, deliveries: int, per_delivery: int) -> None:
 
 def projected(store: Store) -> int:
     with store.reader() as reader:
-        return len(reader.rows("deliveries"))
+        return len(reader.rows(DeliveryOutcome))
 
 
 def projection_run(

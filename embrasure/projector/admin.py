@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from embrasure.projector.validate import Invalid
+from embrasure.store.rows import HiddenRow
 
 ROUTE = "admin"
 PROVIDER_KEY = "embrasure-admin"
@@ -63,18 +64,20 @@ class AdminEntry:
             raise Invalid(f"reason is longer than {MAX_REASON} characters")
         return entry
 
-    def row(self, seq: int) -> tuple[Any, ...]:
-        """Its graph_schema ``hidden`` row, decided at log position ``seq``."""
+    def row(self, seq: int) -> HiddenRow:
+        """Its ``hidden`` row, decided at log position ``seq``."""
         hidden = int(self.action == "hide")
-        return (self.kind, self.namespace, self.name, hidden, seq, self.at, self.by, self.reason)
+        return HiddenRow(
+            self.kind, self.namespace, self.name, hidden, seq, self.at, self.by, self.reason
+        )
 
 
-def latest(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def latest(rows: list[HiddenRow]) -> list[HiddenRow]:
     """One row per entity, the latest in the log: a batch's rows, ready to merge."""
-    best: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    best: dict[tuple[str, str, str], HiddenRow] = {}
     for row in rows:
-        key = row[:3]
-        if key not in best or row[4] > best[key][4]:
+        key = (row.kind, row.ns, row.name)
+        if key not in best or row.seq > best[key].seq:
             best[key] = row
     return [best[k] for k in sorted(best)]
 

@@ -24,6 +24,26 @@ from embrasure.projector.pipeline import project_event
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.projector.validate import Invalid
 from embrasure.store.base import LogEntry, ProjectionTx
+from embrasure.store.rows import (
+    CanonicalRow,
+    ColumnEdgeRow,
+    DatasetRow,
+    DeliveryOutcome,
+    EdgeRow,
+    EventRow,
+    FacetHistoryRow,
+    FacetRow,
+    FacetValueRow,
+    FieldNameRow,
+    FieldRow,
+    HiddenRow,
+    IoSetRow,
+    ItemRow,
+    JobRow,
+    LinkRow,
+    RunIoRow,
+    RunRow,
+)
 
 
 def split_items(entry: LogEntry) -> list[Any]:
@@ -40,16 +60,16 @@ class Prepared:
     """Deliveries validated and folded, ready to commit."""
 
     entries: Sequence[LogEntry]
-    items: list[tuple[Any, ...]]  # one outcome row per item (graph_schema "items")
+    items: list[ItemRow]  # one outcome per item
     changes: Contributions
-    hidden: list[tuple[Any, ...]]  # admin entries' rows, the latest per entity
+    hidden: list[HiddenRow]  # admin entries' rows, the latest per entity
 
 
 def prepare(entries: Sequence[LogEntry]) -> Prepared:
     """Validate every item and fold the valid events (pure: no store, no lock)."""
     facts: list[tuple[EventFacts, int, int]] = []
-    items: list[tuple[Any, ...]] = []
-    hidden: list[tuple[Any, ...]] = []
+    items: list[ItemRow] = []
+    hidden: list[HiddenRow] = []
     seen: set[str] = set()
     for entry in entries:
         if entry.route == admin.ROUTE:
@@ -59,7 +79,7 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
         for idx, item in enumerate(split_items(entry)):
             if idx in rejected:
                 r = rejected[idx]
-                items.append((entry.seq, idx, r.kind, "quarantined", r.reason, 0, "[]", None))
+                items.append(ItemRow.quarantined(entry.seq, idx, r.kind, r.reason))
                 continue
             result = project_event(item)
             if not isinstance(result, Quarantined) and result.event_id not in seen:
@@ -69,54 +89,47 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
     return Prepared(entries, items, graph_rows.contributions(facts), admin.latest(hidden))
 
 
-def _admin(entry: LogEntry, hidden: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+def _admin(entry: LogEntry, hidden: list[HiddenRow]) -> ItemRow:
     """An administrative entry's outcome row; its hidden row goes to ``hidden``."""
     try:
         parsed = admin.AdminEntry.parse(orjson.loads(entry.body))
     except (Invalid, orjson.JSONDecodeError) as exc:
         reason = exc.reason if isinstance(exc, Invalid) else f"not JSON: {exc}"
-        return (entry.seq, 0, admin.ROUTE, "quarantined", reason, 0, "[]", None)
+        return ItemRow.quarantined(entry.seq, 0, admin.ROUTE, reason)
     hidden.append(parsed.row(entry.seq))
-    return (entry.seq, 0, admin.ROUTE, "projected", None, 0, "[]", None)
+    return ItemRow.projected(entry.seq, 0, admin.ROUTE)
 
 
-def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> tuple[Any, ...]:
-    """An item's outcome row (graph_schema.COLUMNS["items"])."""
+def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> ItemRow:
+    """An item's outcome row, from what projecting it came to."""
     if isinstance(result, Quarantined):
-        return (
-            seq,
-            idx,
-            result.kind,
-            "quarantined",
-            result.reason,
-            int(result.retriable),
-            "[]",
-            None,
-        )
-    return (
-        seq,
-        idx,
-        result.kind,
-        "projected",
-        None,
-        0,
-        orjson.dumps(list(result.warnings)).decode(),
-        result.event_id,
-    )
+        return ItemRow.quarantined(seq, idx, result.kind, result.reason, result.retriable)
+    warnings = orjson.dumps(list(result.warnings)).decode()
+    return ItemRow.projected(seq, idx, result.kind, warnings, result.event_id)
 
 
 def commit(tx: ProjectionTx, prepared: Prepared) -> None:
     """Apply prepared deliveries inside ``tx`` and record the new position (the caller
     commits the transaction)."""
     edges_by_seq = _apply_changes(tx, prepared.changes)
-    tx.merge("hidden", prepared.hidden)
-    tx.save("items", prepared.items)
-    counts: dict[int, list[int]] = {}
-    for seq, _idx, _kind, outcome, *_ in prepared.items:
-        counts.setdefault(seq, [0, 0])[0 if outcome == "projected" else 1] += 1
+    tx.merge(HiddenRow, prepared.hidden)
+    tx.save(ItemRow, prepared.items)
+    projected: dict[int, int] = {}
+    quarantined: dict[int, int] = {}
+    for item in prepared.items:
+        counts = projected if item.outcome == "projected" else quarantined
+        counts[item.seq] = counts.get(item.seq, 0) + 1
     tx.save(
-        "deliveries",
-        [(e.seq, *counts.get(e.seq, [0, 0]), edges_by_seq.get(e.seq, 0)) for e in prepared.entries],
+        DeliveryOutcome,
+        [
+            DeliveryOutcome(
+                e.seq,
+                projected.get(e.seq, 0),
+                quarantined.get(e.seq, 0),
+                edges_by_seq.get(e.seq, 0),
+            )
+            for e in prepared.entries
+        ],
     )
     tx.set_position(prepared.entries[-1].seq)
 
@@ -133,23 +146,25 @@ def apply_events(tx: ProjectionTx, facts: Sequence[tuple[EventFacts, int, int]])
 
 def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     """Apply a batch's contributions; return the edges created per delivery."""
-    tx.insert_missing("events", changes.events)  # where each event was first seen
-    tx.insert_missing("datasets", sorted(changes.datasets))
-    tx.insert_missing("fields", sorted(changes.fields))
-    tx.insert_missing("field_names", sorted({(f[2],) for f in changes.fields}))
+    tx.insert_missing(EventRow, changes.events)  # where each event was first seen
+    tx.insert_missing(DatasetRow, [DatasetRow(*d) for d in sorted(changes.datasets)])
+    tx.insert_missing(FieldRow, [FieldRow(*f) for f in sorted(changes.fields)])
+    names = sorted({field for _ns, _name, field in changes.fields})
+    tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
     tx.insert_missing(
-        "io_sets", [(key, *edge) for key, edges in changes.io_sets.items() for edge in edges]
+        IoSetRow,
+        [IoSetRow(key, *edge) for key, edges in changes.io_sets.items() for edge in edges],
     )
     links = sorted(changes.links)
     link_rows = [
-        (k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type, changes.links[k])
+        LinkRow(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type, changes.links[k])
         for k in links
     ]
-    inserted = tx.insert_new("links", link_rows)
+    inserted = tx.insert_new(LinkRow, link_rows)
     new_links = [link for link, is_new in zip(links, inserted, strict=True) if is_new]
-    tx.merge("links", [row for row, is_new in zip(link_rows, inserted, strict=True) if not is_new])
-    tx.merge("jobs", [(*key, *flags) for key, flags in changes.jobs.items()])
-    tx.merge("runs", [graph_rows.run_row(run_id, part) for run_id, part in changes.runs.items()])
+    tx.merge(LinkRow, [row for row, is_new in zip(link_rows, inserted, strict=True) if not is_new])
+    tx.merge(JobRow, [JobRow(*key, *flags) for key, flags in changes.jobs.items()])
+    tx.merge(RunRow, [graph_rows.run_row(run_id, part) for run_id, part in changes.runs.items()])
     edges_created = _merge_edges(tx, changes)
     _merge_run_io(tx, changes)
     _merge_facets(tx, changes)
@@ -163,14 +178,14 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     # time adds one to that job's edge with the dataset.
     runs_added: dict[graph_rows.EdgeKey, int] = {}
     io_keys = sorted(changes.run_io)
-    inserted = tx.insert_new("run_io", [(*k, None, None) for k in io_keys])
+    inserted = tx.insert_new(RunIoRow, [RunIoRow(*k, None, None) for k in io_keys])
     for io_key, is_new in zip(io_keys, inserted, strict=True):
         if is_new:
             _run_id, job_ns, job_name, ds_ns, ds_name, direction = io_key
             edge_key = (job_ns, job_name, ds_ns, ds_name, direction, 0)
             runs_added[edge_key] = runs_added.get(edge_key, 0) + 1
     # An edge is created by the first delivery naming it (the delivery view says so).
-    stored = tx.load("edges", changes.edges)
+    stored = tx.load(EdgeRow, changes.edges)
     created: dict[int, int] = {}
     rows = []
     for key, span in changes.edges.items():
@@ -178,16 +193,16 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
             assert span.seq is not None
             created[span.seq] = created.get(span.seq, 0) + 1
         last_run = changes.edge_runs.get(key, ("", ""))
-        rows.append((*key, *graph_rows.span_row(span), runs_added.get(key, 0), *last_run))
-    tx.merge("edges", rows)
+        rows.append(EdgeRow(*key, *graph_rows.span_row(span), runs_added.get(key, 0), *last_run))
+    tx.merge(EdgeRow, rows)
     return created
 
 
 def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
     tx.merge(
-        "run_io",
+        RunIoRow,
         [
-            (*key, version, time_key(time))
+            RunIoRow(*key, version, time_key(time))
             for key, (version, time) in changes.run_io.items()
             if version is not None
         ],
@@ -196,19 +211,21 @@ def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
 
 def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
     tx.insert_missing(
-        "facet_values", [(h, v.decode()) for h, v in sorted(changes.facet_values.items())]
+        FacetValueRow,
+        [FacetValueRow(h, v.decode()) for h, v in sorted(changes.facet_values.items())],
     )
-    tx.insert_missing("facet_history", changes.facet_history)
+    tx.insert_missing(FacetHistoryRow, changes.facet_history)
     tx.merge(
-        "facets", [(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()]
+        FacetRow,
+        [FacetRow(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()],
     )
 
 
 def _merge_columns(tx: ProjectionTx, changes: Contributions) -> None:
     tx.merge(
-        "column_edges",
+        ColumnEdgeRow,
         [
-            (*key, *graph_rows.column_row(edge, span))
+            ColumnEdgeRow(*key, *graph_rows.column_row(edge, span))
             for key, (edge, span) in changes.columns.items()
         ],
     )
@@ -222,8 +239,8 @@ def _resolve_identities(tx: ProjectionTx, new_links: Sequence[Link]) -> None:
 
     def neighbours(x: DatasetId) -> list[Link]:
         return [
-            Link(DatasetId(a, b), DatasetId(c, d), k, t)
-            for a, b, c, d, k, t in tx.links_touching([(x.namespace, x.name)])
+            Link(DatasetId(r.a_ns, r.a_name), DatasetId(r.b_ns, r.b_name), r.kind, r.type)
+            for r in tx.links_touching([(x.namespace, x.name)])
         ]
 
     for start in sorted(touched):
@@ -232,9 +249,11 @@ def _resolve_identities(tx: ProjectionTx, new_links: Sequence[Link]) -> None:
         group = resolve_group(start, neighbours)
         done.update(group)
         rows = [
-            (m.namespace, m.name, r.canonical.namespace, r.canonical.name, int(r.renamed))
+            CanonicalRow(
+                m.namespace, m.name, r.canonical.namespace, r.canonical.name, int(r.renamed)
+            )
             for m, r in group.items()
             if len(group) > 1
         ]
-        tx.delete("canonical", [(m.namespace, m.name) for m in group])
-        tx.save("canonical", rows)
+        tx.delete(CanonicalRow, [(m.namespace, m.name) for m in group])
+        tx.save(CanonicalRow, rows)

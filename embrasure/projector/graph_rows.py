@@ -30,6 +30,7 @@ from embrasure.projector.runs import (
     winner_key,
 )
 from embrasure.projector.symlinks import Link, links_of
+from embrasure.store.rows import EventRow, FacetHistoryRow, RunRow
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
 
@@ -69,7 +70,7 @@ ColumnKey = tuple[str, str, str, str, str, str, str, str, str]
 
 @dataclasses.dataclass
 class Contributions:
-    events: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    events: list[EventRow] = dataclasses.field(default_factory=list)
     datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     fields: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
     links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
@@ -85,7 +86,7 @@ class Contributions:
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
-    facet_history: list[tuple[str, str, str, str, bytes]] = dataclasses.field(default_factory=list)
+    facet_history: list[FacetHistoryRow] = dataclasses.field(default_factory=list)
     facet_values: dict[bytes, bytes] = dataclasses.field(default_factory=dict)  # hash → JSON
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
@@ -94,7 +95,7 @@ class Contributions:
         job = facts.job
         shape = shape_of(facts)
         self.events.append(
-            (
+            EventRow(
                 facts.event_id,
                 facts.kind,
                 facts.event_type,
@@ -172,7 +173,7 @@ class Contributions:
         values = self.facet_values
         for owner, name, canonical, digest, _value, _deletion in history:
             values[digest] = canonical
-            self.facet_history.append((owner, name, event_id, tkey, digest))
+            self.facet_history.append(FacetHistoryRow(owner, name, event_id, tkey, digest))
         for owner, name, canonical, _digest, value, deletion in records:
             item = facet_rules.FacetValue(value, event_id, time, canonical)
             slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
@@ -381,11 +382,11 @@ def run_part(facts: EventFacts, job: JobId) -> RunPart:
     )
 
 
-def run_row(run_id: str, part: RunPart) -> tuple[Any, ...]:
-    """A run's stored row (graph_schema.COLUMNS["runs"])."""
+def run_row(run_id: str, part: RunPart) -> RunRow:
+    """A run's stored row."""
     state = part.state
     terminal, win_key = winner_key(state)
-    return (
+    return RunRow(
         run_id,
         *part.job,
         state.state,

@@ -35,6 +35,7 @@ from embrasure.projector import admin
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
 from embrasure.store.base import LogEntry, ProjectionTx, Store
+from embrasure.store.rows import DeliveryOutcome, FailureRow, ItemRow
 from embrasure.store.schema import GRAPH_VERSION
 
 log = logging.getLogger("embrasure.projector")
@@ -62,7 +63,7 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
         row = reader.delivery(delivery_id)
         if row is None:
             raise NoSuchDelivery(f"No delivery {delivery_id!r} is stored.")
-        seq, route, item_count, rejections = row[0], row[6], row[7], row[8]
+        seq, route, item_count = row.seq, row.route, row.item_count
         if not 0 <= index < item_count:
             raise NoSuchItem(f"Delivery {delivery_id} has items 0 to {item_count - 1}.")
         if route == admin.ROUTE:
@@ -70,14 +71,14 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
                 "An administrative entry (hide or unhide) is not replayed: hide or unhide "
                 "again instead."
             )
-        if any(r[0] == index for r in orjson.loads(rejections)):
+        if any(i == index for i, _kind, _reason in orjson.loads(row.rejections)):
             raise NotReplayable(
                 "The item was rejected at the transport boundary (a receiver "
                 "bound): its bytes are kept for audit but are never projected."
             )
-        current = {r[0]: r for r in reader.items(seq)}.get(index)
-        if current is None or current[2] != "quarantined":
-            state = "pending" if current is None else current[2]
+        current = {r.idx: r for r in reader.items(seq)}.get(index)
+        if current is None or current.outcome != "quarantined":
+            state = "pending" if current is None else current.outcome
             raise NotQuarantined(f"Item {index} of delivery {delivery_id} is {state}.")
         body = reader.body(seq)
     assert body is not None
@@ -87,12 +88,18 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
         if not isinstance(result, Quarantined):
             apply_events(tx, [(result, seq, index)])
         outcome = item_row(seq, index, result)
-        tx.save("items", [outcome])
-        items = tx.select_by("items", ("seq",), [(seq,)])
-        stored = tx.load("deliveries", [(seq,)]).get((seq,), (0, 0, 0))
-        projected = sum(1 for i in items if i[3] == "projected")
-        tx.save("deliveries", [(seq, projected, len(items) - projected, stored[2])])
-    return {"delivery_id": delivery_id, "index": index, "outcome": outcome[3], "reason": outcome[4]}
+        tx.save(ItemRow, [outcome])
+        items = tx.select_by(ItemRow, ("seq",), [(seq,)])
+        stored = tx.load(DeliveryOutcome, [(seq,)]).get((seq,))
+        projected = sum(1 for i in items if i.outcome == "projected")
+        edges = stored.edges_created if stored is not None else 0
+        tx.save(DeliveryOutcome, [DeliveryOutcome(seq, projected, len(items) - projected, edges)])
+    return {
+        "delivery_id": delivery_id,
+        "index": index,
+        "outcome": outcome.outcome,
+        "reason": outcome.reason,
+    }
 
 
 def reproject(store: Store, limits: ProjectorLimits | None = None) -> int:
@@ -227,24 +234,16 @@ class Projector:
         with self.store.projection(self.generation) as tx:
             if not self._ours(tx, entry):
                 return
-            tx.save("failures", [(entry.seq, MAX_ATTEMPTS, error)])
+            tx.save(FailureRow, [FailureRow(entry.seq, MAX_ATTEMPTS, error)])
+            reason = f"projector error: {error}"
             tx.save(
-                "items",
+                ItemRow,
                 [
-                    (
-                        entry.seq,
-                        idx,
-                        None,
-                        "quarantined",
-                        f"projector error: {error}",
-                        1,
-                        "[]",
-                        None,
-                    )
+                    ItemRow.quarantined(entry.seq, idx, None, reason, retriable=True)
                     for idx in range(entry.item_count)
                 ],
             )
-            tx.save("deliveries", [(entry.seq, 0, entry.item_count, 0)])
+            tx.save(DeliveryOutcome, [DeliveryOutcome(entry.seq, 0, entry.item_count, 0)])
             tx.set_position(entry.seq)
 
     def run_until_caught_up(self) -> int:

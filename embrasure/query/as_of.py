@@ -25,11 +25,12 @@ import orjson
 
 from embrasure.model import DatasetId, EventTime, JobId
 from embrasure.projector import facets as facet_rules
-from embrasure.projector.graph_rows import entity
+from embrasure.projector.graph_rows import entity, stored_time
 from embrasure.projector.runs import RunEventFact, resolve_run
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.query.graph import Graph, Hop, MergedEdge, edge_order
-from embrasure.store.base import GraphReader, Row
+from embrasure.store.base import GraphReader, Key
+from embrasure.store.rows import EventRow, FacetHistoryRow, FacetValueRow, IoSetRow, LinkRow
 
 
 class AsOfIdentities:
@@ -41,13 +42,13 @@ class AsOfIdentities:
         self._groups: dict[DatasetId, dict[DatasetId, DatasetId]] = {}
 
     def _neighbours(self, x: DatasetId) -> list[Link]:
-        rows = self.reader.rows("links", ("a_ns", "a_name"), [x]) + self.reader.rows(
-            "links", ("b_ns", "b_name"), [x]
+        rows = self.reader.rows(LinkRow, ("a_ns", "a_name"), [x]) + self.reader.rows(
+            LinkRow, ("b_ns", "b_name"), [x]
         )
         return [
-            Link(DatasetId(a, b), DatasetId(c, d), kind, type_)
-            for a, b, c, d, kind, type_, first in sorted(set(rows))
-            if first <= self.key
+            Link(DatasetId(r.a_ns, r.a_name), DatasetId(r.b_ns, r.b_name), r.kind, r.type)
+            for r in sorted(set(rows))
+            if r.first_key <= self.key
         ]
 
     def _group(self, x: DatasetId) -> dict[DatasetId, DatasetId]:
@@ -89,15 +90,16 @@ class AsOfGraph(Graph):
         if datasets:
             members = self.ids.members(datasets)
             raw = [(m.namespace, m.name) for ms in members.values() for m in ms]
-            rows = self.reader.rows("io_sets", ("ds_ns", "ds_name"), raw)
-            out += [(h, h.job) for h in self._hops([r for r in rows if r[5] == wanted_ds])]
+            rows = self.reader.rows(IoSetRow, ("ds_ns", "ds_name"), raw)
+            out += [(h, h.job) for h in self._hops([r for r in rows if r.direction == wanted_ds])]
         if jobs:
             keys = [(j.namespace, j.name) for j in jobs]
-            rows = self.reader.rows("io_sets", ("job_ns", "job_name"), keys)
-            out += [(h, h.dataset) for h in self._hops([r for r in rows if r[5] == wanted_job])]
+            rows = self.reader.rows(IoSetRow, ("job_ns", "job_name"), keys)
+            wanted = [r for r in rows if r.direction == wanted_job]
+            out += [(h, h.dataset) for h in self._hops(wanted)]
         return out
 
-    def _hops(self, io_rows: list[Row]) -> list[Hop]:
+    def _hops(self, io_rows: list[IoSetRow]) -> list[Hop]:
         hops = []
         for edge in self._edges(io_rows):
             hop = Hop(edge.job, edge.dataset, edge.direction, edge.static, [])
@@ -108,21 +110,23 @@ class AsOfGraph(Graph):
     def complete(self, hops: Iterable[Hop]) -> list[MergedEdge]:
         return sorted((self._whole[hop.key] for hop in hops), key=edge_order)
 
-    def _edges(self, io_rows: list[Row]) -> list[MergedEdge]:
-        by_key: dict[bytes, list[Row]] = {}
+    def _edges(self, io_rows: list[IoSetRow]) -> list[MergedEdge]:
+        by_key: dict[bytes, list[IoSetRow]] = {}
         for row in io_rows:
-            by_key.setdefault(row[0], []).append(row)
+            by_key.setdefault(row.io_key, []).append(row)
         events = self._events(("io_key",), [(k,) for k in by_key])
-        canonical = self.ids.canonical(DatasetId(r[3], r[4]) for r in io_rows)
+        canonical = self.ids.canonical(DatasetId(r.ds_ns, r.ds_name) for r in io_rows)
         merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
         runs: dict[tuple[JobId, DatasetId, str, bool], set[str]] = {}
         for event in events:
-            time_key, time_text, run_id = event[3], event[4], event[7]
-            for _key, job_ns, job_name, ds_ns, ds_name, direction, static in by_key[event[10]]:
-                job, ds = JobId(job_ns, job_name), canonical[DatasetId(ds_ns, ds_name)]
-                key = (job, ds, direction, bool(static))
-                edge = merged.setdefault(key, MergedEdge(job, ds, direction, bool(static)))
-                if time_key:
+            time_key, time_text, run_id = event.time_key, event.time_text, event.run_id
+            assert event.io_key is not None  # found by it
+            for io in by_key[event.io_key]:
+                job, ds = JobId(io.job_ns, io.job_name), canonical[DatasetId(io.ds_ns, io.ds_name)]
+                static = bool(io.static)
+                key = (job, ds, io.direction, static)
+                edge = merged.setdefault(key, MergedEdge(job, ds, io.direction, static))
+                if time_key and time_text is not None:  # '' and NULL: no known time
                     span = (time_key, time_text)
                     edge.first = span if edge.first is None or span < edge.first else edge.first
                     edge.last = span if edge.last is None or span > edge.last else edge.last
@@ -133,24 +137,26 @@ class AsOfGraph(Graph):
             merged[key].run_count = len(edge_runs)
         return sorted(merged.values(), key=edge_order)
 
-    def _events(self, columns: tuple[str, ...], values: list[tuple[Any, ...]]) -> list[Row]:
-        """Events (graph_schema.COLUMNS order) whose ``columns`` equal one of ``values``,
-        at or before the instant."""
+    def _events(self, columns: tuple[str, ...], values: list[Key]) -> list[EventRow]:
+        """Events whose ``columns`` equal one of ``values``, at or before the instant."""
         if not values:
             return []
-        return [r for r in self.reader.rows("events", columns, values) if r[3] <= self.key]
+        rows = self.reader.rows(EventRow, columns, values)
+        return [r for r in rows if r.time_key <= self.key]
 
     # -- runs and kinds ---------------------------------------------------------------------
 
     def last_states(self, edges: list[MergedEdge]) -> dict[int, str | None]:
         """The state at the instant of each edge's latest run (as Graph.last_states)."""
         runs = sorted({e.last_run[1] for e in edges if e.last_run[1]} - set(self._run_states))
-        by_run: dict[str, list[Row]] = {}
+        by_run: dict[str, list[EventRow]] = {}
         for event in self._events(("run_id",), [(r,) for r in runs]):
-            by_run.setdefault(event[7], []).append(event)
+            assert event.run_id is not None  # found by it
+            by_run.setdefault(event.run_id, []).append(event)
         for run_id, events in by_run.items():
             self._run_states[run_id] = resolve_run(
-                RunEventFact(e[0], e[2], EventTime(e[3], e[4]) if e[3] else None) for e in events
+                RunEventFact(e.event_id, e.event_type, stored_time(e.time_key, e.time_text))
+                for e in events
             ).state
         return {i: self._run_states.get(e.last_run[1]) for i, e in enumerate(edges)}
 
@@ -167,27 +173,30 @@ class AsOfGraph(Graph):
         if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
             return "service"
         events = self._events(("job_ns", "job_name"), [(job.namespace, job.name)])
-        if not events or any(e[1] != "JobEvent" for e in events):
+        if not events or any(e.kind != "JobEvent" for e in events):
             return "job"
-        keys = [(e[10],) for e in events if e[10] is not None]
-        io = self.reader.rows("io_sets", ("io_key",), keys) if keys else []
-        writes = any(r[5] == "out" and JobId(r[1], r[2]) == job for r in io)
+        keys = [(e.io_key,) for e in events if e.io_key is not None]
+        io = self.reader.rows(IoSetRow, ("io_key",), keys) if keys else []
+        writes = any(r.direction == "out" and JobId(r.job_ns, r.job_name) == job for r in io)
         return "job" if writes else "service"
 
     def _facet_at(self, owner: str, name: str) -> Any:
         history = [
             r
-            for r in self.reader.rows("facet_history", ("entity", "name"), [(owner, name)])
-            if r[3] <= self.key
+            for r in self.reader.rows(FacetHistoryRow, ("entity", "name"), [(owner, name)])
+            if r.time_key <= self.key
         ]
         if not history:
             return None
-        values = {
-            r[0]: r[1]
-            for r in self.reader.rows("facet_values", ("hash",), [(h[4],) for h in history])
-        }
+        hashes = [(h.value_hash,) for h in history]
+        values = {r.hash: r.value_json for r in self.reader.rows(FacetValueRow, ("hash",), hashes)}
         records = [
-            (name, EventTime(r[3], r[3]) if r[3] else None, r[2], orjson.loads(values[r[4]]))
+            (
+                name,
+                EventTime(r.time_key, r.time_key) if r.time_key else None,
+                r.event_id,
+                orjson.loads(values[r.value_hash]),
+            )
             for r in history
         ]
         current = facet_rules.current_facets(records).get(name)

@@ -16,8 +16,8 @@ from embrasure.model import DELIVERY_STATES, DatasetId, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity, stored_time
 from embrasure.projector.runs import normalise_state
-from embrasure.store.base import GraphReader, Row
-from embrasure.store.schema import COLUMNS
+from embrasure.store.base import GraphReader
+from embrasure.store.rows import CanonicalRow, FacetRow, JobRow, LinkRow, RunIoRow, RunRow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,16 +38,16 @@ class IngestTotals:
 def ingest_totals(reader: GraphReader) -> IngestTotals:
     deliveries = dict.fromkeys(DELIVERY_STATES, 0)
     items = {"received": 0, "projected": 0, "quarantined": 0, "pending": 0}
-    for state, count, projected, quarantined in reader.outcome_totals():
-        deliveries[state] = count
-        items["projected"] += projected
-        items["quarantined"] += quarantined
-    pending_deliveries, pending_items, oldest, rejected = reader.backlog()
-    deliveries["accepted"] = pending_deliveries
-    deliveries["quarantined"] += rejected  # quarantined on receipt, not projected yet
-    items["pending"] = pending_items
-    items["received"] = items["projected"] + items["quarantined"] + pending_items
-    return IngestTotals(deliveries, items, oldest)
+    for total in reader.outcome_totals():
+        deliveries[total.state] = total.deliveries
+        items["projected"] += total.projected
+        items["quarantined"] += total.quarantined
+    backlog = reader.backlog()
+    deliveries["accepted"] = backlog.deliveries
+    deliveries["quarantined"] += backlog.rejected  # quarantined on receipt, not projected yet
+    items["pending"] = backlog.items
+    items["received"] = items["projected"] + items["quarantined"] + backlog.items
+    return IngestTotals(deliveries, items, backlog.oldest)
 
 
 def _encode(part: str) -> str:
@@ -100,9 +100,9 @@ class Identities:
         todo = [i for i in dict.fromkeys(ids) if i not in self._canonical]
         if todo:
             found = {
-                DatasetId(r[0], r[1]): (DatasetId(r[2], r[3]), r[4])
+                DatasetId(r.ns, r.name): (DatasetId(r.c_ns, r.c_name), r.renamed)
                 for r in self.reader.rows(
-                    "canonical", ("ns", "name"), [(i.namespace, i.name) for i in todo]
+                    CanonicalRow, ("ns", "name"), [(i.namespace, i.name) for i in todo]
                 )
             }
             for i in todo:
@@ -118,17 +118,17 @@ class Identities:
         todo = [c for c in dict.fromkeys(canonical) if c not in self._members]
         if todo:
             rows = self.reader.rows(
-                "canonical", ("c_ns", "c_name"), [(c.namespace, c.name) for c in todo]
+                CanonicalRow, ("c_ns", "c_name"), [(c.namespace, c.name) for c in todo]
             )
             for c in todo:
                 self._members[c] = [c]
-            for ns, name, c_ns, c_name, renamed in rows:
-                member = DatasetId(ns, name)
-                self._canonical[member] = DatasetId(c_ns, c_name)
-                if renamed:
+            for row in rows:
+                member, node = DatasetId(row.ns, row.name), DatasetId(row.c_ns, row.c_name)
+                self._canonical[member] = node
+                if row.renamed:
                     self._renamed.add(member)
-                if member != DatasetId(c_ns, c_name):
-                    self._members[DatasetId(c_ns, c_name)].append(member)
+                if member != node:
+                    self._members[node].append(member)
         return {c: self._members[c] for c in canonical}
 
     def is_renamed(self, identity: DatasetId) -> bool:
@@ -141,22 +141,31 @@ def current_facets(
     """The current facets of a node whose facets were recorded under several owners
     (a dataset's aliases): the same merge rule as one owner (projector/facets.py)."""
     slots: dict[str, facet_rules.FacetSlot] = {}
-    for row in reader.rows("facets", ("entity",), [(o,) for o in owners]):
-        name, slot = row[1], _slot(row, honour_deleted)
+    for row in reader.rows(FacetRow, ("entity",), [(o,) for o in owners]):
+        name, slot = row.name, _slot(row, honour_deleted)
         slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
     return {name: v.value for name, v in facet_rules.current_of(slots).items()}
 
 
-def _slot(row: Row, honour_deleted: bool) -> facet_rules.FacetSlot:
+def _slot(row: FacetRow, honour_deleted: bool) -> facet_rules.FacetSlot:
     """A stored facets row as the facet rule's slot."""
-    _, _, vk, vt, vj, ve, dk, dt, dj, de = row
     return facet_rules.FacetSlot(
-        None
-        if vj is None
-        else facet_rules.FacetValue(orjson.loads(vj), ve, stored_time(vk, vt), vj.encode()),
-        None
-        if (dj is None or not honour_deleted)
-        else facet_rules.FacetValue(orjson.loads(dj), de, stored_time(dk, dt), dj.encode()),
+        _value(row.value_json, row.value_event, row.value_key, row.value_text),
+        _value(row.deleted_json, row.deleted_event, row.deleted_key, row.deleted_text)
+        if honour_deleted
+        else None,
+    )
+
+
+def _value(
+    json_text: str | None, event: str | None, key: str | None, text: str | None
+) -> facet_rules.FacetValue | None:
+    """A value or a deletion marker of a facets row (its four columns are NULL together:
+    schema.MERGES writes them as one)."""
+    if json_text is None or event is None:
+        return None
+    return facet_rules.FacetValue(
+        orjson.loads(json_text), event, stored_time(key, text), json_text.encode()
     )
 
 
@@ -167,9 +176,9 @@ def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[
     member_keys = [(m.namespace, m.name) for m in members]
     locations = sorted(
         {
-            (r[2], r[3], r[5] or r[4])
-            for r in reader.rows("links", ("a_ns", "a_name"), member_keys)
-            if r[4] == "LOCATION"
+            (r.b_ns, r.b_name, r.type or r.kind)
+            for r in reader.rows(LinkRow, ("a_ns", "a_name"), member_keys)
+            if r.kind == "LOCATION"
         }
     )
     schema = facets.get("schema")
@@ -197,7 +206,7 @@ def job_kind(reader: GraphReader, job: JobId, facets: dict[str, Any] | None = No
     every event naming it is a JobEvent without outputs."""
     if facets is None:
         return job_kinds(reader, [job])[job]
-    rows = reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)])
+    rows = reader.rows(JobRow, ("ns", "name"), [(job.namespace, job.name)])
     return _kind(facets.get("jobType"), rows[0] if rows else None)
 
 
@@ -205,11 +214,11 @@ def job_kinds(reader: GraphReader, jobs: list[JobId]) -> dict[JobId, str]:
     """``job_kind`` of many jobs in two queries (lineage pages name hundreds)."""
     owners = {entity("job", j.namespace, j.name): j for j in jobs}
     slots: dict[JobId, facet_rules.FacetSlot] = {}
-    for row in reader.rows("facets", ("entity", "name"), [(o, "jobType") for o in owners]):
-        slots[owners[row[0]]] = _slot(row, honour_deleted=True)
+    for row in reader.rows(FacetRow, ("entity", "name"), [(o, "jobType") for o in owners]):
+        slots[owners[row.entity]] = _slot(row, honour_deleted=True)
     flags = {
-        JobId(r[0], r[1]): r
-        for r in reader.rows("jobs", ("ns", "name"), [(j.namespace, j.name) for j in jobs])
+        JobId(r.ns, r.name): r
+        for r in reader.rows(JobRow, ("ns", "name"), [(j.namespace, j.name) for j in jobs])
     }
     out = {}
     for job in jobs:
@@ -219,11 +228,12 @@ def job_kinds(reader: GraphReader, jobs: list[JobId]) -> dict[JobId, str]:
     return out
 
 
-def _kind(job_type: Any, flags: Row | None) -> str:
+def _kind(job_type: Any, flags: JobRow | None) -> str:
     if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
         return "service"
-    if flags is not None and flags[2:] == (0, 0, 1):
-        return "service"
+    # Named by JobEvents without outputs only: no RunEvent, no JobEvent with outputs.
+    if flags is not None and not flags.run_events and not flags.job_events_out:
+        return "service" if flags.job_events_in else "job"
     return "job"
 
 
@@ -233,29 +243,25 @@ def job_view(reader: GraphReader, job: JobId) -> dict[str, Any]:
     latest = reader.runs_of_job((job.namespace, job.name), None, 1)
     # ParentRunFacet links the job to its parent job too (an Airflow task to its DAG, a
     # Spark query to its application): the parent named by the job's latest run.
-    parent = dict(zip(RUN_KEYS, latest[0], strict=True)) if latest else {}
+    parent = latest[0] if latest else None
     return {
         **job_node(job, kind),
         "facets": facets,
-        "parent_job": {"namespace": parent["parent_job_ns"], "name": parent["parent_job_name"]}
-        if parent.get("parent_job_ns") is not None
+        "parent_job": {"namespace": parent.parent_job_ns, "name": parent.parent_job_name}
+        if parent is not None and parent.parent_job_ns is not None
         else None,
-        "latest_run": run_summary(latest[0]) if latest else None,
+        "latest_run": run_summary(parent) if parent is not None else None,
     }
 
 
-RUN_KEYS = COLUMNS["runs"][0] + COLUMNS["runs"][1]
-
-
-def run_summary(row: Row) -> dict[str, Any]:
-    r = dict(zip(RUN_KEYS, row, strict=True))
+def run_summary(r: RunRow) -> dict[str, Any]:
     return {
-        "runId": r["run_id"],
-        "job": {"namespace": r["job_ns"], "name": r["job_name"]},
-        "state": normalise_state(r["state"]) if r["state"] else None,
-        "started_at": _time(r["started_key"], r["started_text"]),
-        "ended_at": _time(r["ended_key"], r["ended_text"]),
-        "duration_s": seconds_between(r["started_key"], r["ended_key"]),
+        "runId": r.run_id,
+        "job": {"namespace": r.job_ns, "name": r.job_name},
+        "state": normalise_state(r.state) if r.state else None,
+        "started_at": _time(r.started_key, r.started_text),
+        "ended_at": _time(r.ended_key, r.ended_text),
+        "duration_s": seconds_between(r.started_key, r.ended_key),
     }
 
 
@@ -269,21 +275,21 @@ def seconds_between(start_key: str | None, end_key: str | None) -> float | None:
     return round(whole.total_seconds() + nanos / 1e9, 9)
 
 
-def _parent(r: dict[str, Any]) -> dict[str, Any] | None:
-    if r["parent_run_id"] is None and r["parent_job_ns"] is None:
+def _parent(r: RunRow) -> dict[str, Any] | None:
+    if r.parent_run_id is None and r.parent_job_ns is None:
         return None
     out: dict[str, Any] = {
-        "runId": r["parent_run_id"],
+        "runId": r.parent_run_id,
         "job": None
-        if r["parent_job_ns"] is None
-        else {"namespace": r["parent_job_ns"], "name": r["parent_job_name"]},
+        if r.parent_job_ns is None
+        else {"namespace": r.parent_job_ns, "name": r.parent_job_name},
     }
-    if r["root_run_id"] is not None or r["root_job_ns"] is not None:
+    if r.root_run_id is not None or r.root_job_ns is not None:
         out["root"] = {
-            "runId": r["root_run_id"],
+            "runId": r.root_run_id,
             "job": None
-            if r["root_job_ns"] is None
-            else {"namespace": r["root_job_ns"], "name": r["root_job_name"]},
+            if r.root_job_ns is None
+            else {"namespace": r.root_job_ns, "name": r.root_job_name},
         }
     return out
 
@@ -294,28 +300,28 @@ def _parent(r: dict[str, Any]) -> dict[str, Any] | None:
 LISTED_CHILDREN = 100
 
 
-def run_view(reader: GraphReader, row: Row, children_limit: int | None = None) -> dict[str, Any]:
+def run_view(reader: GraphReader, row: RunRow, children_limit: int | None = None) -> dict[str, Any]:
     """A run (DESIGN §5 GET /api/v1/runs/{runId}); with ``children_limit``, at most that
     many child runIds (the first by runId), as listings carry them."""
-    r = dict(zip(RUN_KEYS, row, strict=True))
-    run_id = r["run_id"]
-    io = reader.rows("run_io", ("run_id",), [(run_id,)])
+    run_id = row.run_id
+    io = reader.rows(RunIoRow, ("run_id",), [(run_id,)])
     facets = current_facets(reader, [entity("run", run_id)], honour_deleted=False)
     error = facets.get("errorMessage")
     # Only the ids, from the parent index (which holds the key): not 10,000 whole rows.
     children = sorted(
-        c[0] for c in reader.pick("runs", ("run_id",), ("parent_run_id",), [(run_id,)])
+        child for (child,) in reader.pick(RunRow, ("run_id",), ("parent_run_id",), [(run_id,)])
     )
 
     def datasets(direction: str) -> list[dict[str, Any]]:
         out = []
         # A run whose events named two jobs has rows under each: one entry per dataset.
         versions: dict[tuple[str, str], tuple[str, str | None]] = {}
-        for _run, _jns, _jn, ns, name, d, version, version_key in io:
-            if d == direction:
-                best = versions.get((ns, name))
-                if best is None or (version_key or "", version or "") > (best[0], best[1] or ""):
-                    versions[(ns, name)] = (version_key or "", version)
+        for r in io:
+            if r.direction == direction:
+                best = versions.get((r.ds_ns, r.ds_name))
+                version_key, version = r.version_key or "", r.version
+                if best is None or (version_key, version or "") > (best[0], best[1] or ""):
+                    versions[(r.ds_ns, r.ds_name)] = (version_key, version)
         for (ns, name), (_key, version) in sorted(versions.items()):
             item = {"namespace": ns, "name": name}
             if version is not None:
@@ -329,7 +335,7 @@ def run_view(reader: GraphReader, row: Row, children_limit: int | None = None) -
         "outputs": datasets("out"),
         "facets": facets,
         "error_message": error.get("message") if isinstance(error, dict) else None,
-        "parent": _parent(r),
+        "parent": _parent(row),
         "children": children if children_limit is None else children[:children_limit],
         "child_count": len(children),
     }
@@ -340,7 +346,7 @@ def child_runs(
     run_id: str,
     after: Any,
     limit: int,
-    keep: Callable[[Row], bool] = lambda row: True,
+    keep: Callable[[RunRow], bool] = lambda row: True,
 ) -> tuple[list[dict[str, Any]], list[str] | None] | None:
     """A page of the runs whose parent facet names ``run_id``, in the order they started
     (then by runId), with the key to pass as ``after`` for the next page; None when
@@ -349,14 +355,13 @@ def child_runs(
     through them here. Every page reads the children's rows by the parent index and
     sorts them: cheap for tens of thousands, a store query ordered by start would be
     the next step for millions."""
-    rows = reader.rows("runs", ("parent_run_id",), [(run_id,)])
-    if not rows and not reader.rows("runs", ("run_id",), [(run_id,)]):
+    rows = reader.rows(RunRow, ("parent_run_id",), [(run_id,)])
+    if not rows and not reader.rows(RunRow, ("run_id",), [(run_id,)]):
         return None
     rows = [r for r in rows if keep(r)]
-    started = RUN_KEYS.index("started_key")
 
-    def key(row: Row) -> tuple[str, str]:
-        return (row[started] or "", row[0])
+    def key(row: RunRow) -> tuple[str, str]:
+        return (row.started_key or "", row.run_id)
 
     ordered = sorted(rows, key=key)
     if after is not None:

@@ -27,6 +27,7 @@ from embrasure.query.entities import Identities, dataset_view, job_view, node_id
 from embrasure.query.graph import Graph, MergedEdge
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
+from embrasure.store.rows import ColumnEdgeRow, DatasetRow, JobRow, RunRow
 
 CHUNK = 1000
 
@@ -54,14 +55,14 @@ def export_chunks(reader: GraphReader) -> Iterator[bytes]:
     graph = Graph(reader)
     ids = graph.ids
     assert isinstance(ids, Identities)  # the served graph's (no asOf)
-    identities = [DatasetId(r[0], r[1]) for r in reader.rows("datasets")]
+    identities = [DatasetId(r.ns, r.name) for r in reader.rows(DatasetRow)]
     canonical = ids.canonical(identities)
     # What admins hid is left out, with every edge and run through it (hidden.py).
     hidden: set[DatasetId | JobId] = set(graph.hidden.datasets_hidden(canonical.values()))
-    hidden |= {j for r in reader.rows("jobs") if graph.hidden.job(j := JobId(r[0], r[1]))}
+    hidden |= {j for r in reader.rows(JobRow) if graph.hidden.job(j := JobId(r.ns, r.name))}
     nodes = sorted(n for n in set(canonical.values()) if n not in hidden)
-    jobs = sorted(j for r in reader.rows("jobs") if (j := JobId(r[0], r[1])) not in hidden)
-    runs = (r for r in reader.rows("runs") if JobId(r[1], r[2]) not in hidden)
+    jobs = sorted(j for r in reader.rows(JobRow) if (j := JobId(r.ns, r.name)) not in hidden)
+    runs = (r for r in reader.rows(RunRow) if JobId(r.job_ns, r.job_name) not in hidden)
 
     # Top-level keys in sorted order, as OPT_SORT_KEYS writes them.
     yield b'{"column_edges":['
@@ -86,7 +87,7 @@ def _job_view(reader: GraphReader, job: JobId) -> dict[str, Any]:
 def _column_edges(graph: Graph, reader: GraphReader) -> Iterator[dict[str, Any]]:
     """Column edges in (source, source field, target, target field, job) order: by
     source field, a chunk of source fields at a time."""
-    sources = reader.distinct("column_edges", ("src_ns", "src_name", "src_field"))
+    sources = reader.distinct(ColumnEdgeRow, ("src_ns", "src_name", "src_field"))
     canonical = graph.ids.canonical({DatasetId(ns, name) for ns, name, _ in sources})
     fields = sorted({(canonical[DatasetId(ns, name)], f) for ns, name, f in sources})
     for chunk in _chunked(fields):

@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import Identities
-from embrasure.store.base import GraphReader, Row
+from embrasure.store.base import GraphReader
+from embrasure.store.rows import HiddenRow
 
 
 class Members(Protocol):
@@ -33,8 +34,8 @@ class Hidden:
 
     def __init__(self, reader: GraphReader, ids: Members) -> None:
         self.ids = ids
-        self.rows: dict[tuple[str, str, str], Row] = {
-            (r[0], r[1], r[2]): r for r in reader.rows("hidden") if r[3]
+        self.rows: dict[tuple[str, str, str], HiddenRow] = {
+            (r.kind, r.ns, r.name): r for r in reader.rows(HiddenRow) if r.hidden
         }
         self.namespaces = {ns for kind, ns, _ in self.rows if kind == "namespace"}
         self.datasets = {DatasetId(ns, n) for kind, ns, n in self.rows if kind == "dataset"}
@@ -82,12 +83,14 @@ class Hidden:
         row = next((self.rows[c] for c in candidates if c in self.rows), None)
         if row is None:  # a dataset whose identities are all in hidden namespaces
             return f"{kind} {node.namespace} {node.name} is hidden: its namespaces are."
-        what = f"namespace {row[1]}" if row[0] == "namespace" else f"{row[0]} {row[1]} {row[2]}"
-        by = f" by {row[6]}" if row[6] else ""
-        reason = f" ({row[7]})" if row[7] else ""
+        what = (
+            f"namespace {row.ns}" if row.kind == "namespace" else f"{row.kind} {row.ns} {row.name}"
+        )
+        by = f" by {row.by_token}" if row.by_token else ""
+        reason = f" ({row.reason})" if row.reason else ""
         return (
             f"{kind} {node.namespace} {node.name} is hidden: {what} was hidden"
-            f" at {row[5]}{by}{reason}."
+            f" at {row.at}{by}{reason}."
         )
 
     def entries(self) -> list[dict[str, Any]]:
@@ -97,9 +100,9 @@ class Hidden:
                 "type": kind,
                 "namespace": ns,
                 "name": name if kind != "namespace" else None,
-                "hidden_at": row[5],
-                "by": row[6],
-                "reason": row[7],
+                "hidden_at": row.at,
+                "by": row.by_token,
+                "reason": row.reason,
             }
             for (kind, ns, name), row in sorted(self.rows.items())
         ]

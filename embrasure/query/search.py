@@ -16,6 +16,7 @@ from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import Identities, dataset_node, job_kind, job_node
 from embrasure.query.hidden import Hidden
 from embrasure.store.base import GraphReader
+from embrasure.store.rows import SearchHit
 
 MATCHES = ("exact", "prefix", "substring")
 
@@ -29,17 +30,17 @@ def search(reader: GraphReader, q: str, offset: int, limit: int) -> list[dict[st
     fetch = wanted
     while True:
         rows = reader.search(q, fetch)
-        canonical = ids.canonical(DatasetId(r[1], r[2]) for r in rows if r[0] != "job")
+        canonical = ids.canonical(DatasetId(r.ns, r.name) for r in rows if r.kind != "job")
         gone = hidden.datasets_hidden(canonical.values())
         results.clear()
-        for kind, ns, name, field, rank in rows:
+        for hit in rows:
             if (
-                hidden.job(JobId(ns, name))
-                if kind == "job"
-                else canonical[DatasetId(ns, name)] in gone
+                hidden.job(JobId(hit.ns, hit.name))
+                if hit.kind == "job"
+                else canonical[DatasetId(hit.ns, hit.name)] in gone
             ):
                 continue
-            result = _result(reader, canonical, kind, ns, name, field, rank)
+            result = _result(reader, canonical, hit)
             results.setdefault(result["node"]["id"], result)
         # Aliases of one node collapse into one result, hidden nodes are left out: fetch
         # more until enough remain.
@@ -51,20 +52,14 @@ def search(reader: GraphReader, q: str, offset: int, limit: int) -> list[dict[st
 
 
 def _result(
-    reader: GraphReader,
-    canonical: dict[DatasetId, DatasetId],
-    kind: str,
-    ns: str,
-    name: str,
-    field: str | None,
-    rank: int,
+    reader: GraphReader, canonical: dict[DatasetId, DatasetId], hit: SearchHit
 ) -> dict[str, Any]:
-    if kind == "job":
-        job = JobId(ns, name)
-        return {"node": job_node(job, job_kind(reader, job)), "match": MATCHES[rank]}
-    sent = DatasetId(ns, name)
+    if hit.kind == "job":
+        job = JobId(hit.ns, hit.name)
+        return {"node": job_node(job, job_kind(reader, job)), "match": MATCHES[hit.rank]}
+    sent = DatasetId(hit.ns, hit.name)
     node = canonical[sent]
-    result = {"node": dataset_node(node, field), "match": MATCHES[rank]}
+    result = {"node": dataset_node(node, hit.field), "match": MATCHES[hit.rank]}
     if node != sent:
-        result["alias"] = {"namespace": ns, "name": name}
+        result["alias"] = {"namespace": hit.ns, "name": hit.name}
     return result

@@ -12,12 +12,31 @@ import abc
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from embrasure.errors import IdempotencyConflict
 from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
+from embrasure.store.rows import (
+    Backlog,
+    DeliveryRow,
+    EventPlace,
+    ItemRow,
+    LinkRow,
+    NamespaceRow,
+    OutcomeTotal,
+    QuarantinedItem,
+    R,
+    RunRow,
+    SearchHit,
+)
 
 AppendResult = Receipt | IdempotencyConflict
+Key = tuple[Any, ...]  # the values of some columns, in the order the caller named them
+Record = type[tuple[Any, ...]]  # a graph table's record class (rows.GRAPH_ROWS)
+# A graph table named by its name (``GraphReader.rows("edges", …)``) gives rows typed
+# ``Any``, and query/lineage.py annotates them as ``Row``: only that file and
+# query/impact.py still do so. Both go (this alias, the ``str`` overload of ``rows`` and
+# of ``pick``) once those two name their tables by record.
 Row = tuple[Any, ...]
 
 
@@ -34,44 +53,43 @@ class LogEntry:
 
 
 class ProjectionTx(abc.ABC):
-    """One projection transaction on one graph generation (graph_schema.COLUMNS names
-    the tables and their key and value columns). Rows are tuples: key columns first,
-    then value columns. Nothing is visible to readers until the transaction commits,
-    together with the position written by ``set_position``."""
+    """One projection transaction on one graph generation. A table is named by its
+    record class (store/rows.py), whose fields are its key columns then its value
+    columns (graph_schema.COLUMNS). Nothing is visible to readers until the transaction
+    commits, together with the position written by ``set_position``."""
 
     @abc.abstractmethod
-    def insert_new(self, table: str, rows: Sequence[Row]) -> list[bool]:
+    def insert_new(self, table: type[R], rows: Sequence[R]) -> list[bool]:
         """Insert rows whose key is not there yet; True for each row inserted."""
 
     @abc.abstractmethod
-    def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
+    def insert_missing(self, table: type[R], rows: Sequence[R]) -> None:
         """Insert rows whose key is not there yet, when nobody needs to know which."""
 
     @abc.abstractmethod
-    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
-        """The stored rows for ``keys``: key tuple → value tuple."""
+    def load(self, table: type[R], keys: Iterable[Key]) -> dict[Key, R]:
+        """The stored rows for ``keys``: key tuple → whole row."""
 
     @abc.abstractmethod
-    def save(self, table: str, rows: Sequence[Row]) -> None:
+    def save(self, table: type[R], rows: Sequence[R]) -> None:
         """Insert or replace whole rows."""
 
     @abc.abstractmethod
-    def merge(self, table: str, rows: Sequence[Row]) -> None:
+    def merge(self, table: type[R], rows: Sequence[R]) -> None:
         """Insert rows, or join each into the stored row with its key by the table's
         merge rule (graph_schema.MERGES). Keys must be distinct within one call."""
 
     @abc.abstractmethod
-    def delete(self, table: str, keys: Iterable[Row]) -> None:
+    def delete(self, table: Record, keys: Iterable[Key]) -> None:
         """Delete rows by key."""
 
     @abc.abstractmethod
-    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
-        """Whole rows (key then value columns) whose ``columns`` equal one of ``values``."""
+    def select_by(self, table: type[R], columns: Sequence[str], values: Iterable[Key]) -> list[R]:
+        """Whole rows whose ``columns`` equal one of ``values``."""
 
     @abc.abstractmethod
-    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
-        """Every links row (a_ns, a_name, b_ns, b_name, kind, type) with either end in
-        ``identities``."""
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
+        """Every links row with either end in ``identities``, in key order."""
 
     @abc.abstractmethod
     def position(self) -> int:
@@ -110,54 +128,70 @@ class ProjectionTx(abc.ABC):
 
 class GraphReader(abc.ABC):
     """Reads of the log and the served graph, all in one snapshot (one read transaction).
-    Rows are tuples in graph_schema.COLUMNS order (key columns, then value columns)."""
+    A graph table is named by its record class (store/rows.py), and its rows come back
+    as records of it."""
+
+    @overload
+    def rows(
+        self, table: type[R], columns: Sequence[str] = (), values: Iterable[Key] = ()
+    ) -> list[R]: ...
+
+    @overload
+    def rows(
+        self, table: str, columns: Sequence[str] = (), values: Iterable[Key] = ()
+    ) -> list[Any]: ...
 
     @abc.abstractmethod
     def rows(
-        self, table: str, columns: Sequence[str] = (), values: Iterable[Row] = ()
-    ) -> list[Row]:
+        self, table: Record | str, columns: Sequence[str] = (), values: Iterable[Key] = ()
+    ) -> list[Any]:
         """Rows of a graph table whose ``columns`` equal one of ``values`` (all rows,
-        in key order, when no columns are given)."""
+        in key order, when no columns are given). Named by its name (``str``), a table
+        gives rows typed ``Any``: see ``Row``."""
 
     @abc.abstractmethod
     def pick(
-        self, table: str, picked: Sequence[str], columns: Sequence[str], values: Iterable[Row]
-    ) -> list[Row]:
-        """Only the ``picked`` columns of the rows ``rows`` would return: cheaper when an
-        index on ``columns`` covers them, or the table's rows are wide."""
+        self,
+        table: Record | str,
+        picked: Sequence[str],
+        columns: Sequence[str],
+        values: Iterable[Key],
+    ) -> list[Key]:
+        """Only the ``picked`` columns (in that order) of the rows ``rows`` would return:
+        cheaper when an index on ``columns`` covers them, or the table's rows are wide."""
 
     @abc.abstractmethod
-    def distinct(self, table: str, picked: Sequence[str]) -> list[Row]:
+    def distinct(self, table: Record, picked: Sequence[str]) -> list[Key]:
         """The distinct values of the ``picked`` columns over the whole table, sorted."""
 
     @abc.abstractmethod
     def page(
         self,
-        table: str,
-        after: Row | None,
+        table: type[R],
+        after: Key | None,
         limit: int,
         namespace: str | None = None,
         contains: str | None = None,
-    ) -> list[Row]:
+    ) -> list[R]:
         """Rows of a (ns, name)-keyed graph table in key order after the key ``after``,
         in ``namespace`` when given, whose name contains ``contains`` (any case)."""
 
     @abc.abstractmethod
-    def delivery(self, delivery_id: str) -> Row | None:
+    def delivery(self, delivery_id: str) -> DeliveryRow | None:
         """The delivery's log columns, its state, and its projection counts."""
 
     @abc.abstractmethod
     def deliveries(
         self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
-    ) -> list[Row]:
+    ) -> list[DeliveryRow]:
         """Deliveries newest first, as ``delivery`` shapes them."""
 
     @abc.abstractmethod
-    def items(self, seq: int) -> list[Row]:
-        """Projected item outcomes of one delivery."""
+    def items(self, seq: int) -> list[ItemRow]:
+        """Projected item outcomes of one delivery, by index."""
 
     @abc.abstractmethod
-    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[Row]:
+    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[QuarantinedItem]:
         """Quarantined items, newest delivery first."""
 
     @abc.abstractmethod
@@ -165,16 +199,16 @@ class GraphReader(abc.ABC):
         """A delivery's stored body."""
 
     @abc.abstractmethod
-    def outcome_totals(self) -> list[Row]:
-        """(state, deliveries, projected items, quarantined items) per state of the
-        projected deliveries (projected, partially_projected, quarantined), from the
-        projection's own table: no delivery body is read."""
+    def outcome_totals(self) -> list[OutcomeTotal]:
+        """The totals per state of the projected deliveries (projected,
+        partially_projected, quarantined), from the projection's own table: no delivery
+        body is read."""
 
     @abc.abstractmethod
-    def backlog(self) -> tuple[int, int, str | None, int]:
-        """Of the log past the graph's position: (deliveries with items to project, those
+    def backlog(self) -> Backlog:
+        """Of the log past the graph's position: deliveries with items to project, those
         items, the oldest such delivery's received_at, deliveries whose every item was
-        rejected on receipt — quarantined already, nothing to project)."""
+        rejected on receipt (quarantined already, nothing to project)."""
 
     @abc.abstractmethod
     def recent_run_ids(self, limit: int) -> list[str]:
@@ -182,27 +216,25 @@ class GraphReader(abc.ABC):
         first, each once (so fewer than ``limit`` when a run has several)."""
 
     @abc.abstractmethod
-    def namespaces(self, after: str | None, limit: int) -> list[Row]:
-        """(namespace, dataset identities, jobs) in namespace order after ``after``."""
+    def namespaces(self, after: str | None, limit: int) -> list[NamespaceRow]:
+        """Namespaces and what is in them, in namespace order after ``after``."""
 
     @abc.abstractmethod
-    def search(self, q: str, limit: int) -> list[Row]:
-        """(kind, ns, name, field, rank) of datasets (as sent), jobs and fields whose name
-        contains ``q`` (ASCII letters in any case): rank 0 exact, 1 prefix, 2 substring;
-        best first, then shorter, then by identity."""
+    def search(self, q: str, limit: int) -> list[SearchHit]:
+        """Datasets (as sent), jobs and fields whose name contains ``q`` (ASCII letters in
+        any case): best rank first, then shorter, then by identity."""
 
     @abc.abstractmethod
     def events(
-        self, after_key: str | None, before_key: str | None, cursor: Row | None, limit: int
-    ) -> list[Row]:
-        """(event_id, time_key, time_text, seq, idx, route) of events with ``after_key
-        <= time_key < before_key``, in (time_key, event_id) order after ``cursor``; seq,
-        idx and route say where the event's bytes are in the log (where first seen)."""
+        self, after_key: str | None, before_key: str | None, cursor: Key | None, limit: int
+    ) -> list[EventPlace]:
+        """Events with ``after_key <= time_key < before_key``, in (time_key, event_id)
+        order after ``cursor``."""
 
     @abc.abstractmethod
     def runs_of_job(
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
-    ) -> list[Row]:
+    ) -> list[RunRow]:
         """A job's runs, newest (latest eventTime) first."""
 
 

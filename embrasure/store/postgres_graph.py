@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from embrasure.store.base import LogEntry, ProjectionTx, Row
+from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.postgres_conn import PgConnection
+from embrasure.store.rows import LinkRow, R, table_of
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 
@@ -58,12 +59,12 @@ def column_types(conn: PgConnection, prefix: str) -> ColumnTypes:
     return types
 
 
-def _key_order(table: str, rows: Sequence[Row]) -> list[Row]:
+def _key_order(table: str, rows: Sequence[Key]) -> list[Key]:
     width = len(COLUMNS[table][0])
     return sorted(rows, key=lambda row: row[:width])
 
 
-def _columns(rows: Sequence[Row], width: int) -> list[list[Any]]:
+def _columns(rows: Sequence[Key], width: int) -> list[list[Any]]:
     """Rows → one list per column: the arrays ``unnest`` turns back into rows."""
     return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
@@ -89,14 +90,17 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
         arrays = ", ".join(f"?::{self.types[table][c]}[]" for c in keys + values)
         return table_sql(self.prefix, table, "postgresql", f"SELECT * FROM unnest({arrays})")
 
-    def _run(self, table: str, statement: str, rows: Sequence[Row]) -> None:
+    def _run(self, table: str, statement: str, rows: Sequence[Key]) -> None:
         if rows:
             width = len(COLUMNS[table][0]) + len(COLUMNS[table][1])
             self.conn.execute_arrays(self._sql(table)[statement], _columns(rows, width))
 
     # -- rows ----------------------------------------------------------------------------
 
-    def insert_new(self, table: str, rows: Sequence[Row]) -> list[bool]:
+    def insert_new(self, table: type[R], rows: Sequence[R]) -> list[bool]:
+        return self._insert_new(table_of(table), rows)
+
+    def _insert_new(self, table: str, rows: Sequence[Key]) -> list[bool]:
         if not rows:
             return []
         keys = COLUMNS[table][0]
@@ -113,31 +117,35 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
             new.discard(row[:width])
         return inserted
 
-    def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
-        self._run(table, "insert_new", _key_order(table, rows))
+    def insert_missing(self, table: type[R], rows: Sequence[R]) -> None:
+        name = table_of(table)
+        self._run(name, "insert_new", _key_order(name, rows))
 
-    def save(self, table: str, rows: Sequence[Row]) -> None:
+    def save(self, table: type[R], rows: Sequence[R]) -> None:
         # The last row of a key wins, as SQLite's row-by-row upserts have it (one
         # statement may not upsert a key twice).
-        width = len(COLUMNS[table][0])
+        name = table_of(table)
+        width = len(COLUMNS[name][0])
         last = {row[:width]: row for row in rows}
-        self._run(table, "save", _key_order(table, list(last.values())))
+        self._run(name, "save", _key_order(name, list(last.values())))
 
-    def merge(self, table: str, rows: Sequence[Row]) -> None:
-        self._run(table, "merge", _key_order(table, rows))
+    def merge(self, table: type[R], rows: Sequence[R]) -> None:
+        name = table_of(table)
+        self._run(name, "merge", _key_order(name, rows))
 
-    def delete(self, table: str, keys: Iterable[Row]) -> None:
-        ordered = _key_order(table, list(keys))
+    def delete(self, table: Record, keys: Iterable[Key]) -> None:
+        name = table_of(table)
+        ordered = _key_order(name, list(keys))
         if ordered:
-            columns = COLUMNS[table][0]
-            arrays = ", ".join(f"?::{self.types[table][c]}[]" for c in columns)
+            columns = COLUMNS[name][0]
+            arrays = ", ".join(f"?::{self.types[name][c]}[]" for c in columns)
             self.conn.execute_arrays(
-                f"DELETE FROM {self.prefix}{table} WHERE ({', '.join(columns)})"
+                f"DELETE FROM {self.prefix}{name} WHERE ({', '.join(columns)})"
                 f" IN (SELECT * FROM unnest({arrays}))",
                 _columns(ordered, len(columns)),
             )
 
-    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         if not self._identity_locked:
             # Held until commit: resolutions of symlink groups run one at a time, each
             # seeing the links of every transaction that resolved before it.

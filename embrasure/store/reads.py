@@ -1,20 +1,33 @@
-"""SQLite: reads of the delivery log and the served graph generation.
+"""Reads of the delivery log and the served graph generation, for both backends.
 
 A ``SQLReader`` lives for one request inside one read transaction, so every query of
 the request sees the same snapshot (WAL readers never block the writer). Methods return
-plain rows; shaping them is the read API's job (embrasure/query.py).
+typed rows (store/rows.py); shaping them is the read API's job (embrasure/query/).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from embrasure.store.base import GraphReader, Row
+from embrasure.store.base import GraphReader, Key, Record
+from embrasure.store.rows import (
+    GRAPH_ROWS,
+    Backlog,
+    DeliveryRow,
+    EventPlace,
+    ItemRow,
+    NamespaceRow,
+    OutcomeTotal,
+    QuarantinedItem,
+    R,
+    RunRow,
+    SearchHit,
+    maker,
+    table_of,
+)
 from embrasure.store.schema import COLUMNS
-from embrasure.store.sql import Connection, select_where_in
-
-MAX_PARAMS = 900
+from embrasure.store.sql import Connection, select_records, select_where_in
 
 DELIVERY_COLUMNS = (
     "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
@@ -30,12 +43,6 @@ STATE_SQL = """CASE
     ELSE 'partially_projected' END"""
 
 
-def _chunks(values: Sequence[Any], width: int) -> Iterator[Sequence[Any]]:
-    per_query = max(1, MAX_PARAMS // width)
-    for start in range(0, len(values), per_query):
-        yield values[start : start + per_query]
-
-
 class SQLReader(GraphReader):
     def __init__(self, conn: Connection, prefix: str) -> None:
         self.conn = conn
@@ -44,38 +51,45 @@ class SQLReader(GraphReader):
     # -- generic -------------------------------------------------------------------------
 
     def rows(
-        self, table: str, columns: Sequence[str] = (), values: Iterable[Row] = ()
-    ) -> list[Row]:
-        keys, rest = COLUMNS[table]
+        self, table: Record | str, columns: Sequence[str] = (), values: Iterable[Key] = ()
+    ) -> list[Any]:
+        record = GRAPH_ROWS[table].row if isinstance(table, str) else table
         if not columns:
-            head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
-            return [tuple(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
-        return select_where_in(self.conn, self.g + table, keys + rest, columns, values)
+            keys, rest = COLUMNS[table_of(record)]
+            head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table_of(record)}"
+            make = maker(record)
+            return [make(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
+        return select_records(self.conn, self.g, record, columns, values)
 
     def pick(
-        self, table: str, picked: Sequence[str], columns: Sequence[str], values: Iterable[Row]
-    ) -> list[Row]:
-        return select_where_in(self.conn, self.g + table, picked, columns, values)
+        self,
+        table: Record | str,
+        picked: Sequence[str],
+        columns: Sequence[str],
+        values: Iterable[Key],
+    ) -> list[Key]:
+        name = table if isinstance(table, str) else table_of(table)
+        return select_where_in(self.conn, self.g + name, picked, columns, values)
 
-    def distinct(self, table: str, picked: Sequence[str]) -> list[Row]:
+    def distinct(self, table: Record, picked: Sequence[str]) -> list[Key]:
         listed = ", ".join(picked)
-        sql = f"SELECT DISTINCT {listed} FROM {self.g}{table} ORDER BY {listed}"
+        sql = f"SELECT DISTINCT {listed} FROM {self.g}{table_of(table)} ORDER BY {listed}"
         return [tuple(r) for r in self.conn.execute(sql)]
 
     # -- deliveries ----------------------------------------------------------------------
 
-    def delivery(self, delivery_id: str) -> Row | None:
+    def delivery(self, delivery_id: str) -> DeliveryRow | None:
         row = self.conn.execute(
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
             f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
             " ON p.seq = d.seq WHERE d.delivery_id = ?",
             (delivery_id,),
         ).fetchone()
-        return None if row is None else tuple(row)
+        return None if row is None else DeliveryRow._make(row)
 
     def deliveries(
         self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
-    ) -> list[Row]:
+    ) -> list[DeliveryRow]:
         where: list[str] = []
         params: list[Any] = []
         if provider_key is not None:
@@ -94,19 +108,19 @@ class SQLReader(GraphReader):
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY d.seq DESC LIMIT ?"
         )
-        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+        return [DeliveryRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
-    def items(self, seq: int) -> list[Row]:
+    def items(self, seq: int) -> list[ItemRow]:
         return [
-            tuple(r)
+            ItemRow._make(r)
             for r in self.conn.execute(
-                f"SELECT idx, kind, outcome, reason, retriable, warnings, event_id"
+                f"SELECT seq, idx, kind, outcome, reason, retriable, warnings, event_id"
                 f" FROM {self.g}items WHERE seq = ? ORDER BY idx",
                 (seq,),
             )
         ]
 
-    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[Row]:
+    def quarantined(self, before: tuple[int, int] | None, limit: int) -> list[QuarantinedItem]:
         sql = (
             f"SELECT d.delivery_id, i.idx, i.kind, i.reason, d.received_at, i.seq"
             f" FROM {self.g}items i JOIN deliveries d ON d.seq = i.seq"
@@ -117,21 +131,21 @@ class SQLReader(GraphReader):
             sql += " AND (i.seq < ? OR (i.seq = ? AND i.idx > ?))"
             params += [before[0], before[0], before[1]]
         sql += " ORDER BY i.seq DESC, i.idx ASC LIMIT ?"
-        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+        return [QuarantinedItem._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
     def body(self, seq: int) -> bytes | None:
         row = self.conn.execute("SELECT body FROM deliveries WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else bytes(row[0])
 
-    def outcome_totals(self) -> list[Row]:
+    def outcome_totals(self) -> list[OutcomeTotal]:
         sql = (
             "SELECT CASE WHEN projected = 0 THEN 'quarantined' WHEN quarantined = 0"
             " THEN 'projected' ELSE 'partially_projected' END AS st,"
             f" COUNT(*), SUM(projected), SUM(quarantined) FROM {self.g}deliveries GROUP BY st"
         )
-        return [tuple(r) for r in self.conn.execute(sql)]
+        return [OutcomeTotal._make(r) for r in self.conn.execute(sql)]
 
-    def backlog(self) -> tuple[int, int, str | None, int]:
+    def backlog(self) -> Backlog:
         # Two rows of the running totals (sql.record_totals), and the first delivery past
         # the position with an item to project, from the deliveries_backlog index: no
         # scan of the backlog, however long it is.
@@ -148,7 +162,7 @@ class SQLReader(GraphReader):
             " AND item_count > invalid_item_count ORDER BY seq LIMIT 1"
         ).fetchone()
         items, pending, rejected = (0, 0, 0) if row is None else (int(v) for v in row)
-        return pending, items, None if oldest is None else oldest[0], rejected
+        return Backlog(pending, items, None if oldest is None else oldest[0], rejected)
 
     def recent_run_ids(self, limit: int) -> list[str]:
         # Walks the eventTime index backwards, so it reads about ``limit`` rows.
@@ -163,7 +177,7 @@ class SQLReader(GraphReader):
 
     def runs_of_job(
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
-    ) -> list[Row]:
+    ) -> list[RunRow]:
         keys, rest = COLUMNS["runs"]
         sql = f"SELECT {', '.join(keys + rest)} FROM {self.g}runs WHERE job_ns = ? AND job_name = ?"
         params: list[Any] = list(job)
@@ -171,17 +185,18 @@ class SQLReader(GraphReader):
             sql += " AND (latest_key < ? OR (latest_key = ? AND run_id < ?))"
             params += [before[0], before[0], before[1]]
         sql += " ORDER BY latest_key DESC, run_id DESC LIMIT ?"
-        return [tuple(r) for r in self.conn.execute(sql, [*params, limit])]
+        return [RunRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
     def page(
         self,
-        table: str,
-        after: Row | None,
+        table: type[R],
+        after: Key | None,
         limit: int,
         namespace: str | None = None,
         contains: str | None = None,
-    ) -> list[Row]:
-        keys, rest = COLUMNS[table]
+    ) -> list[R]:
+        name = table_of(table)
+        keys, rest = COLUMNS[name]
         clauses: list[str] = []
         args: list[Any] = []
         if namespace is not None:
@@ -194,15 +209,16 @@ class SQLReader(GraphReader):
             clauses.append(f"({', '.join(keys)}) > ({', '.join('?' for _ in keys)})")
             args += list(after)
         sql = (
-            f"SELECT {', '.join(keys + rest)} FROM {self.g}{table}"
+            f"SELECT {', '.join(keys + rest)} FROM {self.g}{name}"
             + (" WHERE " + " AND ".join(clauses) if clauses else "")
             + f" ORDER BY {', '.join(keys)} LIMIT ?"
         )
-        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+        make = maker(table)
+        return [make(r) for r in self.conn.execute(sql, [*args, limit])]
 
     # -- listings and search ---------------------------------------------------------------
 
-    def namespaces(self, after: str | None, limit: int) -> list[Row]:
+    def namespaces(self, after: str | None, limit: int) -> list[NamespaceRow]:
         sql = (
             f"SELECT ns, SUM(d), SUM(j) FROM (SELECT ns, 1 AS d, 0 AS j FROM {self.g}datasets"
             f" UNION ALL SELECT ns, 0, 1 FROM {self.g}jobs) AS n"
@@ -210,9 +226,9 @@ class SQLReader(GraphReader):
             + " GROUP BY ns ORDER BY ns LIMIT ?"
         )
         args: list[Any] = [after] if after is not None else []
-        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+        return [NamespaceRow._make(r) for r in self.conn.execute(sql, [*args, limit])]
 
-    def search(self, q: str, limit: int) -> list[Row]:
+    def search(self, q: str, limit: int) -> list[SearchHit]:
         # SQLite's lower() folds ASCII only: fold the query the same way, so the match is
         # the same whatever the case of ASCII letters and exact for everything else.
         folded = "".join(c.lower() if c.isascii() else c for c in q)
@@ -230,11 +246,11 @@ class SQLReader(GraphReader):
                     FROM {self.g}field_names n CROSS JOIN {self.g}fields f ON f.field = n.field
                     WHERE instr(lower(n.field), :q) > 0
             ) AS m ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
-        return [tuple(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
+        return [SearchHit._make(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
 
     def events(
-        self, after_key: str | None, before_key: str | None, cursor: Row | None, limit: int
-    ) -> list[Row]:
+        self, after_key: str | None, before_key: str | None, cursor: Key | None, limit: int
+    ) -> list[EventPlace]:
         clauses, args = [], []
         if after_key is not None:
             clauses.append("e.time_key >= ?")
@@ -251,4 +267,4 @@ class SQLReader(GraphReader):
             + (" WHERE " + " AND ".join(clauses) if clauses else "")
             + " ORDER BY e.time_key, e.event_id LIMIT ?"
         )
-        return [tuple(r) for r in self.conn.execute(sql, [*args, limit])]
+        return [EventPlace._make(r) for r in self.conn.execute(sql, [*args, limit])]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from embrasure.store.rows import GRAPH_ROWS, columns_of
+
 # 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields;
 # 5: what each event named (events.io_key, io_sets) and when links were first seen;
 # 6: edges keep their latest run, and are indexed by direction; 7: field_names;
@@ -256,116 +258,11 @@ PARENT_COLUMNS = (
     "root_job_name",
 )
 
-# Every graph table as (key columns, value columns): the store reads and writes rows of
-# them generically, so the projector's merge rules stay in the projector and the SQL here.
+# Every graph table as (key columns, value columns), from its record (store/rows.py): the
+# store reads and writes rows of them generically, so the projector's merge rules stay in
+# the projector and the SQL here.
 COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "deliveries": (("seq",), ("projected", "quarantined", "edges_created")),
-    "items": (
-        ("seq", "idx"),
-        ("kind", "outcome", "reason", "retriable", "warnings", "event_id"),
-    ),
-    "failures": (("seq",), ("attempts", "error")),
-    "events": (
-        ("event_id",),
-        (
-            "kind",
-            "event_type",
-            "time_key",
-            "time_text",
-            "job_ns",
-            "job_name",
-            "run_id",
-            "seq",
-            "idx",
-            "io_key",
-        ),
-    ),
-    "io_sets": (
-        ("io_key", "job_ns", "job_name", "ds_ns", "ds_name", "direction", "static"),
-        (),
-    ),
-    "datasets": (("ns", "name"), ()),
-    "fields": (("ns", "name", "field"), ()),
-    "field_names": (("field",), ()),
-    "links": (("a_ns", "a_name", "b_ns", "b_name", "kind"), ("type", "first_key")),
-    "canonical": (("ns", "name"), ("c_ns", "c_name", "renamed")),
-    "jobs": (("ns", "name"), ("run_events", "job_events_out", "job_events_in")),
-    "runs": (
-        ("run_id",),
-        (
-            "job_ns",
-            "job_name",
-            "state",
-            "started_key",
-            "started_text",
-            "ended_key",
-            "ended_text",
-            "latest_key",
-            *PARENT_COLUMNS,
-            "job_key",
-            "job_event",
-            "win_terminal",
-            "win_key",
-            "decided_by",
-            "parent_key",
-            "parent_event",
-        ),
-    ),
-    "edges": (
-        ("job_ns", "job_name", "ds_ns", "ds_name", "direction", "static"),
-        (
-            "first_key",
-            "first_text",
-            "last_key",
-            "last_text",
-            "run_count",
-            "last_run_key",
-            "last_run",
-        ),
-    ),
-    "run_io": (
-        ("run_id", "job_ns", "job_name", "ds_ns", "ds_name", "direction"),
-        ("version", "version_key"),
-    ),
-    "facets": (
-        ("entity", "name"),
-        (
-            "value_key",
-            "value_text",
-            "value_json",
-            "value_event",
-            "deleted_key",
-            "deleted_text",
-            "deleted_json",
-            "deleted_event",
-        ),
-    ),
-    "facet_history": (("entity", "name", "event_id"), ("time_key", "value_hash")),
-    "facet_values": (("hash",), ("value_json",)),
-    "column_edges": (
-        (
-            "tgt_ns",
-            "tgt_name",
-            "tgt_field",
-            "src_ns",
-            "src_name",
-            "src_field",
-            "job_ns",
-            "job_name",
-            "derived",
-        ),
-        (
-            "kind",
-            "class",
-            "masked",
-            "subtypes",
-            "first_key",
-            "first_text",
-            "last_key",
-            "last_text",
-        ),
-    ),
-    "hidden": (("kind", "ns", "name"), ("hidden", "seq", "at", "by_token", "reason")),
+    name: columns_of(table) for name, table in GRAPH_ROWS.items()
 }
 
 

@@ -14,13 +14,16 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from embrasure.errors import IdempotencyConflict
 from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
-from embrasure.store.base import AppendResult, LogEntry, Row
+from embrasure.store.base import AppendResult, Key, LogEntry
 from embrasure.store.migrations import DIALECT_TOKENS
+from embrasure.store.rows import LinkRow, R, maker, table_of
 from embrasure.store.schema import COLUMNS, GRAPH_VERSION, MERGES
+
+T = TypeVar("T")
 
 # SQLite's default limit on host parameters is 32,766 (since 3.32); PostgreSQL's is
 # 65,535. Stay well below both: a few hundred keys a query is plenty.
@@ -43,7 +46,7 @@ def select_where_in(
     match: Sequence[str],
     values: Iterable[Sequence[object]],
     where: str = "",
-) -> list[Row]:
+) -> list[Key]:
     """``columns`` of the rows of ``table`` whose ``match`` columns equal one of
     ``values`` (each value at most once in the result per matching row).
 
@@ -51,12 +54,34 @@ def select_where_in(
     plans a multi-column row-value IN as a full table scan, while ``CROSS JOIN`` (which
     keeps the VALUES list as the outer loop) searches the index for every value.
     """
+    return _select_where_in(conn, table, columns, match, values, where, tuple)
+
+
+def select_records(
+    conn: Connection, prefix: str, table: type[R], match: Sequence[str], values: Iterable[Key]
+) -> list[R]:
+    """Whole rows of a graph table (of generation ``prefix``), as ``select_where_in``
+    finds them, as records."""
+    name = table_of(table)
+    keys, rest = COLUMNS[name]
+    return _select_where_in(conn, prefix + name, keys + rest, match, values, "", maker(table))
+
+
+def _select_where_in(
+    conn: Connection,
+    table: str,
+    columns: Sequence[str],
+    match: Sequence[str],
+    values: Iterable[Sequence[object]],
+    where: str,
+    make: Callable[[Any], T],
+) -> list[T]:
     wanted = list(dict.fromkeys(tuple(v) for v in values))
     width = len(match)
     row_marks = "(" + ", ".join("?" for _ in match) + ")"
     on = " AND ".join(f"t.{c} = v.column{i + 1}" for i, c in enumerate(match))
     picked = ", ".join(f"t.{c}" for c in columns)
-    out: list[Row] = []
+    out: list[T] = []
     per_query = max(1, MAX_PARAMS // width)
     for start in range(0, len(wanted), per_query):
         chunk = wanted[start : start + per_query]
@@ -64,7 +89,7 @@ def select_where_in(
             f"SELECT {picked} FROM (VALUES {', '.join(row_marks for _ in chunk)}) AS v"
             f" CROSS JOIN {table} AS t ON {on}" + (f" WHERE {where}" if where else "")
         )
-        out.extend(tuple(r) for r in conn.execute(sql, [x for key in chunk for x in key]))
+        out.extend(make(r) for r in conn.execute(sql, [x for key in chunk for x in key]))
     return out
 
 
@@ -113,24 +138,19 @@ class TxReads:
     conn: Connection
     prefix: str
 
-    def load(self, table: str, keys: Iterable[Row]) -> dict[Row, Row]:
-        key_columns, value_columns = COLUMNS[table]
+    def load(self, table: type[R], keys: Iterable[Key]) -> dict[Key, R]:
+        key_columns = COLUMNS[table_of(table)][0]
         width = len(key_columns)
-        rows = select_where_in(
-            self.conn, self.prefix + table, key_columns + value_columns, key_columns, keys
-        )
-        return {row[:width]: row[width:] for row in rows}
+        rows = select_records(self.conn, self.prefix, table, key_columns, keys)
+        return {row[:width]: row for row in rows}
 
-    def select_by(self, table: str, columns: Sequence[str], values: Iterable[Row]) -> list[Row]:
-        keys, rest = COLUMNS[table]
-        return select_where_in(self.conn, self.prefix + table, keys + rest, columns, values)
+    def select_by(self, table: type[R], columns: Sequence[str], values: Iterable[Key]) -> list[R]:
+        return select_records(self.conn, self.prefix, table, columns, values)
 
-    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[Row]:
+    def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         ids = list(identities)
-        columns = ("a_ns", "a_name", "b_ns", "b_name", "kind", "type")
-        table = self.prefix + "links"
-        rows = set(select_where_in(self.conn, table, columns, ("a_ns", "a_name"), ids))
-        rows.update(select_where_in(self.conn, table, columns, ("b_ns", "b_name"), ids))
+        rows = set(select_records(self.conn, self.prefix, LinkRow, ("a_ns", "a_name"), ids))
+        rows.update(select_records(self.conn, self.prefix, LinkRow, ("b_ns", "b_name"), ids))
         return sorted(rows)
 
 
@@ -304,13 +324,13 @@ def plan_append(
 TOKEN_COLUMNS = "token_id, digest, scopes, provider_key, name, created_at, revoked_at"
 
 
-def token_row(t: Token) -> Row:
+def token_row(t: Token) -> Key:
     """A token as its tokens row (TOKEN_COLUMNS), scopes space-separated (RFC 6749 §3.3)."""
     scopes = " ".join(sorted(t.scopes))
     return (t.token_id, t.digest, scopes, t.provider_key, t.name, t.created_at, t.revoked_at)
 
 
-def token_of(row: Row) -> Token:
+def token_of(row: Key) -> Token:
     return Token(row[0], row[1], frozenset(row[2].split()), row[3], row[4], row[5], row[6])
 
 

@@ -120,9 +120,6 @@ class SQLiteStore(Store):
         )
         return int(row[0])
 
-    def graph_prefix(self) -> str:
-        return graph_schema.prefix(self.generation())
-
     def position(self, generation: int | None = None) -> int:
         conn = self._read()
         prefix = graph_schema.prefix(self.generation(conn) if generation is None else generation)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from embrasure.store.base import LogEntry, ProjectionTx, Row
+from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
+from embrasure.store.rows import R, table_of
 from embrasure.store.sql import (
     TxReads,
     decode_rejections,
@@ -23,8 +24,8 @@ from embrasure.store.sql import (
 __all__ = ["SQLiteProjectionTx", "decode_rejections", "read_log", "select_where_in"]
 
 
-def _sql(prefix: str, table: str) -> dict[str, str]:
-    return table_sql(prefix, table, "sqlite")
+def _sql(prefix: str, table: Record) -> dict[str, str]:
+    return table_sql(prefix, table_of(table), "sqlite")
 
 
 class SQLiteProjectionTx(TxReads, ProjectionTx):
@@ -34,7 +35,7 @@ class SQLiteProjectionTx(TxReads, ProjectionTx):
         self.conn = conn
         self.prefix = prefix
 
-    def insert_new(self, table: str, rows: Sequence[Row]) -> list[bool]:
+    def insert_new(self, table: type[R], rows: Sequence[R]) -> list[bool]:
         sql = _sql(self.prefix, table)["insert_new"]
         cursor = self.conn.cursor()
         inserted = []
@@ -43,17 +44,17 @@ class SQLiteProjectionTx(TxReads, ProjectionTx):
             inserted.append(cursor.rowcount == 1)
         return inserted
 
-    def insert_missing(self, table: str, rows: Sequence[Row]) -> None:
+    def insert_missing(self, table: type[R], rows: Sequence[R]) -> None:
         # One executemany: SQLite's per-row counts are only needed by insert_new.
         self.conn.executemany(_sql(self.prefix, table)["insert_new"], rows)
 
-    def save(self, table: str, rows: Sequence[Row]) -> None:
+    def save(self, table: type[R], rows: Sequence[R]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["save"], rows)
 
-    def merge(self, table: str, rows: Sequence[Row]) -> None:
+    def merge(self, table: type[R], rows: Sequence[R]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["merge"], rows)
 
-    def delete(self, table: str, keys: Iterable[Row]) -> None:
+    def delete(self, table: Record, keys: Iterable[Key]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["delete"], list(keys))
 
     def position(self) -> int:

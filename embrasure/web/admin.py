@@ -35,6 +35,7 @@ from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.group_commit import GroupCommitter
+from embrasure.store.rows import DatasetRow, JobRow
 from embrasure.web.auth import requires
 from embrasure.web.params import (
     TEXT_TRIPLE_CURSOR,
@@ -163,11 +164,11 @@ def _known(reader: GraphReader, ids: Identities, kind: str, given: DatasetId) ->
     """Whether the graph knows the dataset (by any identity), job or namespace."""
     namespace, name = given
     if kind == "dataset":
-        return bool(reader.rows("datasets", ("ns", "name"), [ids.canonical([given])[given]]))
+        return bool(reader.rows(DatasetRow, ("ns", "name"), [ids.canonical([given])[given]]))
     if kind == "job":
-        return bool(reader.rows("jobs", ("ns", "name"), [(namespace, name)]))
+        return bool(reader.rows(JobRow, ("ns", "name"), [(namespace, name)]))
     return bool(
-        reader.page("datasets", None, 1, namespace) or reader.page("jobs", None, 1, namespace)
+        reader.page(DatasetRow, None, 1, namespace) or reader.page(JobRow, None, 1, namespace)
     )
 
 

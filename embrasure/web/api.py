@@ -8,7 +8,7 @@ since namespaces hold colons and slashes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -25,7 +25,6 @@ from embrasure.query.as_of import AsOfGraph
 from embrasure.query.columns import column_lineage
 from embrasure.query.entities import (
     LISTED_CHILDREN,
-    RUN_KEYS,
     Identities,
     child_runs,
     dataset_view,
@@ -41,7 +40,8 @@ from embrasure.query.impact import impact
 from embrasure.query.search import search
 from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
-from embrasure.store.base import GraphReader, LogEntry, Row
+from embrasure.store.base import GraphReader, LogEntry
+from embrasure.store.rows import DatasetRow, DeliveryRow, JobRow, RunIoRow, RunRow, table_of
 from embrasure.web.auth import public, requires
 from embrasure.web.params import (
     TEXT_CURSOR,
@@ -63,38 +63,27 @@ from embrasure.web.responses import json_response
 MAX_LIMIT = 1000
 MAX_DEPTH = 20
 
+Listed = TypeVar("Listed", DatasetRow, JobRow)  # the (ns, name)-keyed listings
 
-def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str, Any]:
-    (
-        seq,
-        delivery_id,
-        provider,
-        _key,
-        _sha,
-        received_at,
-        _route,
-        item_count,
-        rejections_json,
-        _log_state,
-        state,
-        _projected,
-        _quarantined,
-        edges_created,
-    ) = row
-    rejected = {r[0]: Rejection(*r) for r in orjson.loads(rejections_json)}
-    projected = {r[0]: r for r in reader.items(seq)} if with_items or state != "accepted" else {}
+
+def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> dict[str, Any]:
+    state, item_count = row.state, row.item_count
+    rejected = {i: Rejection(i, kind, why) for i, kind, why in orjson.loads(row.rejections)}
+    projected = (
+        {r.idx: r for r in reader.items(row.seq)} if with_items or state != "accepted" else {}
+    )
     items = []
     for idx in range(item_count):
         if idx in projected:
-            _, kind, outcome, reason, retriable, warnings, _event = projected[idx]
+            p = projected[idx]
             items.append(
                 {
                     "index": idx,
-                    "kind": kind,
-                    "outcome": outcome,
-                    "reason": reason,
-                    "retriable": bool(retriable),
-                    "warnings": orjson.loads(warnings),
+                    "kind": p.kind,
+                    "outcome": p.outcome,
+                    "reason": p.reason,
+                    "retriable": bool(p.retriable),
+                    "warnings": orjson.loads(p.warnings),
                 }
             )
         elif idx in rejected:
@@ -124,14 +113,14 @@ def _delivery_json(reader: GraphReader, row: Row, with_items: bool) -> dict[str,
     for item in items:
         counts[item["outcome"]] += 1
     view: dict[str, Any] = {
-        "delivery_id": delivery_id,
-        "provider_key": provider,
-        "received_at": received_at,
+        "delivery_id": row.delivery_id,
+        "provider_key": row.provider_key,
+        "received_at": row.received_at,
         "state": state,
         "item_count": item_count,
         "invalid_item_count": len(rejected),
         "summary": {"received": item_count, **counts},
-        "edges_created": edges_created or 0,
+        "edges_created": row.edges_created or 0,
     }
     if with_items:
         view["items"] = items
@@ -185,7 +174,7 @@ class ReadApi:
             page = [_delivery_json(reader, r, with_items=False) for r in rows[:limit]]
             return {
                 "deliveries": page,
-                "next_cursor": encode_cursor(rows[limit - 1][0]) if len(rows) > limit else None,
+                "next_cursor": encode_cursor(rows[limit - 1].seq) if len(rows) > limit else None,
             }
 
         return await self._answer(work)
@@ -196,13 +185,19 @@ class ReadApi:
             before = decode_cursor(request, WHOLE_PAIR_CURSOR)
             rows = reader.quarantined(tuple(before) if before else None, limit + 1)
             items = [
-                {"delivery_id": d, "index": i, "kind": k, "reason": r, "received_at": t}
-                for d, i, k, r, t, _seq in rows[:limit]
+                {
+                    "delivery_id": q.delivery_id,
+                    "index": q.idx,
+                    "kind": q.kind,
+                    "reason": q.reason,
+                    "received_at": q.received_at,
+                }
+                for q in rows[:limit]
             ]
             last = rows[limit - 1] if len(rows) > limit else None
             return {
                 "items": items,
-                "next_cursor": encode_cursor([last[5], last[1]]) if last else None,
+                "next_cursor": encode_cursor([last.seq, last.idx]) if last else None,
             }
 
         return await self._answer(work)
@@ -226,10 +221,10 @@ class ReadApi:
         run_id = request.path_params["run_id"].lower()
 
         def work(reader: GraphReader) -> Any:
-            rows = reader.rows("runs", ("run_id",), [(run_id,)])
+            rows = reader.rows(RunRow, ("run_id",), [(run_id,)])
             if not rows:
                 raise not_found(f"No run {run_id!r} is known.")
-            _shown(Hidden.of(reader), JobId(rows[0][1], rows[0][2]))
+            _shown(Hidden.of(reader), _job_of(rows[0]))
             return run_view(reader, rows[0])
 
         return await self._answer(work)
@@ -245,12 +240,10 @@ class ReadApi:
             ):
                 raise bad("cursor is not one this server handed out")
             hidden = Hidden.of(reader)
-            parent = reader.rows("runs", ("run_id",), [(run_id,)])
+            parent = reader.rows(RunRow, ("run_id",), [(run_id,)])
             if parent:
-                _shown(hidden, JobId(parent[0][1], parent[0][2]))
-            page = child_runs(
-                reader, run_id, after, limit, lambda r: not hidden.job(JobId(r[1], r[2]))
-            )
+                _shown(hidden, _job_of(parent[0]))
+            page = child_runs(reader, run_id, after, limit, lambda r: not hidden.job(_job_of(r)))
             if page is None:
                 raise not_found(f"No run {run_id!r} is known, nor any child of it.")
             runs, last = page
@@ -270,12 +263,12 @@ class ReadApi:
             rows = reader.runs_of_job(
                 (namespace, name), tuple(before) if before else None, limit + 1
             )
-            if not rows and not reader.rows("jobs", ("ns", "name"), [(namespace, name)]):
+            if not rows and not reader.rows(JobRow, ("ns", "name"), [(namespace, name)]):
                 raise not_found(f"No job {namespace} {name} is known.")
             last = rows[limit - 1] if len(rows) > limit else None
             return {
                 "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
-                "next_cursor": encode_cursor([last[8], last[0]]) if last else None,
+                "next_cursor": encode_cursor([last.latest_key, last.run_id]) if last else None,
             }
 
         return await self._answer(work)
@@ -292,10 +285,10 @@ class ReadApi:
             return self._page(
                 reader,
                 request,
-                "datasets",
+                DatasetRow,
                 namespace,
-                lambda r: _canonical_only(ids, r) and not hidden.dataset(DatasetId(r[0], r[1])),
-                lambda r: dataset_view(reader, ids, DatasetId(r[0], r[1])),
+                lambda r: _canonical_only(ids, r) and not hidden.dataset(DatasetId(r.ns, r.name)),
+                lambda r: dataset_view(reader, ids, DatasetId(r.ns, r.name)),
             )
 
         return await self._answer(work)
@@ -311,10 +304,10 @@ class ReadApi:
             return self._page(
                 reader,
                 request,
-                "jobs",
+                JobRow,
                 namespace,
-                lambda r: not hidden.job(JobId(r[0], r[1])),
-                lambda r: job_view(reader, JobId(r[0], r[1])),
+                lambda r: not hidden.job(JobId(r.ns, r.name)),
+                lambda r: job_view(reader, JobId(r.ns, r.name)),
             )
 
         return await self._answer(work)
@@ -323,10 +316,10 @@ class ReadApi:
         self,
         reader: GraphReader,
         request: Request,
-        table: str,
+        table: type[Listed],
         namespace: str | None,
-        keep: Callable[[Row], bool],
-        shape: Callable[[Row], Any],
+        keep: Callable[[Listed], bool],
+        shape: Callable[[Listed], Any],
     ) -> dict[str, Any]:
         limit = integer(request, "limit", 100, 1, MAX_LIMIT)
         q = request.query_params.get("q")
@@ -339,7 +332,7 @@ class ReadApi:
                 cursor = None
                 break
             for r in rows:
-                cursor = (r[0], r[1])
+                cursor = (r.ns, r.name)
                 if keep(r):
                     out.append(shape(r))
                     if len(out) == limit:
@@ -347,7 +340,10 @@ class ReadApi:
             if len(rows) <= limit and len(out) < limit:
                 cursor = None
                 break
-        return {table: out, "next_cursor": encode_cursor(list(cursor)) if cursor else None}
+        return {
+            table_of(table): out,
+            "next_cursor": encode_cursor(list(cursor)) if cursor else None,
+        }
 
     # -- graphs ------------------------------------------------------------------------
 
@@ -411,9 +407,9 @@ class ReadApi:
             ids = reader.recent_run_ids(recent * 4)[:recent]
             hidden = Hidden.of(reader)
             rows = {
-                r[0]: r
-                for r in reader.rows("runs", ("run_id",), [(i,) for i in ids])
-                if not hidden.job(JobId(r[1], r[2]))
+                r.run_id: r
+                for r in reader.rows(RunRow, ("run_id",), [(i,) for i in ids])
+                if not hidden.job(_job_of(r))
             }
             return {
                 "deliveries": totals.deliveries,
@@ -430,12 +426,17 @@ class ReadApi:
             after = decode_cursor(request, TEXT_CURSOR)
             hidden = Hidden.of(reader).namespaces
             rows = [
-                r for r in reader.namespaces(after, limit + 1 + len(hidden)) if r[0] not in hidden
+                r
+                for r in reader.namespaces(after, limit + 1 + len(hidden))
+                if r.namespace not in hidden
             ]
             more = len(rows) > limit
             return {
-                "namespaces": [{"name": ns, "datasets": d, "jobs": j} for ns, d, j in rows[:limit]],
-                "next_cursor": encode_cursor(rows[limit - 1][0]) if more else None,
+                "namespaces": [
+                    {"name": r.namespace, "datasets": r.datasets, "jobs": r.jobs}
+                    for r in rows[:limit]
+                ],
+                "next_cursor": encode_cursor(rows[limit - 1].namespace) if more else None,
             }
 
         return await self._answer(work)
@@ -464,17 +465,21 @@ class ReadApi:
             rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
             bodies: dict[int, list[Any]] = {}
             out = []
-            for event_id, _key, time_text, seq, idx, route in rows[:limit]:
-                if seq not in bodies:  # parse each delivery once
-                    body = reader.body(seq) or b"[]"
-                    bodies[seq] = split_items(LogEntry(seq, "", route, body, 0, ()))
+            for e in rows[:limit]:
+                if e.seq not in bodies:  # parse each delivery once
+                    body = reader.body(e.seq) or b"[]"
+                    bodies[e.seq] = split_items(LogEntry(e.seq, "", e.route, body, 0, ()))
                 out.append(
-                    {"event_id": event_id, "eventTime": time_text, "event": bodies[seq][idx]}
+                    {
+                        "event_id": e.event_id,
+                        "eventTime": e.time_text,
+                        "event": bodies[e.seq][e.idx],
+                    }
                 )
             last = rows[limit - 1] if len(rows) > limit else None
             return {
                 "events": out,
-                "next_cursor": encode_cursor([last[1], last[0]]) if last else None,
+                "next_cursor": encode_cursor([last.time_key, last.event_id]) if last else None,
             }
 
         return await self._answer(work)
@@ -548,30 +553,38 @@ def _writer_runs(
     node = _shown_dataset(reader, ids, hidden, dataset)
     members = ids.members([node])[node]
     io = reader.rows(
-        "run_io", ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
+        RunIoRow, ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
     )
-    run_ids = sorted({r[0] for r in io})
-    latest = RUN_KEYS.index("latest_key")  # the order (and cursor) of runs_of_job
+    run_ids = sorted({r.run_id for r in io})
     rows = sorted(
         (
             r
-            for r in reader.rows("runs", ("run_id",), [(i,) for i in run_ids])
-            if not hidden.job(JobId(r[1], r[2]))
+            for r in reader.rows(RunRow, ("run_id",), [(i,) for i in run_ids])
+            if not hidden.job(_job_of(r))
         ),
-        key=lambda r: (r[latest], r[0]),
+        key=_latest_first,
         reverse=True,
     )
     if before is not None:
-        rows = [r for r in rows if (r[latest], r[0]) < tuple(before)]
+        rows = [r for r in rows if _latest_first(r) < tuple(before)]
     last = rows[limit - 1] if len(rows) > limit else None
     return {
         "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
-        "next_cursor": encode_cursor([last[latest], last[0]]) if last else None,
+        "next_cursor": encode_cursor(list(_latest_first(last))) if last else None,
     }
 
 
-def _canonical_only(ids: Identities, row: Row) -> bool:
-    identity = DatasetId(row[0], row[1])
+def _latest_first(run: RunRow) -> tuple[str, str]:
+    """The order (and cursor) of runs_of_job: newest first when reversed."""
+    return (run.latest_key, run.run_id)
+
+
+def _job_of(run: RunRow) -> JobId:
+    return JobId(run.job_ns, run.job_name)
+
+
+def _canonical_only(ids: Identities, row: DatasetRow) -> bool:
+    identity = DatasetId(row.ns, row.name)
     return ids.canonical([identity])[identity] == identity
 
 
@@ -581,7 +594,7 @@ def _shown_dataset(
     """The canonical node of a dataset named by any identity; 404 when none is known, or
     when an admin hid it."""
     node = ids.canonical([dataset])[dataset]
-    if not reader.rows("datasets", ("ns", "name"), [(node.namespace, node.name)]):
+    if not reader.rows(DatasetRow, ("ns", "name"), [(node.namespace, node.name)]):
         raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
     _shown(hidden, node)
     return node
@@ -589,7 +602,7 @@ def _shown_dataset(
 
 def _shown_job(reader: GraphReader, hidden: Hidden, job: JobId, kind: str = "job") -> None:
     """404 when the job is not known, or when an admin hid it."""
-    if not reader.rows("jobs", ("ns", "name"), [(job.namespace, job.name)]):
+    if not reader.rows(JobRow, ("ns", "name"), [(job.namespace, job.name)]):
         raise not_found(f"No {kind} {job.namespace} {job.name} is known.")
     _shown(hidden, job)
 

@@ -27,6 +27,7 @@ from embrasure.projector.column_lineage import ColumnEdge
 from embrasure.projector.graph_rows import EdgeSpan
 from embrasure.projector.runs import RunEventFact, RunPart, merge_run_parts, resolve_run
 from embrasure.store import Store, open_store
+from embrasure.store.rows import GRAPH_ROWS
 from embrasure.store.schema import COLUMNS
 
 from conftest import BACKENDS, pg_database, sqlite_url
@@ -67,13 +68,15 @@ def store(
 
 
 def merged_in_sql(store: Store, table: str, key: tuple[Any, ...], *values: Any) -> Any:
-    """Merge the value tuples one after the other into a new row with ``key``."""
+    """Merge the value tuples one after the other into a new row with ``key``; the
+    stored row's value columns."""
+    record = GRAPH_ROWS[table].row
     with store.projection() as tx:
         for value in values:
-            tx.merge(table, [(*key, *value)])
-        row = tx.load(table, [key])[key]
-        tx.delete(table, [key])
-    return row
+            tx.merge(record, [record._make((*key, *value))])  # type: ignore[attr-defined]
+        row = tx.load(record, [key])[key]
+        tx.delete(record, [key])
+    return row[len(key) :]
 
 
 def check(

@@ -20,6 +20,7 @@ from embrasure.query.as_of import AsOfGraph
 from embrasure.query.entities import Identities
 from embrasure.query.graph import Graph
 from embrasure.store import Store, open_store
+from embrasure.store.rows import DatasetRow, JobRow
 
 from event_strategies import TIMES, deliveries, events
 
@@ -43,11 +44,11 @@ def roots(store: Store) -> list[DatasetId | JobId]:
         ids = Identities(reader)
         datasets = sorted(
             {
-                ids.canonical([DatasetId(r[0], r[1])])[DatasetId(r[0], r[1])]
-                for r in reader.rows("datasets")
+                ids.canonical([DatasetId(r.ns, r.name)])[DatasetId(r.ns, r.name)]
+                for r in reader.rows(DatasetRow)
             }
         )
-        jobs = sorted(JobId(r[0], r[1]) for r in reader.rows("jobs"))
+        jobs = sorted(JobId(r.ns, r.name) for r in reader.rows(JobRow))
     return [*datasets, *jobs]
 
 

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from embrasure.projector.worker import reproject
 from embrasure.store import migrations, open_store
+from embrasure.store.rows import HiddenRow
 
 from conftest import run_sql
 from graph_api import (
@@ -196,11 +197,13 @@ def test_the_latest_entry_in_the_log_decides_whatever_the_commit_order(admin: Ad
     row of the later log position (graph_schema.MERGES["hidden"])."""
     key = ("job", "spark", "daily")
     with admin.store.projection() as tx:
-        tx.merge("hidden", [(*key, 0, 20, "2026-11-30T12:00:00Z", None, "later: shown")])
-        tx.merge("hidden", [(*key, 1, 10, "2026-11-30T11:00:00Z", None, "earlier: hidden")])
+        tx.merge(HiddenRow, [HiddenRow(*key, 0, 20, "2026-11-30T12:00:00Z", None, "later: shown")])
+        tx.merge(
+            HiddenRow, [HiddenRow(*key, 1, 10, "2026-11-30T11:00:00Z", None, "earlier: hidden")]
+        )
     with admin.store.projection() as tx:
-        (row,) = tx.select_by("hidden", ("kind", "ns", "name"), [key])
-    assert row[3:5] == (0, 20)
+        (row,) = tx.select_by(HiddenRow, ("kind", "ns", "name"), [key])
+    assert (row.hidden, row.seq) == (0, 20)
     assert ("spark", "daily") in admin.names("/api/v1/jobs", "jobs")
 
 
@@ -271,7 +274,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
     try:
         assert store.schema_version() == migrations.LATEST  # type: ignore[attr-defined]
         with store.reader() as reader:
-            assert reader.rows("hidden") == []
+            assert reader.rows(HiddenRow) == []
             pending, items, oldest, rejected = reader.backlog()
         assert (pending, items, rejected) == (2, len(export_events()) + 1, 0)
         assert oldest is not None

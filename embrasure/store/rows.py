@@ -1,0 +1,396 @@
+"""Typed rows: one record per graph table, and one per shape the reader builds itself.
+
+Each graph table's record names its columns in table order, key columns first, then
+value columns: ``GRAPH_ROWS`` says how many lead fields are the key, and
+``schema.COLUMNS`` is derived from these classes, so a record and its table cannot drift.
+The records are ``NamedTuple``s: still tuples, so the SQL layer binds them positionally
+and compares keys as tuples, while the rest of the code reads them by name.
+
+Types are what the drivers hand back: TEXT is ``str``, INTEGER ``int`` (flags are 0/1),
+BLOB/BYTEA ``bytes``; a nullable column is ``… | None``. Nothing checks them at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, TypeVar
+
+# -- the graph tables (schema.GRAPH_TABLES) -------------------------------------------------
+
+
+class DeliveryOutcome(NamedTuple):
+    """``deliveries``: what projecting one delivery of the log came to."""
+
+    seq: int
+    projected: int
+    quarantined: int
+    edges_created: int
+
+
+class ItemRow(NamedTuple):
+    """``items``: one item's outcome."""
+
+    seq: int
+    idx: int
+    kind: str | None
+    outcome: str  # projected / quarantined
+    reason: str | None
+    retriable: int
+    warnings: str  # JSON array of strings
+    event_id: str | None
+
+    @classmethod
+    def projected(
+        cls, seq: int, idx: int, kind: str | None, warnings: str = "[]", event_id: str | None = None
+    ) -> ItemRow:
+        return cls(seq, idx, kind, "projected", None, 0, warnings, event_id)
+
+    @classmethod
+    def quarantined(
+        cls, seq: int, idx: int, kind: str | None, reason: str, retriable: bool = False
+    ) -> ItemRow:
+        return cls(seq, idx, kind, "quarantined", reason, int(retriable), "[]", None)
+
+
+class FailureRow(NamedTuple):
+    """``failures``: a delivery the projector failed on."""
+
+    seq: int
+    attempts: int
+    error: str
+
+
+class EventRow(NamedTuple):
+    """``events``: an event, where it was first seen and the edges it names."""
+
+    event_id: str
+    kind: str
+    event_type: str | None
+    time_key: str
+    time_text: str | None
+    job_ns: str | None
+    job_name: str | None
+    run_id: str | None
+    seq: int
+    idx: int
+    io_key: bytes | None
+
+
+class IoSetRow(NamedTuple):
+    """``io_sets``: one job ↔ dataset edge of the set an event names."""
+
+    io_key: bytes
+    job_ns: str
+    job_name: str
+    ds_ns: str
+    ds_name: str
+    direction: str
+    static: int
+
+
+class DatasetRow(NamedTuple):
+    """``datasets``: a dataset identity as sent."""
+
+    ns: str
+    name: str
+
+
+class FieldRow(NamedTuple):
+    """``fields``: a field a dataset's schema facet or column lineage named."""
+
+    ns: str
+    name: str
+    field: str
+
+
+class FieldNameRow(NamedTuple):
+    """``field_names``: every field name once."""
+
+    field: str
+
+
+class LinkRow(NamedTuple):
+    """``links``: a symlink or rename between two dataset identities."""
+
+    a_ns: str
+    a_name: str
+    b_ns: str
+    b_name: str
+    kind: str  # TABLE / RENAME / LOCATION
+    type: str | None
+    first_key: str
+
+
+class CanonicalRow(NamedTuple):
+    """``canonical``: an identity in a group of more than one, and its group's node."""
+
+    ns: str
+    name: str
+    c_ns: str
+    c_name: str
+    renamed: int
+
+
+class JobRow(NamedTuple):
+    """``jobs``: a job, and which kinds of event named it."""
+
+    ns: str
+    name: str
+    run_events: int
+    job_events_out: int
+    job_events_in: int
+
+
+class RunRow(NamedTuple):
+    """``runs``: a run merged from every event naming it."""
+
+    run_id: str
+    job_ns: str
+    job_name: str
+    state: str | None
+    started_key: str | None
+    started_text: str | None
+    ended_key: str | None
+    ended_text: str | None
+    latest_key: str
+    parent_run_id: str | None
+    parent_job_ns: str | None
+    parent_job_name: str | None
+    root_run_id: str | None
+    root_job_ns: str | None
+    root_job_name: str | None
+    job_key: str
+    job_event: str
+    win_terminal: int
+    win_key: str
+    decided_by: str
+    parent_key: str | None
+    parent_event: str | None
+
+
+class EdgeRow(NamedTuple):
+    """``edges``: a job ↔ dataset edge, as the identities were sent."""
+
+    job_ns: str
+    job_name: str
+    ds_ns: str
+    ds_name: str
+    direction: str  # 'in': dataset → job, 'out': job → dataset
+    static: int
+    first_key: str | None
+    first_text: str | None
+    last_key: str | None
+    last_text: str | None
+    run_count: int
+    last_run_key: str
+    last_run: str
+
+
+class RunIoRow(NamedTuple):
+    """``run_io``: a dataset a run read or wrote, and the version it named."""
+
+    run_id: str
+    job_ns: str
+    job_name: str
+    ds_ns: str
+    ds_name: str
+    direction: str
+    version: str | None
+    version_key: str | None
+
+
+class FacetRow(NamedTuple):
+    """``facets``: an entity's facet, its winning value and its latest deletion."""
+
+    entity: str
+    name: str
+    value_key: str | None
+    value_text: str | None
+    value_json: str | None
+    value_event: str | None
+    deleted_key: str | None
+    deleted_text: str | None
+    deleted_json: str | None
+    deleted_event: str | None
+
+
+class FacetHistoryRow(NamedTuple):
+    """``facet_history``: a facet value one event sent."""
+
+    entity: str
+    name: str
+    event_id: str
+    time_key: str
+    value_hash: bytes
+
+
+class FacetValueRow(NamedTuple):
+    """``facet_values``: a facet value's canonical JSON, by hash."""
+
+    hash: bytes
+    value_json: str
+
+
+class ColumnEdgeRow(NamedTuple):
+    """``column_edges``: a column lineage edge, declared or derived from the job's SQL."""
+
+    tgt_ns: str
+    tgt_name: str
+    tgt_field: str
+    src_ns: str
+    src_name: str
+    src_field: str
+    job_ns: str
+    job_name: str
+    derived: str  # '' declared, 'sql' parsed from the job's SQL
+    kind: str  # mapping / indirect
+    class_: str | None  # direct / expression / aggregate (the column is named ``class``)
+    masked: int
+    subtypes: str  # JSON array, sorted
+    first_key: str | None
+    first_text: str | None
+    last_key: str | None
+    last_text: str | None
+
+
+class HiddenRow(NamedTuple):
+    """``hidden``: the latest admin hide or unhide of an entity."""
+
+    kind: str  # dataset / job / namespace
+    ns: str
+    name: str  # '' for a namespace
+    hidden: int  # 1 hidden, 0 shown again
+    seq: int
+    at: str
+    by_token: str | None
+    reason: str | None
+
+
+class Table(NamedTuple):
+    row: type[tuple[Any, ...]]
+    keys: int  # how many of the row's lead fields are the table's key
+
+
+# Every graph table (bar ``position``) and its record, in schema order.
+GRAPH_ROWS: dict[str, Table] = {
+    "deliveries": Table(DeliveryOutcome, 1),
+    "items": Table(ItemRow, 2),
+    "failures": Table(FailureRow, 1),
+    "events": Table(EventRow, 1),
+    "io_sets": Table(IoSetRow, 7),
+    "datasets": Table(DatasetRow, 2),
+    "fields": Table(FieldRow, 3),
+    "field_names": Table(FieldNameRow, 1),
+    "links": Table(LinkRow, 5),
+    "canonical": Table(CanonicalRow, 2),
+    "jobs": Table(JobRow, 2),
+    "runs": Table(RunRow, 1),
+    "edges": Table(EdgeRow, 6),
+    "run_io": Table(RunIoRow, 6),
+    "facets": Table(FacetRow, 2),
+    "facet_history": Table(FacetHistoryRow, 3),
+    "facet_values": Table(FacetValueRow, 1),
+    "column_edges": Table(ColumnEdgeRow, 9),
+    "hidden": Table(HiddenRow, 3),
+}
+
+_TABLE_OF = {table.row: name for name, table in GRAPH_ROWS.items()}
+
+
+# Fields named otherwise than their column: ``class`` is a Python keyword.
+_COLUMN_OF = {"class_": "class"}
+
+
+def columns_of(table: Table) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A table's (key columns, value columns), from its record's fields."""
+    names = tuple(_COLUMN_OF.get(f, f) for f in table.row._fields)  # type: ignore[attr-defined]
+    return names[: table.keys], names[table.keys :]
+
+
+def table_of(row: type[tuple[Any, ...]]) -> str:
+    """The graph table a record class is a row of."""
+    return _TABLE_OF[row]
+
+
+R = TypeVar("R", bound=tuple[Any, ...])  # a graph table's record
+
+
+def maker(row: type[R]) -> Callable[[Iterable[Any]], R]:
+    """The record of ``row`` made from a driver's row (a sequence in field order)."""
+    make: Callable[[Iterable[Any]], R] = row._make  # type: ignore[attr-defined]
+    return make
+
+
+# -- the reader's own shapes (GraphReader) ---------------------------------------------------
+
+
+class DeliveryRow(NamedTuple):
+    """A delivery: its log columns, its state and its projection's counts (NULL before
+    it is projected)."""
+
+    seq: int
+    delivery_id: str
+    provider_key: str
+    idempotency_key: str | None
+    body_sha256: str
+    received_at: str
+    route: str
+    item_count: int
+    rejections: str  # JSON [[index, kind, reason], …]
+    log_state: str  # the state recorded on receipt
+    state: str  # accepted / projected / partially_projected / quarantined
+    projected: int | None
+    quarantined: int | None
+    edges_created: int | None
+
+
+class QuarantinedItem(NamedTuple):
+    delivery_id: str
+    idx: int
+    kind: str | None
+    reason: str | None
+    received_at: str
+    seq: int
+
+
+class OutcomeTotal(NamedTuple):
+    """The projected deliveries in one state, and their items."""
+
+    state: str  # projected / partially_projected / quarantined
+    deliveries: int
+    projected: int
+    quarantined: int
+
+
+class Backlog(NamedTuple):
+    """The log past the graph's position."""
+
+    deliveries: int  # with items to project
+    items: int  # those items
+    oldest: str | None  # the oldest such delivery's received_at
+    rejected: int  # deliveries whose every item was rejected on receipt
+
+
+class NamespaceRow(NamedTuple):
+    namespace: str
+    datasets: int  # dataset identities
+    jobs: int
+
+
+class SearchHit(NamedTuple):
+    kind: str  # dataset / job / field
+    ns: str
+    name: str
+    field: str | None
+    rank: int  # 0 exact, 1 prefix, 2 substring
+
+
+class EventPlace(NamedTuple):
+    """An event and where its bytes are in the log (where first seen)."""
+
+    event_id: str
+    time_key: str
+    time_text: str | None
+    seq: int
+    idx: int
+    route: str

@@ -1,0 +1,55 @@
+"""The typed rows (store/rows.py) against the tables the schema creates: schema.COLUMNS
+is derived from the records, so a column added to a table and not to its record (or
+the other way round), or a key split that is not the table's primary key, must fail
+here rather than shift every reader."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+from embrasure.store import open_store
+from embrasure.store.rows import GRAPH_ROWS, ItemRow, columns_of, table_of
+from embrasure.store.schema import TABLES
+
+from conftest import sqlite_url
+
+
+def test_every_graph_table_has_a_record() -> None:
+    assert set(GRAPH_ROWS) == set(TABLES) - {"position"}  # position: one number, no rows
+    assert all(table_of(t.row) == name for name, t in GRAPH_ROWS.items())
+
+
+def test_records_name_the_created_tables_columns_and_keys(db_path: Path) -> None:
+    open_store(sqlite_url(db_path)).close()
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        for name, table in GRAPH_ROWS.items():
+            info = conn.execute(f"PRAGMA table_info(g1_{name})").fetchall()
+            keys, values = columns_of(table)
+            # (cid, name, type, notnull, default, pk): pk is the place in the primary key
+            assert {c[1] for c in info} == {*keys, *values}, name
+            assert tuple(c[1] for c in sorted(info, key=lambda c: c[5]) if c[5]) == keys, name
+
+
+def test_item_outcomes_have_one_shape() -> None:
+    assert ItemRow.projected(7, 2, "RunEvent", '["w"]', "e1") == (
+        7,
+        2,
+        "RunEvent",
+        "projected",
+        None,
+        0,
+        '["w"]',
+        "e1",
+    )
+    assert ItemRow.quarantined(7, 3, None, "bad", retriable=True) == (
+        7,
+        3,
+        None,
+        "quarantined",
+        "bad",
+        1,
+        "[]",
+        None,
+    )
