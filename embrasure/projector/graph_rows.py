@@ -30,7 +30,7 @@ from embrasure.projector.runs import (
     winner_key,
 )
 from embrasure.projector.symlinks import Link, links_of
-from embrasure.store.rows import EventRow, FacetHistoryRow, RunRow
+from embrasure.store.rows import ColumnEdgeRow, EventRow, FacetHistoryRow, RunRow
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
 
@@ -445,25 +445,27 @@ def column_row(edge: ColumnEdge, span: EdgeSpan) -> tuple[Any, ...]:
 
 
 def column_edge_of(
-    key: ColumnKey, value: tuple[Any, ...], source: DatasetId, target: DatasetId
+    row: ColumnEdgeRow, source: DatasetId, target: DatasetId
 ) -> tuple[ColumnEdge, EdgeSpan]:
     """A stored column edge back as a ColumnEdge (with ``source``/``target`` possibly
     resolved to their canonical nodes) and its span of eventTimes."""
-    _, _, target_field, _, _, source_field, job_ns, job_name, derived = key
-    kind, klass, masked, subtypes, f_key, f_text, l_key, l_text = value
     edge = ColumnEdge(
         source,
-        source_field,
+        row.src_field,
         target,
-        target_field,
-        JobId(job_ns, job_name) if job_name else None,
-        kind,
-        klass,
-        bool(masked),
-        tuple(orjson.loads(subtypes)),
-        derived or None,
+        row.tgt_field,
+        JobId(row.job_ns, row.job_name) if row.job_name else None,
+        row.kind,
+        row.class_,
+        bool(row.masked),
+        tuple(orjson.loads(row.subtypes)),
+        row.derived or None,
     )
-    return edge, EdgeSpan(stored_time(f_key, f_text), stored_time(l_key, l_text))
+    first, last = (
+        stored_time(row.first_key, row.first_text),
+        stored_time(row.last_key, row.last_text),
+    )
+    return edge, EdgeSpan(first, last)
 
 
 def stored_time(key: str | None, text: str | None) -> EventTime | None:

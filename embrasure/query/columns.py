@@ -14,6 +14,7 @@ from embrasure.query.entities import dataset_node, node_id
 from embrasure.query.graph import Graph
 from embrasure.query.walk import Walk
 from embrasure.store.base import GraphReader
+from embrasure.store.rows import ColumnEdgeRow
 
 Field = tuple[DatasetId, str]  # a dataset's field: a node of the column graph
 ColumnHop = tuple[ColumnEdge, EdgeSpan]  # a column edge and when it was seen
@@ -28,15 +29,17 @@ def column_edges_of(
     reader, ids = graph.reader, graph.ids
     members = ids.members({d for d, _ in fields})
     keys = [(m.namespace, m.name, f) for d, f in fields for m in members[d]]
-    rows = reader.rows("column_edges", (f"{side}_ns", f"{side}_name", f"{side}_field"), keys)
+    rows = reader.rows(ColumnEdgeRow, (f"{side}_ns", f"{side}_name", f"{side}_field"), keys)
     canonical = ids.canonical(
-        [DatasetId(r[0], r[1]) for r in rows] + [DatasetId(r[3], r[4]) for r in rows]
+        [DatasetId(r.tgt_ns, r.tgt_name) for r in rows]
+        + [DatasetId(r.src_ns, r.src_name) for r in rows]
     )
     merged: dict[ColumnEdgeKey, tuple[ColumnEdge, EdgeSpan]] = {}
     for row in rows:
-        key, value = row[:9], row[9:]
         edge, span = graph_rows.column_edge_of(
-            key, value, canonical[DatasetId(row[3], row[4])], canonical[DatasetId(row[0], row[1])]
+            row,
+            canonical[DatasetId(row.src_ns, row.src_name)],
+            canonical[DatasetId(row.tgt_ns, row.tgt_name)],
         )
         old = merged.get(edge.key)
         if old is not None:

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import Identities, job_kinds, node_id
 from embrasure.query.hidden import Hidden
-from embrasure.store.base import GraphReader, Row
-from embrasure.store.schema import COLUMNS
+from embrasure.store.base import GraphReader, Key
+from embrasure.store.rows import GRAPH_ROWS, EdgeRow, RunIoRow, RunRow, columns_of
 
 
 @dataclasses.dataclass
@@ -33,15 +33,17 @@ class MergedEdge:
     last_run: tuple[str, str] = ("", "")  # (eventTime key, runId) of the run naming it last
     identities: int = 0  # stored rows merged into it: more than one for an aliased node
 
-    def add(self, row: Row) -> None:
-        first = (row[6], row[7]) if row[6] else None
-        last = (row[8], row[9]) if row[8] else None
-        if first and (self.first is None or first < self.first):
-            self.first = first
-        if last and (self.last is None or last > self.last):
-            self.last = last
-        self.run_count += row[10]  # exact for one identity; see Graph.count_runs
-        self.last_run = max(self.last_run, (row[11], row[12]))
+    def add(self, row: EdgeRow) -> None:
+        if row.first_key and row.first_text is not None:
+            first = (row.first_key, row.first_text)
+            if self.first is None or first < self.first:
+                self.first = first
+        if row.last_key and row.last_text is not None:
+            last = (row.last_key, row.last_text)
+            if self.last is None or last > self.last:
+                self.last = last
+        self.run_count += row.run_count  # exact for one identity; see Graph.count_runs
+        self.last_run = max(self.last_run, (row.last_run_key, row.last_run))
         self.identities += 1
 
 
@@ -53,7 +55,7 @@ class Hop:
     dataset: DatasetId  # canonical
     direction: str
     static: bool
-    stored: list[Row]  # keys of the stored rows merged into it (one per identity as sent)
+    stored: list[Key]  # EDGE_KEY of the stored rows merged into it (one per identity as sent)
 
     @property
     def key(self) -> tuple[JobId, DatasetId, str, bool]:
@@ -65,7 +67,8 @@ def edge_order(e: MergedEdge) -> tuple[str, str, DatasetId, str, bool]:
     return (e.job.namespace, e.job.name, e.dataset, e.direction, e.static)
 
 
-EDGE_KEY = COLUMNS["edges"][0]
+# The edges table's key: (job_ns, job_name, ds_ns, ds_name, direction, static).
+EDGE_KEY = columns_of(GRAPH_ROWS["edges"])[0]
 
 
 class Resolver(Protocol):
@@ -105,12 +108,12 @@ class Graph:
         """The edges of the datasets (every identity of each) in one direction."""
         members = self.ids.members(nodes)
         raw = [(m.namespace, m.name, direction) for ms in members.values() for m in ms]
-        return self._merge(self.reader.rows("edges", ("ds_ns", "ds_name", "direction"), raw))
+        return self._merge(self.reader.rows(EdgeRow, ("ds_ns", "ds_name", "direction"), raw))
 
     def edges_of_jobs(self, jobs: Iterable[JobId], direction: str) -> list[MergedEdge]:
         """The edges of the jobs in one direction."""
         raw = [(j.namespace, j.name, direction) for j in jobs]
-        return self._merge(self.reader.rows("edges", ("job_ns", "job_name", "direction"), raw))
+        return self._merge(self.reader.rows(EdgeRow, ("job_ns", "job_name", "direction"), raw))
 
     def hops(
         self, datasets: list[DatasetId], jobs: list[JobId], walk: str
@@ -127,49 +130,55 @@ class Graph:
             members = self.ids.members(datasets)
             raw = [(m.namespace, m.name, wanted_ds) for ms in members.values() for m in ms]
             found = self._group(
-                self.reader.pick("edges", EDGE_KEY, ("ds_ns", "ds_name", "direction"), raw)
+                self.reader.pick(EdgeRow, EDGE_KEY, ("ds_ns", "ds_name", "direction"), raw)
             )
             out += [(hop, hop.job) for hop in found]
         if jobs:
             raw = [(j.namespace, j.name, wanted_job) for j in jobs]
             found = self._group(
-                self.reader.pick("edges", EDGE_KEY, ("job_ns", "job_name", "direction"), raw)
+                self.reader.pick(EdgeRow, EDGE_KEY, ("job_ns", "job_name", "direction"), raw)
             )
             out += [(hop, hop.dataset) for hop in found]
         return out
 
-    def _group(self, stored: list[Row]) -> list[Hop]:
+    def _group(self, stored: list[Key]) -> list[Hop]:
         """Stored edge keys grouped by the edge they merge into, in edge_order."""
         canonical = self._canonical(stored)
         # Keyed and sorted by plain strings: JobId's dataclass hash and order run in
         # Python, and a hub's walk groups thousands of rows (bench/query.py).
-        groups: dict[tuple[str, str, DatasetId, str, int], list[Row]] = {}
+        groups: dict[tuple[str, str, DatasetId, str, int], list[Key]] = {}
         for k in stored:
-            key = (k[0], k[1], canonical[k[2], k[3]], k[4], k[5])
+            job_ns, job_name, ds_ns, ds_name, direction, static = k
+            key = (job_ns, job_name, canonical[ds_ns, ds_name], direction, static)
             groups.setdefault(key, []).append(k)
-        return [Hop(JobId(k[0], k[1]), k[2], k[3], bool(k[4]), groups[k]) for k in sorted(groups)]
+        hops = []
+        for key in sorted(groups):
+            job_ns, job_name, dataset, direction, static = key
+            hops.append(Hop(JobId(job_ns, job_name), dataset, direction, bool(static), groups[key]))
+        return hops
 
-    def _canonical(self, rows: list[Row]) -> dict[tuple[str, str], DatasetId]:
-        """The canonical node of each edge row's dataset, by its (ns, name) as stored: a
-        hub's thousands of rows name a handful of datasets."""
-        pairs = {(r[2], r[3]) for r in rows}
+    def _canonical(self, rows: list[EdgeRow] | list[Key]) -> dict[tuple[str, str], DatasetId]:
+        """The canonical node of each edge row's or key's dataset, by its (ns, name) as
+        stored: a hub's thousands of rows name a handful of datasets."""
+        pairs = {(ds_ns, ds_name) for _job_ns, _job_name, ds_ns, ds_name, *_rest in rows}
         found = self.ids.canonical(DatasetId(*p) for p in pairs)
         return {(d.namespace, d.name): c for d, c in found.items()}
 
     def complete(self, hops: Iterable[Hop]) -> list[MergedEdge]:
         """The merged edges of ``hops`` (one read of their stored rows), in edge_order."""
         keys = [k for hop in hops for k in hop.stored]
-        return self._merge(self.reader.rows("edges", EDGE_KEY, keys)) if keys else []
+        return self._merge(self.reader.rows(EdgeRow, EDGE_KEY, keys)) if keys else []
 
-    def _merge(self, rows: list[Row]) -> list[MergedEdge]:
+    def _merge(self, rows: list[EdgeRow]) -> list[MergedEdge]:
         canonical = self._canonical(rows)
         merged: dict[tuple[str, str, DatasetId, str, int], MergedEdge] = {}
         for row in rows:
-            ds = canonical[row[2], row[3]]
-            key = (row[0], row[1], ds, row[4], row[5])
+            ds = canonical[row.ds_ns, row.ds_name]
+            key = (row.job_ns, row.job_name, ds, row.direction, row.static)
             edge = merged.get(key)
             if edge is None:
-                edge = merged[key] = MergedEdge(JobId(row[0], row[1]), ds, row[4], bool(row[5]))
+                job = JobId(row.job_ns, row.job_name)
+                edge = merged[key] = MergedEdge(job, ds, row.direction, bool(row.static))
             edge.add(row)
         return [merged[k] for k in sorted(merged)]
 
@@ -177,7 +186,7 @@ class Graph:
         """The state of each edge's latest run (the run that named it last)."""
         run_ids = sorted({e.last_run[1] for e in edges if e.last_run[1]})
         states: dict[str, str | None] = dict(
-            self.reader.pick("runs", ("run_id", "state"), ("run_id",), [(x,) for x in run_ids])
+            self.reader.pick(RunRow, ("run_id", "state"), ("run_id",), [(x,) for x in run_ids])
         )
         return {i: states.get(e.last_run[1]) for i, e in enumerate(edges)}
 
@@ -191,10 +200,9 @@ class Graph:
         members = self.ids.members({e.dataset for e in aliased})
         keys = [(m.namespace, m.name, e.direction) for e in aliased for m in members[e.dataset]]
         runs: dict[tuple[JobId, str, str, str], set[str]] = {}
-        for run_id, job_ns, job_name, ds_ns, ds_name, direction, _v, _vk in self.reader.rows(
-            "run_io", ("ds_ns", "ds_name", "direction"), keys
-        ):
-            runs.setdefault((JobId(job_ns, job_name), ds_ns, ds_name, direction), set()).add(run_id)
+        for io in self.reader.rows(RunIoRow, ("ds_ns", "ds_name", "direction"), keys):
+            used = (JobId(io.job_ns, io.job_name), io.ds_ns, io.ds_name, io.direction)
+            runs.setdefault(used, set()).add(io.run_id)
         for e in aliased:
             found: set[str] = set()
             for m in members[e.dataset]:

@@ -30,6 +30,7 @@ from embrasure.query.graph import Graph, Hop
 from embrasure.query.lineage import Node, step
 from embrasure.query.walk import Walk
 from embrasure.store.base import GraphReader
+from embrasure.store.rows import ColumnEdgeRow
 
 
 class _Items:
@@ -108,9 +109,9 @@ def _fields_with_lineage(graph: Graph, dataset: DatasetId) -> list[str]:
     """The root's fields that are the source of some column edge (under any alias)."""
     members = graph.ids.members([dataset])[dataset]
     rows = graph.reader.rows(
-        "column_edges", ("src_ns", "src_name"), [(m.namespace, m.name) for m in members]
+        ColumnEdgeRow, ("src_ns", "src_name"), [(m.namespace, m.name) for m in members]
     )
-    return sorted({row[5] for row in rows})
+    return sorted({row.src_field for row in rows})
 
 
 def _field_walk(

@@ -12,7 +12,7 @@ import abc
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any, overload
+from typing import Any
 
 from embrasure.errors import IdempotencyConflict
 from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
@@ -33,11 +33,6 @@ from embrasure.store.rows import (
 AppendResult = Receipt | IdempotencyConflict
 Key = tuple[Any, ...]  # the values of some columns, in the order the caller named them
 Record = type[tuple[Any, ...]]  # a graph table's record class (rows.GRAPH_ROWS)
-# A graph table named by its name (``GraphReader.rows("edges", …)``) gives rows typed
-# ``Any``, and query/lineage.py annotates them as ``Row``: only that file and
-# query/impact.py still do so. Both go (this alias, the ``str`` overload of ``rows`` and
-# of ``pick``) once those two name their tables by record.
-Row = tuple[Any, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,28 +126,17 @@ class GraphReader(abc.ABC):
     A graph table is named by its record class (store/rows.py), and its rows come back
     as records of it."""
 
-    @overload
-    def rows(
-        self, table: type[R], columns: Sequence[str] = (), values: Iterable[Key] = ()
-    ) -> list[R]: ...
-
-    @overload
-    def rows(
-        self, table: str, columns: Sequence[str] = (), values: Iterable[Key] = ()
-    ) -> list[Any]: ...
-
     @abc.abstractmethod
     def rows(
-        self, table: Record | str, columns: Sequence[str] = (), values: Iterable[Key] = ()
-    ) -> list[Any]:
+        self, table: type[R], columns: Sequence[str] = (), values: Iterable[Key] = ()
+    ) -> list[R]:
         """Rows of a graph table whose ``columns`` equal one of ``values`` (all rows,
-        in key order, when no columns are given). Named by its name (``str``), a table
-        gives rows typed ``Any``: see ``Row``."""
+        in key order, when no columns are given)."""
 
     @abc.abstractmethod
     def pick(
         self,
-        table: Record | str,
+        table: Record,
         picked: Sequence[str],
         columns: Sequence[str],
         values: Iterable[Key],

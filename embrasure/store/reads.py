@@ -12,7 +12,6 @@ from typing import Any
 
 from embrasure.store.base import GraphReader, Key, Record
 from embrasure.store.rows import (
-    GRAPH_ROWS,
     Backlog,
     DeliveryRow,
     EventPlace,
@@ -51,25 +50,23 @@ class SQLReader(GraphReader):
     # -- generic -------------------------------------------------------------------------
 
     def rows(
-        self, table: Record | str, columns: Sequence[str] = (), values: Iterable[Key] = ()
-    ) -> list[Any]:
-        record = GRAPH_ROWS[table].row if isinstance(table, str) else table
+        self, table: type[R], columns: Sequence[str] = (), values: Iterable[Key] = ()
+    ) -> list[R]:
         if not columns:
-            keys, rest = COLUMNS[table_of(record)]
-            head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table_of(record)}"
-            make = maker(record)
+            keys, rest = COLUMNS[table_of(table)]
+            head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table_of(table)}"
+            make = maker(table)
             return [make(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
-        return select_records(self.conn, self.g, record, columns, values)
+        return select_records(self.conn, self.g, table, columns, values)
 
     def pick(
         self,
-        table: Record | str,
+        table: Record,
         picked: Sequence[str],
         columns: Sequence[str],
         values: Iterable[Key],
     ) -> list[Key]:
-        name = table if isinstance(table, str) else table_of(table)
-        return select_where_in(self.conn, self.g + name, picked, columns, values)
+        return select_where_in(self.conn, self.g + table_of(table), picked, columns, values)
 
     def distinct(self, table: Record, picked: Sequence[str]) -> list[Key]:
         listed = ", ".join(picked)
