@@ -21,10 +21,10 @@ class EmbrasureError(Exception):
 class Problem(EmbrasureError):
     """An RFC 9457 problem: ``type``, ``title``, ``status``, ``detail`` and extensions.
 
-    ``limit`` and ``actual`` are the extension members DESIGN §2 asks for when a bound is
-    broken. ``retry_after`` becomes the Retry-After header (RFC 9110 §10.2.3); only 429
-    and 503 carry it, since retrying a 400 or 413 cannot help. ``headers`` are further
-    response headers (WWW-Authenticate on 401 and 403, RFC 6750 §3).
+    ``limit`` and ``actual`` are the extension members docs/receiver.md#bounds asks for when
+    a bound is broken. ``retry_after`` becomes the Retry-After header (RFC 9110 §10.2.3);
+    only 429 and 503 carry it, since retrying a 400 or 413 cannot help. ``headers`` are
+    further response headers (WWW-Authenticate on 401 and 403, RFC 6750 §3).
     """
 
     def __init__(
@@ -98,7 +98,7 @@ class IdempotencyConflict(EmbrasureError):
 
 
 class ReplayError(EmbrasureError):
-    """A quarantined item cannot be replayed (DESIGN §5); the message says why."""
+    """A quarantined item cannot be replayed (docs/queries.md); the message says why."""
 
 
 class NoSuchDelivery(ReplayError):

@@ -46,7 +46,8 @@ def utc_now() -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Rejection:
-    """An item rejected at the transport boundary (DESIGN §2): kept, never projected."""
+    """An item rejected at the transport boundary (docs/receiver.md#bounds): kept, never
+    projected."""
 
     index: int
     kind: str | None  # RunEvent / JobEvent / DatasetEvent, None when not an object
@@ -74,7 +75,7 @@ class DeliveryDraft:
 
     @property
     def dedupe_key(self) -> str:
-        """Delivery identity within a provider_key (DESIGN §2)."""
+        """Delivery identity within a provider_key (docs/receiver.md#idempotency)."""
         if self.idempotency_key is not None:
             return "key:" + self.idempotency_key
         return "sha256:" + self.body_sha256
@@ -102,7 +103,7 @@ class Token:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Receipt:
-    """The 202 body (DESIGN §2)."""
+    """The 202 body (docs/receiver.md#the-receipt)."""
 
     delivery_id: str
     state: str
@@ -139,10 +140,10 @@ class Delivery:
 # -- projection: what the projector's pure stages produce from one event ---------------------
 #
 # An event's facts are a function of its bytes alone; the store merges facts from many
-# events with order-independent rules (DESIGN §1, §3). Times travel as ``EventTime``:
-# ``key`` sorts (fixed width, UTC, nanoseconds), ``text`` is shown (RFC 3339 UTC keeping
-# the source's sub-second digits). An event without eventTime has ``time = None``, which
-# sorts before every known time.
+# events with order-independent rules (docs/architecture.md#order-independence,
+# docs/projection.md#rules). Times travel as ``EventTime``: ``key`` sorts (fixed width, UTC,
+# nanoseconds), ``text`` is shown (RFC 3339 UTC keeping the source's sub-second digits). An
+# event without eventTime has ``time = None``, which sorts before every known time.
 
 RUN_STATES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER")
 TERMINAL_STATES = frozenset({"COMPLETE", "FAIL", "ABORT"})

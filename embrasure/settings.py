@@ -5,7 +5,7 @@ The table feeds the CLI flags (``--group-commit-max``), the environment variable
 every entry. Precedence: flag > environment > default.
 
 The receiver's contract bounds (8 MiB bodies, 1,000 events a batch…) are not settings:
-they are DESIGN §2's contract and live in ``receiver.Limits``.
+they are the receiver's contract (docs/receiver.md#bounds) and live in ``receiver.bounds.Limits``.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_backlog_items",
         1_000_000,
-        "Items received but not yet projected past which ingest answers 429 (DESIGN §2).",
+        "Items received but not yet projected past which ingest answers 429.",
     ),
     Setting(
         "min_free_disk_mb",

@@ -244,7 +244,7 @@ def edge(doc: dict[str, Any], source: str, target: str, static: bool = False) ->
 
 
 def walk_pages(api: Api, path: str, key: str, **params: Any) -> list[list[Any]]:
-    """Every page of a cursor-paginated listing (DESIGN §5)."""
+    """Every page of a cursor-paginated listing (docs/queries.md#conventions)."""
     pages: list[list[Any]] = []
     cursor: str | None = None
     while True:

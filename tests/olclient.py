@@ -145,8 +145,8 @@ def completed_run(run_id: str) -> RunEvent:
 
 
 def pipeline_events() -> list[Event]:
-    """Every kind of event and the facets DESIGN §3 reads, in the order a producer sends
-    them: 9 events."""
+    """Every kind of event and the facets the projector reads (docs/projection.md#rules), in
+    the order a producer sends them: 9 events."""
     error = error_message_run.ErrorMessageRunFacet(message=ERROR, programmingLanguage="python")
     dag = Job(namespace=DAG_NS, name=DAG)
     return [

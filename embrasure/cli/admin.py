@@ -1,4 +1,6 @@
-"""`embrasure admin hide|unhide|hidden` (DESIGN §5): thin clients of the admin endpoints
+"""`embrasure admin hide|unhide|hidden`
+(docs/operations.md#hiding-datasets-jobs-and-namespaces): thin clients of the admin
+endpoints
 (embrasure/admin.py) over --url or --db. hide and unhide return once the projector has
 applied the entry, so the next read already shows the change."""
 

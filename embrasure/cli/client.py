@@ -1,4 +1,4 @@
-"""A small client of Embrasure's HTTP API over either transport the CLI offers (DESIGN §7):
+"""A small client of Embrasure's HTTP API over either transport the CLI offers (docs/cli.md):
 
 - ``--url``: a running server, over HTTP (httpx);
 - ``--db``: the database itself, through the very same ASGI app the server runs

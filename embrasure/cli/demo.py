@@ -1,5 +1,5 @@
 """`embrasure demo`: a small sample platform, as the OpenLineage 2-0-2 events its tools
-would send, so that a new user sees a graph at once (DESIGN §7).
+would send, so that a new user sees a graph at once (docs/cli.md).
 
 One night of an order-analytics platform:
 

@@ -9,10 +9,10 @@ invalid, and the other events go on. Events are sent as their bytes from the fil
 re-serialised, so the log holds what the producer wrote.
 
 Batches keep within the receiver's bounds (``receiver.Limits``) and are cut
-deterministically from the sorted input, so ingesting the same files again sends the
-same request bodies, which the receiver recognises as duplicates (DESIGN §2: a delivery's
-identity is its provider_key and body hash). An event repeated within one run is sent
-once and counted a duplicate.
+deterministically from the sorted input, so ingesting the same files again sends the same
+request bodies, which the receiver recognises as duplicates (docs/receiver.md#idempotency: a
+delivery's identity is its provider_key and body hash). An event repeated within one run is
+sent once and counted a duplicate.
 
 Counts come from the receipts: ``accepted`` and ``duplicate`` are the valid items of new
 and of duplicate deliveries, ``invalid`` the items rejected here or at the transport

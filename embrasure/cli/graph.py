@@ -1,6 +1,6 @@
 """The read commands: `lineage`, `impact`, `runs`, `deliveries`, `quarantine list|replay`.
 
-Each is a thin client of one read endpoint (DESIGN §5) over --url or --db
+Each is a thin client of one read endpoint (docs/queries.md) over --url or --db
 (client.open_client): the API's JSON with --json, else a table. Nothing here knows the
 store; what the API answers is what is printed.
 """
@@ -37,7 +37,8 @@ def _entity_options(func: Any) -> Any:
 
 
 def short(node_id: str) -> str:
-    """A node id (DESIGN §5) as a person reads it: kind and name, the field after a dot.
+    """A node id (docs/queries.md#conventions) as a person reads it: kind and name, the
+    field after a dot.
     Names and fields are percent-encoded in ids, so they split from the right."""
     kind, _, rest = node_id.partition(":")
     if kind == "field":

@@ -83,7 +83,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         store = open_store(settings.db, upgrade=upgrade, pool_size=settings.db_pool_size)
     except EmbrasureError as exc:
         fail(str(exc))
-    # DESIGN §9: no token means auth is off, which only loopback may get away with.
+    # docs/security.md: no token means auth is off, which only loopback may get away with.
     if not (is_loopback(settings.host) or settings.insecure or store.tokens()):
         store.close()
         fail(

@@ -47,7 +47,7 @@ def setting_options(*names: str) -> Callable[[F], F]:
 
 
 def fail(message: str) -> NoReturn:
-    """One clear line on stderr and a non-zero exit (DESIGN §7)."""
+    """One clear line on stderr and a non-zero exit (docs/cli.md)."""
     click.echo(f"embrasure: error: {message}", err=True)
     sys.exit(1)
 

@@ -1,4 +1,4 @@
-"""`embrasure tokens create|list|revoke` (DESIGN §9): bearer tokens, straight in the
+"""`embrasure tokens create|list|revoke` (docs/security.md): bearer tokens, straight in the
 database (--db), since a server may refuse every request until one exists."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Administrative log entries: hide or unhide a dataset, job or namespace (DESIGN §5).
+"""Administrative log entries: hide or unhide a dataset, job or namespace
+(docs/operations.md#hiding-datasets-jobs-and-namespaces).
 
 An admin's request is appended to the delivery log like a producer's delivery — route
 ``admin``, one item, provider_key ``embrasure-admin`` — so the graph stays a function of

@@ -1,4 +1,4 @@
-"""An event's canonical JSON and identity (DESIGN §1).
+"""An event's canonical JSON and identity (docs/architecture.md#event-identity).
 
 Canonical JSON here is orjson's compact output with sorted keys: object keys in code
 point order, no insignificant whitespace (RFC 8259 §2), strings as UTF-8 with only the
@@ -62,5 +62,6 @@ def canonical_json(obj: Any) -> bytes:
 
 
 def event_id(obj: Any) -> str:
-    """The event's identity: SHA-256 hex of its canonical JSON (DESIGN §1)."""
+    """The event's identity: SHA-256 hex of its canonical JSON
+    (docs/architecture.md#event-identity)."""
     return hashlib.sha256(canonical_json(obj)).hexdigest()

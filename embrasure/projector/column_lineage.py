@@ -1,6 +1,6 @@
 """Column lineage: field → field facts from one event, and the edge merge across events.
 
-Implements DESIGN §3 "Column lineage" over ColumnLineageDatasetFacet 1-2-0 (per input
+Implements docs/projection.md#column-lineage over ColumnLineageDatasetFacet 1-2-0 (per input
 field ``transformations`` and the facet-level ``dataset`` array) and its older shapes:
 1-0-0 (``inputFields`` only) and 1-0-1/1-0-2 (per output field ``transformationType`` /
 ``transformationDescription``, deprecated since 1-1-0).
@@ -33,7 +33,7 @@ field, target field, job); the class is the strongest ever seen, a mapping beats
 indirect dependency, ``masked`` is true if any fact said so, subtypes are unioned; a
 declared fact beats one derived from SQL (``derived="sql"``): when any declared fact
 exists for an edge, the derived ones are ignored. All joins of a semilattice, so any
-order, duplication or split gives the same edges (DESIGN §1).
+order, duplication or split gives the same edges (docs/architecture.md#order-independence).
 """
 
 from __future__ import annotations
@@ -300,8 +300,9 @@ def _named_field(target: DatasetId, entry: Any) -> tuple[DatasetId, str] | str:
 def _dep_of(item: _Entry) -> _Dep:
     dep = _classify(item.entry, item.legacy)
     if item.dataset_level and dep.kind == MAPPING:
-        # The facet calls these "lineage that affects the whole dataset"; DESIGN §3
-        # makes them indirect dependencies of every field, whatever their type says.
+        # The facet calls these "lineage that affects the whole dataset";
+        # docs/projection.md#column-lineage makes them indirect dependencies of every field,
+        # whatever their type says.
         return _Dep(INDIRECT, None, dep.masked, dep.subtypes)
     return dep
 
@@ -343,8 +344,9 @@ def extract(
     store knows it, so that an input field named by an alias learned from ANOTHER event
     still matches. That makes the result depend on what the store knew when the event was
     projected; the pure, order-independent reading is without it (the default), where only
-    the event's own inputs and their TABLE symlinks count, as DESIGN §3 requires.
-    Facts and warnings come out sorted, so equal events give equal results.
+    the event's own inputs and their TABLE symlinks count, as
+    docs/projection.md#column-lineage requires. Facts and warnings come out sorted, so equal
+    events give equal results.
     """
     match = _Inputs(inputs, resolve_input)
     deps: dict[tuple[DatasetId, str, DatasetId, str], _Dep] = {}

@@ -1,4 +1,4 @@
-"""Checking standard facets against their OpenLineage schemas (DESIGN §3 "Validation").
+"""Checking standard facets against their OpenLineage schemas (docs/projection.md#validation).
 
 The schemas are the OpenLineage 2-0-2 core schema and the current facet schemas, bundled
 in ``schemas/`` (see its README.md): nothing is fetched at run time, every

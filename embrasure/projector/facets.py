@@ -1,9 +1,9 @@
-"""The facet merge rule: which value of a facet name is current (DESIGN §3 "Facets").
+"""The facet merge rule: which value of a facet name is current (docs/projection.md#facets).
 
 Rule, per entity and facet name, over the SET of records ever seen for it:
 
 - the value from the latest eventTime wins; an unknown eventTime orders before every known
-  one (DESIGN §3 "Validation"); equal eventTimes break by the larger canonical JSON of the
+  one (docs/projection.md#validation); equal eventTimes break by the larger canonical JSON of the
   value (sorted keys, no insignificant whitespace), then — when even the values are equal —
   by the larger event id, so that the event credited with the value is deterministic too;
 - a job or dataset facet carrying ``"_deleted": true`` is a deletion marker (OpenLineage
@@ -14,10 +14,11 @@ Rule, per entity and facet name, over the SET of records ever seen for it:
   pass ``honour_deleted=False`` and the marker is then an ordinary value.
 
 Every step is a maximum under a total order, so the result depends on the set of records
-only: any order, duplication or split of the history gives the same answer (DESIGN §1).
-``FacetSlot`` is that maximum kept per name (the best value and the latest deletion); it is
-a join-semilattice (``merge_slots`` is commutative, associative, idempotent), so a store can
-fold new records into what it already holds without re-reading the history.
+only: any order, duplication or split of the history gives the same answer
+(docs/architecture.md#order-independence). ``FacetSlot`` is that maximum kept per name (the
+best value and the latest deletion); it is a join-semilattice (``merge_slots`` is
+commutative, associative, idempotent), so a store can fold new records into what it already
+holds without re-reading the history.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def current_facets(
     *,
     honour_deleted: bool = True,
 ) -> dict[str, FacetValue]:
-    """The current value of every facet name in ``history`` (DESIGN §3 "Facets").
+    """The current value of every facet name in ``history`` (docs/projection.md#facets).
 
     ``honour_deleted=False`` for run facets and input/output facets, which proposal 1837
     says cannot be deleted: ``{"_deleted": true}`` there is just a value.

@@ -3,7 +3,7 @@
 ``project_event`` runs the per-event stages in this order (each pure: no I/O, no store):
 
 1. identity     — event_id = SHA-256 of the canonical JSON of the event as received
-                  (canonical.py, DESIGN §1)
+                  (canonical.py, docs/architecture.md#event-identity)
 2. shape        — the item is a JSON object
 3. kind         — run → RunEvent, else job → JobEvent, else DatasetEvent (validate.py)
 4. job, run     — job.namespace/name required strings; a RunEvent's run.runId a UUID
@@ -18,9 +18,10 @@
                   and for outputs without one, derived from the job's sql facet
                   (sql_lineage.py, marked derived="sql")
 
-A broken rule at stages 1-6 or 8 quarantines the event with its reason; everything else
-only adds warnings. The event's facts are a function of its bytes alone, so the store's
-merge rules can make the graph independent of arrival order (DESIGN §1).
+A broken rule at stages 1-6 or 8 quarantines the event with its reason; everything else only
+adds warnings. The event's facts are a function of its bytes alone, so the store's merge
+rules can make the graph independent of arrival order
+(docs/architecture.md#order-independence).
 """
 
 from __future__ import annotations
@@ -179,8 +180,9 @@ def _read_declared(
         return broken.reason
     columns, column_warnings = _column_facts(datasets)
     if job is not None:
-        # DESIGN §3: an output without a columnLineage facet gets the mappings parsed
-        # from the job's SQL, marked derived; a declared fact for the same edge wins.
+        # docs/projection.md#column-lineage: an output without a columnLineage facet gets
+        # the mappings parsed from the job's SQL, marked derived; a declared fact for the
+        # same edge wins.
         derived, derived_warnings = sql_lineage.derive(job_facets, datasets)
         columns += derived
         column_warnings += derived_warnings
@@ -193,7 +195,7 @@ def _column_facts(
     datasets: tuple[DatasetFacts, ...],
 ) -> tuple[tuple[ColumnFact, ...], list[str]]:
     """Column lineage declared by the event's outputs, matched against its own inputs
-    only (DESIGN §3): the pure reading, without the store's aliases."""
+    only (docs/projection.md): the pure reading, without the store's aliases."""
     outputs = [d for d in datasets if d.role == "output"]
     if not outputs:
         return (), []

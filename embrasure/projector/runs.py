@@ -1,4 +1,4 @@
-"""A run's state and times from the set of its events (DESIGN §3 "Runs").
+"""A run's state and times from the set of its events (docs/projection.md#runs).
 
 Rule (OpenLineage run cycle, spec/docs/run-cycle.md; eventType from the 2-0-2 core schema):
 
@@ -15,9 +15,10 @@ Rule (OpenLineage run cycle, spec/docs/run-cycle.md; eventType from the 2-0-2 co
   not terminal, or when that event has no eventTime), ``latest`` the latest known one.
 
 Every field is a maximum or minimum over the set, so ``merge_run_states`` joins partial
-results exactly: resolving the events split in any way and merging equals resolving them
-all (DESIGN §1). Run facets use the facet rule of ``facets.py`` (latest eventTime wins,
-then the larger canonical JSON); ``_deleted`` has no meaning on run facets (proposal 1837).
+results exactly: resolving the events split in any way and merging equals resolving them all
+(docs/architecture.md#order-independence). Run facets use the facet rule of ``facets.py``
+(latest eventTime wins, then the larger canonical JSON); ``_deleted`` has no meaning on run
+facets (proposal 1837).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class RunState:
 
 
 def normalise_state(event_type: str | None) -> str:
-    """eventType as a run state: missing or unknown strings are OTHER (DESIGN §3)."""
+    """eventType as a run state: missing or unknown strings are OTHER
+    (docs/projection.md#validation)."""
     return event_type if event_type in RUN_STATES else "OTHER"
 
 

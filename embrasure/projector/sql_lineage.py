@@ -1,5 +1,5 @@
-"""Column lineage derived from a job's SQL, for outputs that declare none (DESIGN §3, last
-bullet of "Column lineage").
+"""Column lineage derived from a job's SQL, for outputs that declare none
+(docs/projection.md#column-lineage-derived-from-sql).
 
 When an output dataset of an event carries no ``columnLineage`` facet and the job carries a
 ``sql`` facet (SQLJobFacet 1-1-0: ``query``, optional ``dialect``), the query is parsed
@@ -13,9 +13,10 @@ The reading is a pure function of the event, like every projection stage:
   ``dataSource`` URIs, through ``DIALECTS`` (one distinct answer, else generic).
 - Tables: each table the parser names is matched to the SAME event's datasets by name —
   exact, then by trailing components (``public.orders`` matches ``shop.public.orders``),
-  case-sensitive before case-insensitive, TABLE symlink names counting as names. Targets
-  are matched among the outputs, sources among the inputs (DESIGN §3). A name matching
-  several datasets is never guessed: a warning, and no edge through it.
+  case-sensitive before case-insensitive, TABLE symlink names counting as names. Targets are
+  matched among the outputs, sources among the inputs
+  (docs/projection.md#column-lineage-derived-from-sql). A name matching several datasets is
+  never guessed: a warning, and no edge through it.
 - Target: the query's one written table (``descendant.origin`` when the parser gives one);
   a query that writes no table (a dbt model's compiled SELECT) feeds the event's output
   when it has exactly one. A query writing several tables is not attributed.
@@ -415,8 +416,8 @@ def _derived_fact(
         source=source,
         source_field=source_field,
         kind="mapping",
-        # No transformation metadata from the parser: DESIGN §3 "no metadata at all →
-        # expression".
+        # No transformation metadata from the parser: docs/projection.md#column-lineage, "no
+        # metadata at all → expression".
         klass="expression",
         masked=False,
         subtypes=(),

@@ -1,10 +1,10 @@
 """Dataset identity: which identities are one node, and its canonical identity.
 
-Implements DESIGN §3 "Entities and identity" (symlinks, lifecycleStateChange RENAME) over
+Implements docs/projection.md#entities-and-identity (symlinks, lifecycleStateChange RENAME) over
 SymlinksDatasetFacet 1-0-1 identifiers and LifecycleStateChangeDatasetFacet 1-0-1.
 
 Rule, over the SET of links ever seen (links are never removed, so the answer does not
-depend on arrival order, duplicates or batching — DESIGN §1):
+depend on arrival order, duplicates or batching — docs/architecture.md#order-independence):
 
 - A ``TABLE`` link (a dataset and one of its symlinks identifiers of type TABLE) says both
   identities are the same dataset. A ``RENAME`` link (old = ``previousIdentifier``, new =

@@ -1,11 +1,11 @@
-"""eventTime parsing (DESIGN §3 "Validation").
+"""eventTime parsing (docs/projection.md#validation).
 
 OpenLineage 2-0-2 types ``eventTime`` as a JSON Schema ``date-time``, i.e. an RFC 3339
 §5.6 timestamp. Producers stray from it in known ways, and a lineage server has to read
 what they send:
 
 - no timezone (openlineage-python's serde examples, Marquez's
-  ``event_required_no_timezone.json``): read as UTC, with a warning (DESIGN §3);
+  ``event_required_no_timezone.json``): read as UTC, with a warning (docs/projection.md#validation);
 - nanoseconds (Java's ``Instant`` prints up to 9 fraction digits; Marquez's
   ``event_required_nanoseconds.json``): kept exactly, never rounded through a float;
 - ``±HHMM`` and ``±HH`` offsets (ISO 8601 basic format) and ``,`` as the decimal sign
@@ -18,10 +18,10 @@ them; the sort key has room for 9). Everything else — a date that does not exi
 RFC 3339's leap seconds need a table we do not carry), an offset beyond ±23:59, a
 result outside years 1-9999 — raises ValueError naming what is wrong.
 
-The result is an ``EventTime``: ``key`` is the UTC instant in a fixed-width form that
-sorts as text (always 9 fraction digits), ``text`` is RFC 3339 UTC keeping the source's
-sub-second digits (DESIGN §4: "times are returned … keeping the source's sub-second
-precision"), without a fraction when none was sent.
+The result is an ``EventTime``: ``key`` is the UTC instant in a fixed-width form that sorts
+as text (always 9 fraction digits), ``text`` is RFC 3339 UTC keeping the source's sub-second
+digits (docs/queries.md#the-graph-served: "times are returned … keeping the source's
+sub-second precision"), without a fraction when none was sent.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The rules one event must follow, and what is read from it (DESIGN §3 "Validation",
-"Entities and identity").
+"""The rules one event must follow, and what is read from it (docs/projection.md#validation,
+docs/projection.md#entities-and-identity).
 
 Each function checks one part of an already-parsed event (any JSON value) and returns
 what it read, or raises ``Invalid`` with a reason an operator can act on: it names the
@@ -7,7 +7,7 @@ event kind, the place in the event (``outputs[2].name``) and the rule. Warnings 
 read leniently or ignored — come back as lists of strings. No I/O; nothing here keeps
 state between events.
 
-Choices where DESIGN is silent (documented for operators):
+Choices where the rules are silent (documented for operators):
 
 - A key whose value is ``null`` counts as absent (writers that emit nulls for unset
   fields): ``"run": null`` does not make a RunEvent, ``"eventType": null`` is no type.
@@ -48,7 +48,8 @@ from embrasure.projector.facet_schemas import check_facets
 from embrasure.receiver.jsonguard import json_type
 
 RUN_EVENT, JOB_EVENT, DATASET_EVENT = "RunEvent", "JobEvent", "DatasetEvent"
-MAX_DATASET_NAME_CHARS = 1000  # DESIGN §3: longer names are not identifiers but payloads
+# docs/projection.md#validation: longer names are not identifiers but payloads
+MAX_DATASET_NAME_CHARS = 1000
 MAX_QUOTED_CHARS = 80  # a quoted bad value is cut to this in reasons and warnings
 
 # Where RunEvent and JobEvent datasets are: (key, role, the role's own facets).

@@ -1,11 +1,11 @@
 """The projector loop: read the log after the position → pipeline → one transaction.
 
 Each transaction projects a few deliveries whole and records the new position with them
-(DESIGN §3), so a crash re-projects from the last committed position with the same
-result. Merged rows (edges, jobs, facets, column edges) are read, merged with the batch's
-contributions by the order-independent rules of ``graph_rows``/``facets``/``runs``/
-``symlinks``, and written back; everything else is insert-only. This module is the only
-one in the projector that touches the store.
+(docs/architecture.md#one-transaction-projection-and-log-position), so a crash re-projects
+from the last committed position with the same result. Merged rows (edges, jobs, facets,
+column edges) are read, merged with the batch's contributions by the order-independent rules
+of ``graph_rows``/``facets``/``runs``/ ``symlinks``, and written back; everything else is
+insert-only. This module is the only one in the projector that touches the store.
 
 A delivery the projector fails on is retried alone; after MAX_ATTEMPTS failures it is
 quarantined whole as a projector error (retriable), so one poison delivery never blocks
@@ -56,7 +56,8 @@ class ProjectorLimits:
 
 
 def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
-    """DESIGN §5 replay: re-validate a quarantined item's stored bytes under the current
+    """Replay (docs/projection.md#replay): re-validate a quarantined item's stored bytes
+    under the current
     rules and project it if it passes; the delivery's counts are recomputed. Raises a
     ReplayError (errors.py) when there is no such item or it is not one to replay."""
     with store.reader() as reader:
@@ -103,7 +104,8 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
 
 
 def reproject(store: Store, limits: ProjectorLimits | None = None) -> int:
-    """DESIGN §6: build the graph again from the whole log beside the served one, then
+    """docs/architecture.md#reprojection-a-new-generation-then-a-swap: build the graph again
+    from the whole log beside the served one, then
     swap. Readers see the old graph until the swap's commit, the new one after; the live
     projector follows the swap (it reads the served generation in each transaction).
     Returns the new generation."""

@@ -1,4 +1,4 @@
-"""The graph as it stood at an instant: ``GET /api/v1/lineage?asOf=T`` (DESIGN §4).
+"""The graph as it stood at an instant: ``GET /api/v1/lineage?asOf=T`` (docs/queries.md#asof).
 
 "As if only the events with eventTime ≤ T had been received" — edges, aliases, states,
 counts and job kinds alike. An event with an unknown eventTime orders before every known

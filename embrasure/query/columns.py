@@ -1,4 +1,4 @@
-"""Column lineage (DESIGN §5 ``GET /api/v1/column-lineage``): field → field edges, resolved
+"""Column lineage (docs/queries.md ``GET /api/v1/column-lineage``): field → field edges, resolved
 to canonical datasets and merged, and the walk over them."""
 
 from __future__ import annotations

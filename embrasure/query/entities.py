@@ -22,7 +22,7 @@ from embrasure.store.rows import CanonicalRow, FacetRow, JobRow, LinkRow, RunIoR
 
 @dataclasses.dataclass(frozen=True)
 class IngestTotals:
-    """Deliveries by state and items by outcome, the whole log's (DESIGN §5): the web
+    """Deliveries by state and items by outcome, the whole log's (docs/queries.md#overview): the web
     UI's home page and /metrics. Read from the projection's own table and the backlog
     index, never from the delivery bodies."""
 
@@ -55,7 +55,8 @@ def _encode(part: str) -> str:
 
 
 def node_id(kind: str, namespace: str, name: str, field: str | None = None) -> str:
-    """DESIGN §5: ``dataset:{namespace}:{name}`` (… ``:{field}``); '%' and ':' in the
+    """docs/queries.md#conventions: ``dataset:{namespace}:{name}`` (… ``:{field}``); '%' and
+    ':' in the
     name and field parts are percent-encoded so an id always splits from the right."""
     text = f"{kind}:{namespace}:{_encode(name)}"
     return text if field is None else f"{text}:{_encode(field)}"
@@ -202,7 +203,8 @@ def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[
 
 
 def job_kind(reader: GraphReader, job: JobId, facets: dict[str, Any] | None = None) -> str:
-    """DESIGN §3: a service when its jobType facet says processingType SERVICE, or when
+    """docs/projection.md#entities-and-identity: a service when its jobType facet says
+    processingType SERVICE, or when
     every event naming it is a JobEvent without outputs."""
     if facets is None:
         return job_kinds(reader, [job])[job]
@@ -301,7 +303,7 @@ LISTED_CHILDREN = 100
 
 
 def run_view(reader: GraphReader, row: RunRow, children_limit: int | None = None) -> dict[str, Any]:
-    """A run (DESIGN §5 GET /api/v1/runs/{runId}); with ``children_limit``, at most that
+    """A run (GET /api/v1/runs/{runId}, docs/queries.md#runs); with ``children_limit``, at most that
     many child runIds (the first by runId), as listings carry them."""
     run_id = row.run_id
     io = reader.rows(RunIoRow, ("run_id",), [(run_id,)])

@@ -1,4 +1,4 @@
-"""``GET /api/v1/export``: the whole graph as canonical JSON (DESIGN §5).
+"""``GET /api/v1/export``: the whole graph as canonical JSON (docs/queries.md#export).
 
 Every part is sorted by identity and free of anything that depends on arrival (delivery
 ids, receive times, database ids), so two graphs built from the same set of events in any

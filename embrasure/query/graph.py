@@ -1,4 +1,4 @@
-"""The dataset-level graph as the read side sees it (DESIGN §4, §5).
+"""The dataset-level graph as the read side sees it (docs/queries.md).
 
 Edges are stored under the dataset identities producers sent; here they are resolved to
 canonical nodes and merged: an edge's first/last seen are the min/max over its aliases'

@@ -1,4 +1,5 @@
-"""What admins hid (DESIGN §5), as one request's reads see it.
+"""What admins hid (docs/operations.md#hiding-datasets-jobs-and-namespaces), as one
+request's reads see it.
 
 The rules, over the projected ``hidden`` table (projector/admin.py writes it):
 - a **job** (or service) is hidden when it was hidden, or its namespace was;

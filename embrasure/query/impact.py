@@ -1,4 +1,5 @@
-"""``GET /api/v1/impact`` (DESIGN §5): what breaks, and does PII flow there, if this
+"""``GET /api/v1/impact`` (docs/queries.md#column-lineage-and-impact): what breaks, and does
+PII flow there, if this
 dataset or column changes?
 
 Everything downstream of the root, each item with its distance and one shortest path

@@ -1,4 +1,4 @@
-"""Dataset and job lineage (DESIGN §5 ``GET /api/v1/lineage``): breadth-first walks over
+"""Dataset and job lineage (docs/queries.md ``GET /api/v1/lineage``): breadth-first walks over
 the ``Graph`` (now) or the ``as_of.AsOfGraph`` (at an instant), one store query per frontier."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def lineage(
     states: set[str] | None,
     limit: int,
 ) -> dict[str, Any]:
-    """DESIGN §5 ``GET /api/v1/lineage``: the union of the upstream and downstream walks
+    """``GET /api/v1/lineage`` (docs/queries.md#lineage): the union of the upstream and
+    downstream walks
     (``both``), each following edges in one direction, up to ``depth`` edges. ``graph`` is
     the served graph (``Graph``) or the graph at an instant (``as_of.AsOfGraph``)."""
     if isinstance(root, DatasetId):

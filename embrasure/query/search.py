@@ -1,4 +1,5 @@
-"""``GET /api/v1/search?q=`` (DESIGN §5): datasets, jobs, services and fields by name,
+"""``GET /api/v1/search?q=`` (docs/queries.md#search-namespaces-events): datasets, jobs,
+services and fields by name,
 ranked exact, then prefix, then substring.
 
 Matching ignores the case of ASCII letters. A dataset found under an alias (a symlinked

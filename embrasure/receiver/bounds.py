@@ -25,7 +25,8 @@ MiB = 1024 * 1024
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """DESIGN §2's receiver bounds. Each is a promise to producers and a cap on what
+    """The receiver's bounds (docs/receiver.md#bounds). Each is a promise to producers and a
+    cap on what
     one request can cost us; tests construct smaller ones."""
 
     # Largest request body. Checked from Content-Length before reading, then while a
@@ -112,7 +113,8 @@ def check_headers(request: Request, limits: Limits) -> tuple[str, str | None]:
         )
     token: Token | None = getattr(request.state, "token", None)
     if token is not None and token.provider_key is not None:
-        provider = token.provider_key  # DESIGN §9: a bound token's key, whatever the query says
+        # docs/security.md: a bound token's key, whatever the query says
+        provider = token.provider_key
     else:
         provider = request.query_params.get("provider_key", DEFAULT_PROVIDER_KEY)
     if not 1 <= len(provider) <= limits.provider_key_chars:

@@ -1,6 +1,6 @@
 """Strict JSON reading for untrusted request bodies.
 
-The receiver must refuse, before it stores anything (DESIGN §2): bytes that are not UTF-8,
+The receiver must refuse, before it stores anything (docs/receiver.md): bytes that are not UTF-8,
 text that is not JSON (RFC 8259), duplicate object keys anywhere, and nesting deeper than
 64; and it must reject single events over 100,000 values or 1 MiB of facet data. Every
 check here costs time bounded by the body size (the body is capped at 8 MiB before it
@@ -279,7 +279,7 @@ def _members(raw: bytes) -> dict[str, bytes]:
 
 def _compact_size(raw: bytes) -> int:
     # Reformatting copies strings verbatim, so this is the object's bytes in the request
-    # without insignificant whitespace (RFC 8259 §2), as DESIGN §2 counts facet data.
+    # without insignificant whitespace (RFC 8259 §2), as docs/receiver.md#bounds counts facet data.
     return len(msgspec.json.format(raw, indent=-1))
 
 

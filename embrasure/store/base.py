@@ -1,9 +1,9 @@
 """The Store interface: one abstract persistence API, one module per backend.
 
-The delivery log is the source of truth (DESIGN §1). ``append`` is the only way into it:
-one call is one transaction, and it returns only after the commit is on stable storage,
-so the receiver may acknowledge what it returns. Backends translate their driver's
-exceptions into ``errors.StoreError`` and its children.
+The delivery log is the source of truth (docs/architecture.md#data-flow). ``append`` is the
+only way into it: one call is one transaction, and it returns only after the commit is on
+stable storage, so the receiver may acknowledge what it returns. Backends translate their
+driver's exceptions into ``errors.StoreError`` and its children.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Request handlers hand their draft to ``GroupCommitter.append`` and wait. One thread takes
 everything queued, appends it in a single ``Store.append`` transaction, and settles every
-waiting handler after the commit returns (DESIGN §6). While it commits, new drafts queue
-up and form the next group, so the group size follows the load with no timer: one
-delivery alone is committed at once, a thousand concurrent ones share a few fsyncs.
+waiting handler after the commit returns (docs/architecture.md#storage). While it commits,
+new drafts queue up and form the next group, so the group size follows the load with no
+timer: one delivery alone is committed at once, a thousand concurrent ones share a few
+fsyncs.
 """
 
 from __future__ import annotations

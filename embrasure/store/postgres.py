@@ -1,5 +1,5 @@
 """The PostgreSQL backend: psycopg 3 with a connection pool, for several receivers and
-projectors on one database (DESIGN §6).
+projectors on one database (docs/postgres.md).
 
 Connections are in autocommit mode and every transaction is spelled out (BEGIN …
 COMMIT), as in sqlite.py: a read is one REPEATABLE READ snapshot; an append and a
@@ -102,7 +102,7 @@ class PostgresStore(Store):
         conn.execute("BEGIN")
         try:
             # The migration lock: one process at a time, the others wait, then find
-            # nothing to do (DESIGN §6).
+            # nothing to do (docs/architecture.md#storage).
             conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             migrations.upgrade(conn.execute, "postgresql", self.name, upgrade, utc_now())
             conn.execute("COMMIT")

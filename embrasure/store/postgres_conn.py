@@ -67,7 +67,7 @@ class PgConnection:
 
 def one_line(exc: BaseException) -> str:
     """libpq's messages run over several lines (a hint, the query's position): errors
-    here are one line (DESIGN §7)."""
+    here are one line (docs/cli.md)."""
     return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
 
 

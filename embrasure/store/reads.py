@@ -33,7 +33,8 @@ DELIVERY_COLUMNS = (
     " d.route, d.item_count, d.rejections, d.state"
 )
 
-# The delivery state (DESIGN §5) from the log's receipt state and the projection's counts.
+# The delivery state (docs/queries.md#deliveries-and-quarantine) from the log's receipt
+# state and the projection's counts.
 STATE_SQL = """CASE
     WHEN d.state = 'quarantined' THEN 'quarantined'
     WHEN p.seq IS NULL THEN 'accepted'

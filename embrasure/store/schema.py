@@ -1,13 +1,14 @@
 """The projected graph's tables, written once for every dialect and every generation.
 
 The graph is derived data: a function of the delivery log. It lives in a *generation* of
-tables named with a prefix (``g1_runs``, ``g2_runs``…); ``graph_meta`` names the served
-one. ``embrasure reproject`` builds the next generation beside the served one and swaps
-the pointer at the end (DESIGN §6), so readers never see a half-built graph. A change to
-these tables is made by bumping GRAPH_VERSION: the next start reprojects.
+tables named with a prefix (``g1_runs``, ``g2_runs``…); ``graph_meta`` names the served one.
+``embrasure reproject`` builds the next generation beside the served one and swaps the
+pointer at the end (docs/architecture.md#reprojection-a-new-generation-then-a-swap), so
+readers never see a half-built graph. A change to these tables is made by bumping
+GRAPH_VERSION: the next start reprojects.
 
 Times are stored twice: ``*_key`` sorts (fixed-width UTC text, '' for an unknown time,
-which sorts before every known time — DESIGN §3) and ``*_text`` is shown.
+which sorts before every known time — docs/projection.md#validation) and ``*_text`` is shown.
 Dataset identities are stored as sent; aliases resolve through ``canonical`` when read,
 so an alias learned later re-points everything learned earlier with no rewrite.
 """
@@ -25,8 +26,9 @@ from embrasure.store.rows import GRAPH_ROWS, columns_of
 # changes what old events project to, so an older graph is rebuilt from the log
 GRAPH_VERSION = 8
 
-# Admin hide / unhide (DESIGN §5), from the log's administrative entries: the latest entry
-# for an entity (by log position) decides. Added to existing generations by migration 4.
+# Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
+# log's administrative entries: the latest entry for an entity (by log position) decides.
+# Added to existing generations by migration 4.
 HIDDEN_TABLE = """
 CREATE TABLE IF NOT EXISTS {g}hidden (
     kind TEXT NOT NULL,                    -- dataset / job / namespace
@@ -267,13 +269,13 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 # -- merged rows ----------------------------------------------------------------------------
-# How a merged table joins a new row into the stored one: the SET list of
-# ``INSERT … ON CONFLICT (key) DO UPDATE``, so a batch the projector has folded merges with
-# what is stored in one statement per row, without reading it first. Each rule is the
-# same join as the projector's Python merge (named beside it); tests check both agree on
-# random rows. Every rule is commutative, associative and idempotent, which makes the
-# graph independent of arrival order (DESIGN §1). Unqualified names are the stored row,
-# ``excluded.`` the new one; SET expressions all see the stored row as it was.
+# How a merged table joins a new row into the stored one: the SET list of ``INSERT … ON
+# CONFLICT (key) DO UPDATE``, so a batch the projector has folded merges with what is stored
+# in one statement per row, without reading it first. Each rule is the same join as the
+# projector's Python merge (named beside it); tests check both agree on random rows. Every
+# rule is commutative, associative and idempotent, which makes the graph independent of
+# arrival order (docs/architecture.md#order-independence). Unqualified names are the stored
+# row, ``excluded.`` the new one; SET expressions all see the stored row as it was.
 
 
 def _later(

@@ -265,7 +265,7 @@ def plan_append(
 ) -> tuple[list[AppendResult], list[tuple[Any, ...]]]:
     """Inside the append transaction: one result per draft, and the INSERT_DELIVERY rows
     of the new ones. A draft whose identity is stored already, or earlier in ``drafts``,
-    repeats the first receipt, or conflicts when its body differs (DESIGN §2)."""
+    repeats the first receipt, or conflicts when its body differs (docs/receiver.md#idempotency)."""
     known = {
         (r[0], r[1]): r[2:]
         for r in select_where_in(

@@ -1,4 +1,4 @@
-"""The web UI (DESIGN §8): a page at ``/`` and its static files at ``/ui/static/``.
+"""The web UI (docs/ui.md): a page at ``/`` and its static files at ``/ui/static/``.
 
 The UI is plain HTML, CSS and JS modules that fetch the JSON read API (docs/ui.md); the
 graph libraries it uses (cytoscape.js and its dagre layout) are vendored into

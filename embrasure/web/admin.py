@@ -1,4 +1,5 @@
-"""Admin endpoints (scope ``admin``, DESIGN §5): hide and unhide datasets, jobs and
+"""Admin endpoints (scope ``admin``,
+docs/operations.md#hiding-datasets-jobs-and-namespaces): hide and unhide datasets, jobs and
 namespaces, and list what is hidden.
 
 A hide or unhide is appended to the delivery log as an administrative entry, through the

@@ -1,4 +1,4 @@
-"""Read handlers (DESIGN §5): parse query parameters, open one store snapshot, shape JSON.
+"""Read handlers (docs/queries.md): parse query parameters, open one store snapshot, shape JSON.
 
 Handlers run their store work in the thread pool (SQLite calls block). Entities are named
 by query parameters (``namespace=``, ``name=``, ``field=``), never by path segments,
@@ -490,7 +490,8 @@ class ReadApi:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """DESIGN §5: ready when the store answers and the backlog is under its bound
+        """docs/operations.md#health: ready when the store answers and the backlog is under
+        its bound
         (so is free disk); otherwise 503, saying why, with the load measured."""
         try:
             await run_in_threadpool(self.store.ping)

@@ -1,4 +1,4 @@
-"""Bearer tokens with scopes (DESIGN §9; RFC 6750 for the header and the errors).
+"""Bearer tokens with scopes (docs/security.md; RFC 6750 for the header and the errors).
 
 A token is ``emb_<id>_<secret>``: the id finds its row, the SHA-256 of the whole token
 must match the stored one (tokens are 256 random bits, so a fast hash is enough: there is

@@ -1,4 +1,5 @@
-"""``GET /metrics`` (DESIGN §5): Prometheus text format, every name prefixed ``embrasure_``.
+"""``GET /metrics`` (docs/operations.md#metrics): Prometheus text format, every name
+prefixed ``embrasure_``.
 
 Two sources:
 - the database, read at scrape time (deliveries by state, items by outcome, backlog,
@@ -48,7 +49,7 @@ class GraphCollector(Collector):
         with self.store.reader() as reader:
             totals = ingest_totals(reader)
         deliveries = GaugeMetricFamily(
-            "embrasure_deliveries", "Deliveries in the log, by state (DESIGN §5).", labels=["state"]
+            "embrasure_deliveries", "Deliveries in the log, by state.", labels=["state"]
         )
         for state, count in totals.deliveries.items():
             deliveries.add_metric([state], count)

@@ -1,11 +1,11 @@
 """Query parameters of the read API, parsed or refused with a 400 problem (RFC 9457).
 
-Cursors are opaque to clients: the JSON text of a key the handler chose (the last row's
-sort key, or an offset), so a listing pages in a stable order (DESIGN §5). Each listing's
-key has one shape (``Cursor``), a regular expression over that JSON text which the
+Cursors are opaque to clients: the JSON text of a key the handler chose (the last row's sort
+key, or an offset), so a listing pages in a stable order (docs/queries.md#conventions). Each
+listing's key has one shape (``Cursor``), a regular expression over that JSON text which the
 OpenAPI document states as the parameter's ``pattern`` and the handler checks: any cursor
-that matches names a position in the listing's order, so the server answers every cursor
-the document allows, and refuses (400) every other.
+that matches names a position in the listing's order, so the server answers every cursor the
+document allows, and refuses (400) every other.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def store_unavailable(exc: Exception, retry_after: int) -> Problem:
 
 
 def log_unavailable(exc: LogUnavailable, retry_after: int) -> Problem:
-    """503: the delivery log could not commit; nothing was stored (DESIGN §2)."""
+    """503: the delivery log could not commit; nothing was stored (docs/receiver.md#durability)."""
     return Problem(
         503, "log-unavailable", "Delivery log unavailable", str(exc), retry_after=retry_after
     )

@@ -1,4 +1,4 @@
-"""The client commands (DESIGN §7): ingest, demo, lineage, impact, runs, deliveries,
+"""The client commands (docs/cli.md): ingest, demo, lineage, impact, runs, deliveries,
 quarantine, backup — over --db on a real SQLite file (the server's app driven
 in-process) and over --url against a real `embrasure serve` process.
 

@@ -1,9 +1,9 @@
 """The real openlineage-python client (pinned in pyproject's dev extras) against a live
 server over real HTTP: its HttpTransport and its AsyncHttpTransport send RunEvents,
 JobEvents and DatasetEvents built with the client's own facet classes, and the read API
-answers with exactly the graph DESIGN §3-§5 describe. Its ``compression: gzip`` option
-gets a 415 the operator can act on; its retries (a proxy that resets connections and
-answers late) store nothing twice."""
+answers with exactly the graph docs/projection.md and docs/queries.md describe. Its
+``compression: gzip`` option gets a 415 the operator can act on; its retries (a proxy
+that resets connections and answers late) store nothing twice."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Producer run hierarchies as the read API shows them (DESIGN §3 Runs: the parent run
+"""Producer run hierarchies as the read API shows them (docs/projection.md#runs: the parent run
 facet links a run to its parent run and its job to the parent job; the root is kept):
 an Airflow DAG run and its task runs, a Spark application and its query, dbt invocations
 with their models and the models' SQL queries — real producers' events from the
@@ -142,7 +142,7 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
         assert forged.status_code == 400
 
         # Flink: a streaming run has no terminal event; it is RUNNING, and its edges are
-        # in the graph from its first event (DESIGN §3).
+        # in the graph from its first event (docs/projection.md#runs).
         stream = _run(http, pe.run_id("flink", pe.FLINK_NS, pe.FLINK_JOB))
         assert (stream["state"], stream["ended_at"], stream["parent"]) == ("RUNNING", None, None)
         assert stream["facets"]["checkpoints"]["completed"] == 1  # filled from any-number
@@ -150,7 +150,8 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
             "/api/v1/jobs", params={"namespace": pe.FLINK_NS, "name": pe.FLINK_JOB}
         ).json()["jobs"]
         assert flink_job["facets"]["jobType"]["processingType"] == "STREAMING"
-        assert flink_job["type"] == "job"  # streaming, not a service (DESIGN §3)
+        # streaming, not a service (docs/projection.md#entities-and-identity)
+        assert flink_job["type"] == "job"
         graph = http.get(
             "/api/v1/lineage",
             params={"type": "job", "namespace": pe.FLINK_NS, "name": pe.FLINK_JOB},
@@ -303,8 +304,9 @@ def test_a_real_dbt_ol_capture(server: ServerProcess, tmp_path: Path) -> None:
         assert [(e["source"], e["kind"], e["class"]) for e in columns["edges"]] == [
             (f"field:{pe.DBT_OL_DB}:shop.main.stg_orders:amount", "mapping", "expression")
         ]
-        # stg_orders' columnLineage names the seed, which its event does not list among
-        # its inputs: ignored, with a warning on the delivery (DESIGN §3), not guessed.
+        # stg_orders' columnLineage names the seed, which its event does not list among its
+        # inputs: ignored, with a warning on the delivery
+        # (docs/projection.md#column-lineage), not guessed.
         warned = [
             w
             for d in summary["deliveries"]

@@ -1,5 +1,5 @@
 """Column lineage facts from ColumnLineageDatasetFacet, and the column edge merge
-(DESIGN §3 "Column lineage")."""
+(docs/projection.md#column-lineage)."""
 
 from __future__ import annotations
 
@@ -498,7 +498,8 @@ def test_merging_different_edges_is_an_error() -> None:
         merge_edges(a, edge_of(None, fact("mapping", "direct")))
 
 
-# -- properties: order, duplication and split do not matter (DESIGN §1) --------------------
+# -- properties: order, duplication and split do not matter ----------------------------------------
+# (docs/architecture.md#order-independence)
 
 SUBTYPES = st.sampled_from(["DIRECT/IDENTITY", "INDIRECT/JOIN", "INDIRECT/SORT", "MASKED"])
 FACTS = st.lists(

@@ -1,4 +1,4 @@
-"""The facet merge rule (DESIGN §3 "Facets"; `_deleted` from OpenLineage proposal 1837)."""
+"""The facet merge rule (docs/projection.md#facets; `_deleted` from OpenLineage proposal 1837)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,8 @@ def test_fold_into_existing_slots_is_incremental() -> None:
     assert first["doc"] == FacetSlot(FacetValue({"d": 1}, "e1", t(1)))  # not mutated
 
 
-# -- properties: order, duplication and split do not matter (DESIGN §1) --------------------
+# -- properties: order, duplication and split do not matter ----------------------------------------
+# (docs/architecture.md#order-independence)
 
 NAMES = st.sampled_from(["schema", "ownership", "doc"])
 VALUES = st.one_of(

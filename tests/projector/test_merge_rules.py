@@ -1,6 +1,6 @@
 """The store merges rows in SQL (graph_schema.MERGES) by the rules the projector folds a
 batch with in Python (graph_rows, facets, column_lineage): both must agree, or the graph
-would depend on how the log was cut into transactions (DESIGN §1).
+would depend on how the log was cut into transactions (docs/architecture.md#order-independence).
 
 For random pairs of partial rows, merging the second into the stored first with
 ``ProjectionTx.merge`` must give the row the Python rule computes — and, the rules being

@@ -1,4 +1,4 @@
-"""DESIGN §1: the graph is a function of the SET of accepted events.
+"""docs/architecture.md#order-independence: the graph is a function of the SET of accepted events.
 
 Hypothesis draws event sets over a small universe (so that runs, jobs, datasets, aliases
 and column edges collide often): several jobs and runs, symlinks, column lineage (declared,

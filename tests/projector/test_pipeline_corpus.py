@@ -100,7 +100,8 @@ def test_manifest_lists_every_invalid_fixture() -> None:
     ],
 )
 def test_sub_second_digits_are_kept(name: str) -> None:
-    """The source's fraction digits survive exactly in the shown time (DESIGN §4)."""
+    """The source's fraction digits survive exactly in the shown time
+    (docs/queries.md#the-graph-served)."""
     entry: dict[str, Any] = {
         "file": f"events/{name}",
         "format": "object",

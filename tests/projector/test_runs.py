@@ -1,4 +1,4 @@
-"""Run state and times from the set of a run's events (DESIGN §3 "Runs")."""
+"""Run state and times from the set of a run's events (docs/projection.md#runs)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def test_run_facets_have_no_deletion() -> None:
 
 
 def corpus_time(text: str) -> EventTime:
-    # Enough of eventTime parsing for these fixtures: no timezone means UTC (DESIGN §3).
+    # Enough of eventTime parsing for these fixtures: no timezone means UTC
+    # (docs/projection.md#validation).
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     return EventTime(moment.strftime("%Y-%m-%dT%H:%M:%S.%f000Z"), text)
@@ -171,7 +172,8 @@ def test_marquez_events_without_event_type_are_other() -> None:
     assert resolve_run([RunEventFact("e", event.get("eventType"), None)]).state == "OTHER"
 
 
-# -- properties: order, duplication and split do not matter (DESIGN §1) --------------------
+# -- properties: order, duplication and split do not matter ----------------------------------------
+# (docs/architecture.md#order-independence)
 
 TYPES = st.sampled_from([*RUN_STATES, None, "UNKNOWN"])
 

@@ -1,5 +1,6 @@
-"""Column lineage derived from the job's SQL facet (DESIGN §3, last bullet of "Column
-lineage"; projector/sql_lineage.py), read from whole events through ``project_event``."""
+"""Column lineage derived from the job's SQL facet
+(docs/projection.md#column-lineage-derived-from-sql;
+projector/sql_lineage.py), read from whole events through ``project_event``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dataset identity from TABLE symlinks and renames (DESIGN §3 "Entities and identity")."""
+"""Dataset identity from TABLE symlinks and renames (docs/projection.md#entities-and-identity)."""
 
 from __future__ import annotations
 
@@ -168,7 +168,8 @@ def test_hive_location_symlinks_from_the_corpus_merge_nothing() -> None:
     assert all(r.canonical == k for k, r in got.items())
 
 
-# -- properties: order, duplication and split do not matter (DESIGN §1) --------------------
+# -- properties: order, duplication and split do not matter ----------------------------------------
+# (docs/architecture.md#order-independence)
 
 IDS = st.builds(DatasetId, st.sampled_from(["a", "b"]), st.sampled_from(["1", "2", "3", "4"]))
 LINKS = st.lists(

@@ -1,4 +1,5 @@
-"""eventTime parsing: RFC 3339 / ISO 8601 to a sortable UTC key (DESIGN §3, §4)."""
+"""eventTime parsing: RFC 3339 / ISO 8601 to a sortable UTC key
+(docs/projection.md#validation, docs/queries.md#the-graph-served)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The per-event rules of ``project_event`` (DESIGN §3 "Validation", "Entities and
-identity"), facet checking, canonical JSON, and that no JSON value makes it raise."""
+"""The per-event rules of ``project_event`` (docs/projection.md#validation,
+docs/projection.md#entities-and-identity), facet checking, canonical JSON, and that no
+JSON value makes it raise."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §4: ``asOf=T`` answers "as if only the events with eventTime ≤ T had been
+"""docs/queries.md#asof: ``asOf=T`` answers "as if only the events with eventTime ≤ T had been
 received". Checked as that sentence says: for random event sets (the universe of
 test_order_independence: aliases, renames, JobEvents, services, unknown times…) and any T,
 the lineage of every node at T on the whole graph equals its lineage on a graph built

@@ -32,7 +32,8 @@ from graph_api import (
     run_id,
 )
 
-# == column lineage (DESIGN §3 Column lineage, §5 column-lineage) ===============================
+# == column lineage ================================================================================
+# (docs/projection.md#column-lineage, docs/queries.md#column-lineage-and-impact)
 
 
 @pytest.mark.parametrize(
@@ -44,8 +45,9 @@ from graph_api import (
         ([IDENTITY, AGGREGATION, TRANSFORMATION], "mapping", "aggregate", []),
         ([], "mapping", "expression", []),  # no metadata at all
         ([("DIRECT", "WINDOWED_MAGIC", False)], "mapping", "expression", []),  # unknown
-        # DESIGN §5 `indirect` holds "the INDIRECT subtypes": the API answers the bare
-        # subtype ("JOIN"), not the qualified "INDIRECT/JOIN".
+        # docs/queries.md#column-lineage-and-impact: `indirect` holds "the INDIRECT
+        # subtypes": the API answers the bare subtype ("JOIN"), not the qualified
+        # "INDIRECT/JOIN".
         ([("INDIRECT", "JOIN", False)], "indirect", None, ["JOIN"]),
         (
             [("INDIRECT", "JOIN", False), ("INDIRECT", "FILTER", False)],

@@ -27,7 +27,8 @@ from graph_api import (
     walk_pages,
 )
 
-# == deliveries and quarantine (DESIGN §3 Validation, §5 deliveries) ============================
+# == deliveries and quarantine =====================================================================
+# (docs/projection.md#validation, docs/queries.md#deliveries-and-quarantine)
 
 
 def test_delivery_is_accepted_then_projected(api: Api) -> None:
@@ -85,7 +86,7 @@ def test_partially_projected_delivery(api: Api) -> None:
         (2, None, "quarantined"),
         (3, "JobEvent", "projected"),
     ]
-    # §3: a timestamp without timezone is read as UTC with a warning.
+    # docs/projection.md#validation: a timestamp without timezone is read as UTC with a warning.
     (warning,) = items[0]["warnings"]
     assert no_timezone in warning and "no timezone" in warning and "UTC" in warning
     assert api.run(run_id(1))["started_at"] == at(9)

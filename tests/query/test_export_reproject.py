@@ -31,7 +31,8 @@ from graph_api import (
     run_id,
 )
 
-# == export and reproject (DESIGN §5 export, §1, §6) ============================================
+# == export and reproject ==========================================================================
+# (docs/queries.md#export, docs/architecture.md#reprojection-a-new-generation-then-a-swap)
 
 
 def test_export_is_deterministic_and_arrival_free(api: Api, tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from graph_api import (
     walk_pages,
 )
 
-# == symlinks and renames (DESIGN §3 Entities and identity) =====================================
+# == symlinks and renames (docs/projection.md#entities-and-identity) ===============================
 
 
 @pytest.mark.parametrize("lookup", [WAREHOUSE_PATH, HIVE_TABLE], ids=["by-path", "by-table"])

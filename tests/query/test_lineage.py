@@ -36,7 +36,7 @@ from graph_api import (
     symlinks,
 )
 
-# == edges and lineage walks (DESIGN §4, §5 lineage) ============================================
+# == edges and lineage walks (docs/queries.md#the-graph-served, docs/queries.md#lineage) ===========
 
 
 def test_lineage_shape_and_direction(api: Api) -> None:

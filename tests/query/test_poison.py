@@ -30,7 +30,8 @@ from graph_api import (
     run_id,
 )
 
-# == poison deliveries (DESIGN §3: three failures quarantine the delivery whole) ================
+# == poison deliveries =============================================================================
+# (docs/projection.md#poison-deliveries: three failures quarantine the delivery whole)
 
 POISON = "poison-pill"
 

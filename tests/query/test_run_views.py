@@ -32,7 +32,7 @@ from graph_api import (
     walk_pages,
 )
 
-# == runs (DESIGN §3 Runs, §5 runs) =============================================================
+# == runs (docs/projection.md#runs, docs/queries.md#runs) ==========================================
 
 
 @pytest.mark.parametrize("complete_first", [False, True], ids=["start-first", "complete-first"])
@@ -204,7 +204,7 @@ def test_parent_facet_links_dag_and_task_runs(api: Api) -> None:
         "root": {"runId": dag_run, "job": {"namespace": "airflow", "name": "orders_etl"}},
     }
     assert child["children"] == []
-    # The job is linked to its parent job too (DESIGN §3 "Runs": the task to its DAG).
+    # The job is linked to its parent job too (docs/projection.md#runs: the task to its DAG).
     parent_job = {"namespace": "airflow", "name": "orders_etl"}
     assert api.job("airflow", "orders_etl.load")["parent_job"] == parent_job
     assert api.job("airflow", "orders_etl")["parent_job"] is None
@@ -218,7 +218,8 @@ def test_runs_of_a_job_newest_first(api: Api) -> None:
     pages = walk_pages(api, "/api/v1/runs", "runs", namespace="spark", name="daily", limit=2)
     assert [[r["runId"] for r in page] for page in pages] == [[run_id(3), run_id(2)], [run_id(1)]]
     assert api.job("spark", "daily")["latest_run"]["runId"] == run_id(3)
-    # A job known only from a JobEvent has no runs; an unknown job is a 404 (DESIGN §5).
+    # A job known only from a JobEvent has no runs; an unknown job is a 404
+    # (docs/queries.md#conventions).
     api.ingest(job_event("designed", at(9), outputs=[ds(*REPORT)]))
     assert api.get("/api/v1/runs", namespace="dbt", name="designed") == {
         "runs": [],

@@ -1,4 +1,5 @@
-"""DESIGN §5 listings: ``search?q=`` (ranked exact, prefix, substring over dataset, job
+"""docs/queries.md#search-namespaces-events: ``search?q=`` (ranked exact, prefix, substring
+over dataset, job
 and field names and aliases), ``namespaces`` and raw ``events`` by time window."""
 
 from __future__ import annotations

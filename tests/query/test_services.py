@@ -31,7 +31,7 @@ from graph_api import (
     schema,
 )
 
-# == services, JobEvents, DatasetEvents (DESIGN §3) =============================================
+# == services, JobEvents, DatasetEvents (docs/projection.md#entities-and-identity) =================
 
 
 def test_input_only_job_event_is_a_service(api: Api) -> None:
@@ -168,7 +168,7 @@ def test_dataset_event_facets_show_on_the_dataset(api: Api) -> None:
 def test_deleted_facet_marker(api: Api, deleted_at: str, removed: bool) -> None:
     documentation = facet("DocumentationDatasetFacet", "1-1-0", DBT, description="Orders.")
     api.ingest(dataset_event(ds(*ORDERS, documentation=documentation), at(11)))
-    # A deletion marker need not carry the facet's required fields (§3 Validation).
+    # A deletion marker need not carry the facet's required fields (docs/projection.md#validation).
     view = api.ingest(dataset_event(ds(*ORDERS, documentation={"_deleted": True}), deleted_at))
     assert view["items"][0]["warnings"] == []
     facets = api.dataset(*ORDERS)["facets"]

@@ -1,5 +1,6 @@
 """SQL-derived column lineage through the receiver, the store and the read API, on both
-backends (DESIGN §3 "Column lineage", last bullet; §5 column-lineage ``derived``).
+backends (docs/projection.md#column-lineage-derived-from-sql;
+docs/queries.md#column-lineage-and-impact, ``derived``).
 
 The events are the Hive integration's own (tests/projector/sql_events/): a START whose
 output carries no columnLineage facet, only the job's SQL, and the COMPLETE of the same
@@ -132,7 +133,8 @@ def test_unparseable_sql_is_a_warning_on_the_item(client: TestClient) -> None:
 
 
 def test_every_order_exports_the_same_graph(fresh_db: Callable[[], str]) -> None:
-    """DESIGN §1 with derived lineage: START (SQL only), COMPLETE (declared) and another
+    """docs/architecture.md#order-independence with derived lineage: START (SQL only),
+    COMPLETE (declared) and another
     run's START, each its own delivery, in every order: the same export byte for byte."""
     other_run = json.loads(json.dumps(START))
     other_run["run"]["runId"] = "0194f5d2-6b1a-7c3e-8d4f-5a6b7c8d9e99"

@@ -1,4 +1,5 @@
-"""Overload (DESIGN §2): past the backlog, free-disk or body-memory bound, ingest answers
+"""Overload (docs/receiver.md#overload-429-nothing-stored): past the backlog, free-disk or
+body-memory bound, ingest answers
 429 with Retry-After and stores nothing; /readyz reports it."""
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def test_past_the_backlog_bound_ingest_waits_for_the_projector(bounded: TestClie
     assert refused.headers["content-type"] == "application/problem+json"
     assert "backlog is 4 items" in refused.json()["detail"]
     assert len(bounded.get("/api/v1/deliveries").json()["deliveries"]) == 2  # nothing stored
-    ready = bounded.get("/readyz")  # DESIGN §5: ready means the backlog is under bound
+    # docs/operations.md#health: ready means the backlog is under bound
+    ready = bounded.get("/readyz")
     assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
     assert ready.json()["ingest"]["backlog_items"] == 4
     assert "backlog" in ready.json()["detail"]

@@ -1,4 +1,4 @@
-"""Every receiver bound of DESIGN §2, at the limit and one past it, and the receipt."""
+"""Every receiver bound (docs/receiver.md#bounds), at the limit and one past it, and the receipt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Durability end to end (DESIGN §1 "nothing acknowledged is lost", §2 503, §6 storage).
+"""Durability end to end (docs/architecture.md#durability, docs/receiver.md#durability,
+docs/architecture.md#storage).
 
 Every test here drives a real ``embrasure serve`` process over real HTTP on a real SQLite
 file: a SIGKILL under load, the fsync-before-202 order seen by strace, a SIGTERM under

@@ -1,5 +1,6 @@
 """Receiver and projector as separate processes, and a projector killed mid-projection:
-the graph after a restart equals a reprojection of the same log (DESIGN §1, §3, §6)."""
+the graph after a restart equals a reprojection of the same log
+(docs/architecture.md#invariants, docs/projection.md, docs/architecture.md#storage)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §6, the scale-out path: three receivers (`serve --no-projector`) and two
+"""docs/postgres.md, the scale-out path: three receivers (`serve --no-projector`) and two
 projectors (`embrasure project`) on one PostgreSQL database, loaded by concurrent
 clients spread over the receivers as a load balancer would; one receiver and one
 projector are killed with SIGKILL mid-load and restarted. Every acknowledged delivery

@@ -1,4 +1,4 @@
-"""The web UI in a real browser (DESIGN §8): Debian's chromium driven by Playwright,
+"""The web UI in a real browser (docs/ui.md): Debian's chromium driven by Playwright,
 against a real server process loaded through the API.
 
 The fixture graph is the demo platform (embrasure/demo.py: an Airflow DAG, Spark, dbt

@@ -1,4 +1,5 @@
-"""Admin hide / unhide (DESIGN §5; embrasure/admin.py, hidden.py, projector/admin.py):
+"""Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces;
+web/admin.py, query/hidden.py, projector/admin.py):
 recorded in the log, kept by reprojection, honoured by every read of the graph."""
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def test_a_hidden_namespace_hides_its_jobs_and_datasets(admin: Admin) -> None:
 
 
 def test_a_symlinked_node_is_hidden_by_any_identity_and_shown_by_any(admin: Admin) -> None:
-    """The Spark path and its Hive table are one node (DESIGN §3 symlinks)."""
+    """The Spark path and its Hive table are one node (docs/projection.md#entities-and-identity)."""
     node = admin.lineage(*HIVE_TABLE)["root"]
     admin.hide("dataset", *WAREHOUSE_PATH)  # by the alias
     admin.problem("GET", "/api/v1/lineage", 404, namespace=HIVE_TABLE[0], name=HIVE_TABLE[1])

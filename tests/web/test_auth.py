@@ -1,4 +1,4 @@
-"""Bearer tokens and scopes (DESIGN §9, embrasure/auth.py), over the real app and CLI."""
+"""Bearer tokens and scopes (docs/security.md, embrasure/web/auth.py), over the real app and CLI."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def cli(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
 def create(db: Path | str, *args: str) -> str:
     out = cli(db, "tokens", "create", *args)
     assert out.returncode == 0, out.stderr
-    return out.stdout.splitlines()[-1]  # DESIGN §9: the token alone on the last line
+    return out.stdout.splitlines()[-1]  # docs/security.md: the token alone on the last line
 
 
 def add_token(db_url: str, scope: str) -> str:

@@ -1,4 +1,5 @@
-"""GET /metrics (DESIGN §5): the figures of the log and the graph, and request latency."""
+"""GET /metrics (docs/operations.md#metrics): the figures of the log and the graph, and
+request latency."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §5: the OpenAPI document at /openapi.json (and its page at /docs) matches the app.
+"""docs/queries.md: the OpenAPI document at /openapi.json (and its page at /docs) matches the app.
 
 - Every route the app serves is in the document with the same methods, and every
   documented path is served: a new route without documentation fails here.
@@ -290,7 +290,7 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     api, call = Api(contract.client), contract.call
     bad_run = run_event("COMPLETE", "etl", "not-a-uuid", at(9), namespace="airflow")
     # 7 is not an event, and the document says so: any JSON value is a batch item, kept
-    # and quarantined when it is not an event (DESIGN §2).
+    # and quarantined when it is not an event (docs/receiver.md).
     body = [*platform_events(), bad_run, 7]
     receipt = call("POST", "/api/v1/lineage/batch", 202, body)
     assert receipt["invalid_item_count"] == 1

@@ -1,7 +1,8 @@
 """Every error a route raises, rendered as RFC 9457 problem+json: the exact documents,
-statuses and headers (DESIGN §2, §5). A store that cannot answer gives 503 with the
-configured Retry-After, a log that cannot commit the 503 log-unavailable problem, a
-refused replay its 404 or 409, an unknown path or method its 404 or 405."""
+statuses and headers (docs/receiver.md, docs/queries.md). A store that cannot answer
+gives 503 with the configured Retry-After, a log that cannot commit the 503
+log-unavailable problem, a refused replay its 404 or 409, an unknown path or method its
+404 or 405."""
 
 from __future__ import annotations
 

@@ -45,12 +45,12 @@ from embrasure.web.openapi.schemas import (
     string,
 )
 
-# -- ingestion (DESIGN §2) --------------------------------------------------------------------
+# -- ingestion (docs/receiver.md) ------------------------------------------------------------------
 
 
 def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
     # What the receiver takes (202) is wider than a valid event: it stores first and
-    # validates in the projector, quarantining what breaks a rule (DESIGN §2-3). So the
+    # validates in the projector, quarantining what breaks a rule (docs/receiver.md-3). So the
     # body is any object (single) or any JSON value per item (batch), and the event's own
     # schema is one branch of it, there for the reader.
     event = {"anyOf": [ref("OpenLineageEvent"), free_object("Any other object: quarantined.")]}
@@ -134,7 +134,7 @@ def _ingest(limits: Limits, batch: bool, compat: bool) -> dict[str, Operation]:
                 "415": problem("Compressed, not JSON, or not UTF-8 per Content-Type."),
                 "429": problem(
                     "Overloaded: the projection backlog, free disk or the bodies held in "
-                    "memory are past their bound (DESIGN §2). Nothing stored.",
+                    "memory are past their bound. Nothing stored.",
                     retry_after=True,
                 ),
                 "503": problem("The log cannot commit: nothing acknowledged.", retry_after=True),

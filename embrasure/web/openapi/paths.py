@@ -1,5 +1,5 @@
 """The operations of the OpenAPI document (document.py), with the helpers that keep each
-one short: the read API's here (DESIGN §5); the ingest and service ones in document.py.
+one short: the read API's here (docs/queries.md); the ingest and service ones in document.py.
 
 Defaults and bounds that are constants in api.py are imported; the ones written inline in
 a handler (lineage's and impact's ``limit``, search's page size) are repeated here, and
@@ -133,7 +133,7 @@ def read(
     return {"get": operation(operation_id, tag, summary, description, parameters, responses)}
 
 
-# -- the read API (DESIGN §5) -----------------------------------------------------------------
+# -- the read API (docs/queries.md) ----------------------------------------------------------------
 
 
 def _deliveries() -> dict[str, dict[str, Operation]]:

@@ -1,8 +1,9 @@
-"""The OpenAPI document's component schemas: every JSON body the server sends (DESIGN §2, §5).
+"""The OpenAPI document's component schemas: every JSON body the server sends
+(docs/receiver.md, docs/queries.md).
 
-Each schema is written from the code that shapes the body (receiver.py's receipt, api.py's
-handlers, views.py, query.py, impact.py, search.py, export.py) rather than from DESIGN.md,
-so the document says what a client really gets; tests/web/test_openapi.py validates real
+Each schema is written from the code that shapes the body (the receiver's receipt, web/api.py's
+handlers, the query/ package) rather than from the docs, so the document says what a
+client really gets; tests/web/test_openapi.py validates real
 responses against them with every object closed (no undocumented key passes).
 
 Enumerations and bounds are taken from the code's own constants where it has them, so the
@@ -100,7 +101,8 @@ def free_object(description: str) -> Schema:
 
 
 def page(key: str, item: Schema, description: str, cursor: Cursor) -> Schema:
-    """A cursor-paginated listing (DESIGN §5): the items and the next page's cursor, of
+    """A cursor-paginated listing (docs/queries.md#conventions): the items and the next
+    page's cursor, of
     the shape the listing's ``cursor`` parameter takes back."""
     return obj(
         description,
@@ -173,7 +175,7 @@ def _nodes() -> dict[str, Schema]:
     }
 
 
-# -- receiver and deliveries (DESIGN §2, §5) -------------------------------------------------
+# -- receiver and deliveries (docs/receiver.md, docs/queries.md) -----------------------------------
 
 
 def _ingest() -> dict[str, Schema]:
@@ -296,7 +298,7 @@ def _delivery(with_items: bool) -> Schema:
     return obj("A delivery (its items are at /api/v1/deliveries/{delivery_id}).", fields)
 
 
-# -- graph (DESIGN §4, §5) ------------------------------------------------------------------
+# -- graph (docs/queries.md) ------------------------------------------------------------------
 
 
 def _graph() -> dict[str, Schema]:
@@ -358,7 +360,7 @@ def _graph() -> dict[str, Schema]:
     }
 
 
-# -- entities (DESIGN §5) ---------------------------------------------------------------------
+# -- entities (docs/queries.md) --------------------------------------------------------------------
 
 
 def _entities() -> dict[str, Schema]:
@@ -591,7 +593,7 @@ def component_schemas() -> dict[str, Schema]:
         **_admin(),
         "Health": obj("The process is up.", {"status": enum(("ok",))}),
         "Ready": obj(
-            "The store is reachable and ingest is not refused for overload (DESIGN §2).",
+            "The store is reachable and ingest is not refused for overload.",
             {
                 "status": enum(("ready",)),
                 "ingest": obj(

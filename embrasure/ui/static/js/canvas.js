@@ -104,7 +104,7 @@ const STYLE = [
   })),
   { selector: "edge.static", style: { "line-style": "dotted" } },
   { selector: "edge.summary", style: { "line-style": "dotted", "line-color": "#c5cfdb" } },
-  // Column lineage (DESIGN §3): the class of a mapping, indirect dependencies dashed,
+  // Column lineage (docs/projection.md#column-lineage): the class of a mapping, indirect dependencies dashed,
   // masked mappings red with a marker.
   {
     selector: "edge.direct",

@@ -54,7 +54,7 @@ export function impactTable(impact) {
   return h("div", {}, note, table);
 }
 
-// The last part of a node id (DESIGN §5: ids split from the right; ':' is encoded).
+// The last part of a node id (docs/queries.md#conventions: ids split from the right; ':' is encoded).
 function shortId(id) {
   const parts = id.split(":");
   return decodeURIComponent(

@@ -4,7 +4,7 @@
 //
 // Every drawn node is also an item of a plain list beside the canvas (a link and an
 // Expand button), so a screen reader — or a test — finds the graph in the DOM, not only
-// as pixels (DESIGN §8).
+// as pixels (docs/ui.md).
 
 import { get } from "./api.js";
 import { createCanvas, draw, readingOrder } from "./canvas.js";

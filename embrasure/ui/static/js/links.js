@@ -1,5 +1,5 @@
 // Where each kind of node lives in the UI. Pages are hash routes whose query names the
-// entity (namespaces hold ':' and '/', so they are never path segments; DESIGN §5).
+// entity (namespaces hold ':' and '/', so they are never path segments; docs/queries.md#conventions).
 
 import { url } from "./api.js";
 

@@ -1,5 +1,5 @@
 // Deliveries: recent receipts (newest first) with each one's items and outcomes on
-// demand, and the quarantine with each item's reason and a replay button (DESIGN §5).
+// demand, and the quarantine with each item's reason and a replay button (docs/queries.md#deliveries-and-quarantine).
 
 import { get, post } from "../api.js";
 import { append, h } from "../dom.js";

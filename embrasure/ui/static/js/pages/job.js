@@ -57,7 +57,7 @@ export async function render(params, page) {
 }
 
 // Inputs and outputs from the edges around the job: dataset → job is a read, job →
-// dataset a write (DESIGN §5), whether a run or a JobEvent declared them.
+// dataset a write (docs/queries.md#lineage), whether a run or a JobEvent declared them.
 function io(graph) {
   const byId = new Map(graph.nodes.map((n) => [n.id, n]));
   const link = (id) => {
