@@ -87,7 +87,7 @@ class DeliveryDraft:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Token:
-    """A bearer token as stored (auth.py): its digest, never its text."""
+    """A bearer token as stored (web/auth.py): its digest, never its text."""
 
     token_id: str
     digest: str  # hex SHA-256 of the whole token text

@@ -1,7 +1,7 @@
 """`embrasure admin hide|unhide|hidden`
 (docs/operations.md#hiding-datasets-jobs-and-namespaces): thin clients of the admin
 endpoints
-(embrasure/admin.py) over --url or --db. hide and unhide return once the projector has
+(web/admin.py) over --url or --db. hide and unhide return once the projector has
 applied the entry, so the next read already shows the change."""
 
 from __future__ import annotations

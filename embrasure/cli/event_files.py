@@ -8,7 +8,7 @@ for one bad byte: a line that is not JSON is reported with its file:line and cou
 invalid, and the other events go on. Events are sent as their bytes from the file, never
 re-serialised, so the log holds what the producer wrote.
 
-Batches keep within the receiver's bounds (``receiver.Limits``) and are cut
+Batches keep within the receiver's bounds (``receiver.bounds.Limits``) and are cut
 deterministically from the sorted input, so ingesting the same files again sends the same
 request bodies, which the receiver recognises as duplicates (docs/receiver.md#idempotency: a
 delivery's identity is its provider_key and body hash). An event repeated within one run is

@@ -1,6 +1,6 @@
 """What every `embrasure` command shares: flags generated from settings.SETTINGS, the
 one-line error, and the listings' tables. A module of its own so that the command modules
-(cli.py, cli_ingest.py, cli_graph.py, cli_admin.py…) can all use it without importing one
+(main.py, ingest.py, graph.py, admin.py…) can all use it without importing one
 another."""
 
 from __future__ import annotations

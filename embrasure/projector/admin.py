@@ -7,9 +7,9 @@ the log and ``reproject`` keeps what admins decided. Producers cannot write one:
 ingest routes store only the routes ``single`` and ``batch``.
 
 Hiding is not deleting: the entity's events are still projected, and its node, edges and
-runs are kept, only left out of what the read API serves (embrasure/hidden.py). The
+runs are kept, only left out of what the read API serves (query/hidden.py). The
 latest entry for an entity, by log position, decides. Each hidden row keeps the position
-of the entry that set it, and a merge takes the later one (graph_schema.MERGES), so
+of the entry that set it, and a merge takes the later one (schema.MERGES), so
 projectors committing out of log order (PostgreSQL) reach the same table.
 """
 

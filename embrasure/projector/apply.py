@@ -4,7 +4,7 @@
 no store, no lock. ``commit`` runs inside the projection transaction: insert-only rows
 are inserted; merged rows (runs, edges, jobs, facets, column edges, run versions) go to
 the store's ``merge``, which joins them into the stored rows by the same order-independent
-rules (graph_schema.MERGES); touched symlink groups are resolved again; item outcomes and
+rules (schema.MERGES); touched symlink groups are resolved again; item outcomes and
 the new position are recorded. Applying an event that is already in the graph changes
 nothing (every merge is idempotent), so ``commit`` needs no knowledge of what is new.
 """

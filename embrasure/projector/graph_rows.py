@@ -405,7 +405,7 @@ def run_row(run_id: str, part: RunPart) -> RunRow:
 
 
 def facet_row(slot: facet_rules.FacetSlot) -> tuple[Any, ...]:
-    """A facet slot's stored value columns (graph_schema.COLUMNS["facets"])."""
+    """A facet slot's stored value columns (schema.COLUMNS["facets"])."""
     out: list[Any] = []
     for item in (slot.value, slot.deletion):
         if item is None:
@@ -434,7 +434,7 @@ def later_version(
 
 
 def column_row(edge: ColumnEdge, span: EdgeSpan) -> tuple[Any, ...]:
-    """A column edge's stored value columns (graph_schema.COLUMNS["column_edges"])."""
+    """A column edge's stored value columns (schema.COLUMNS["column_edges"])."""
     return (
         edge.kind,
         edge.klass,

@@ -2,10 +2,11 @@
 
 Each transaction projects a few deliveries whole and records the new position with them
 (docs/architecture.md#one-transaction-projection-and-log-position), so a crash re-projects
-from the last committed position with the same result. Merged rows (edges, jobs, facets,
-column edges) are read, merged with the batch's contributions by the order-independent rules
-of ``graph_rows``/``facets``/``runs``/ ``symlinks``, and written back; everything else is
-insert-only. This module is the only one in the projector that touches the store.
+from the last committed position with the same result. Merged rows (edges, jobs, runs,
+facets, column edges) are folded within the batch by the order-independent rules of
+``graph_rows``/``facets``/``runs``/``symlinks``, then joined into the stored rows by the
+store's matching SQL rules (store/schema.py MERGES) without being read first; everything
+else is insert-only. This module is the only one in the projector that touches the store.
 
 A delivery the projector fails on is retried alone; after MAX_ATTEMPTS failures it is
 quarantined whole as a projector error (retriable), so one poison delivery never blocks
@@ -47,7 +48,7 @@ MAX_ATTEMPTS = 3
 class ProjectorLimits:
     """How much one projection transaction takes on. A SQLite transaction holds the
     database's only write lock, which the receiver's group commit waits for, so a
-    transaction is kept to a few hundred events (a delivery is never split)."""
+    transaction is kept to ``batch_events`` (a delivery is never split)."""
 
     batch_deliveries: int = 64  # deliveries per transaction
     batch_events: int = 2000  # items per transaction (at least one delivery)

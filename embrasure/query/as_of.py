@@ -11,7 +11,7 @@ this reads the history the projector keeps beside it instead:
 - ``links.first_key`` gives the aliases at T (projector/symlinks.py over those links);
 - ``facet_history`` gives the jobType facet at T (projector/facets.py over that history).
 
-``AsOfGraph`` answers the questions ``query.Graph`` answers, so ``query.lineage`` walks
+``AsOfGraph`` answers the questions ``graph.Graph`` answers, so ``lineage.lineage`` walks
 it unchanged. It is slower than the served graph (it aggregates events on every hop):
 asOf is for looking back, not for every page view.
 """
@@ -34,7 +34,7 @@ from embrasure.store.rows import EventRow, FacetHistoryRow, FacetValueRow, IoSet
 
 
 class AsOfIdentities:
-    """``views.Identities`` over the links first seen at or before ``key``."""
+    """``entities.Identities`` over the links first seen at or before ``key``."""
 
     def __init__(self, reader: GraphReader, key: str) -> None:
         self.reader = reader
@@ -168,7 +168,7 @@ class AsOfGraph(Graph):
         return {j: self._kinds[j] for j in jobs}
 
     def _job_kind(self, job: JobId) -> str:
-        # views.job_kind's rule, over the history up to the instant.
+        # entities.job_kind's rule, over the history up to the instant.
         job_type = self._facet_at(entity("job", job.namespace, job.name), "jobType")
         if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
             return "service"

@@ -1,6 +1,6 @@
 """The served graph's entities as JSON: node ids, identity resolution, datasets, jobs,
 runs, deliveries. Pure shaping over a store snapshot (``GraphReader``); traversals are in
-query.py.
+lineage.py, columns.py and impact.py.
 """
 
 from __future__ import annotations

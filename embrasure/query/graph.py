@@ -72,7 +72,7 @@ EDGE_KEY = columns_of(GRAPH_ROWS["edges"])[0]
 
 
 class Resolver(Protocol):
-    """Dataset identity resolution: views.Identities (now), as_of.AsOfIdentities (then)."""
+    """Dataset identity resolution: entities.Identities (now), as_of.AsOfIdentities (then)."""
 
     def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]: ...
 
@@ -97,7 +97,7 @@ class Graph:
         return kind if kind is not None else self.job_types([job])[job]
 
     def job_types(self, jobs: Iterable[JobId]) -> dict[JobId, str]:
-        """Job or service, for many jobs in two queries (views.job_kinds)."""
+        """Job or service, for many jobs in two queries (entities.job_kinds)."""
         jobs = list(jobs)
         todo = [j for j in dict.fromkeys(jobs) if j not in self._kinds]
         if todo:

@@ -44,7 +44,7 @@ class Hidden:
 
     @classmethod
     def of(cls, reader: GraphReader) -> Hidden:
-        """Resolved by the served graph's identities (views.Identities)."""
+        """Resolved by the served graph's identities (entities.Identities)."""
         return cls(reader, Identities(reader))
 
     def __bool__(self) -> bool:

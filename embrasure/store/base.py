@@ -50,7 +50,7 @@ class LogEntry:
 class ProjectionTx(abc.ABC):
     """One projection transaction on one graph generation. A table is named by its
     record class (store/rows.py), whose fields are its key columns then its value
-    columns (graph_schema.COLUMNS). Nothing is visible to readers until the transaction
+    columns (schema.COLUMNS). Nothing is visible to readers until the transaction
     commits, together with the position written by ``set_position``."""
 
     @abc.abstractmethod
@@ -72,7 +72,7 @@ class ProjectionTx(abc.ABC):
     @abc.abstractmethod
     def merge(self, table: type[R], rows: Sequence[R]) -> None:
         """Insert rows, or join each into the stored row with its key by the table's
-        merge rule (graph_schema.MERGES). Keys must be distinct within one call."""
+        merge rule (schema.MERGES). Keys must be distinct within one call."""
 
     @abc.abstractmethod
     def delete(self, table: Record, keys: Iterable[Key]) -> None:
@@ -223,7 +223,7 @@ class GraphReader(abc.ABC):
 
 
 class Store(abc.ABC):
-    """Persistence for the delivery log (and, later, the graph projected from it)."""
+    """Persistence: the delivery log, the graph generations projected from it, and tokens."""
 
     dialect: str
     # False (SQLite): one projection transaction at a time holds the write lock, so the
@@ -278,7 +278,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def graph_version(self) -> int:
-        """graph_schema.GRAPH_VERSION of the code that built the served graph."""
+        """schema.GRAPH_VERSION of the code that built the served graph."""
 
     @abc.abstractmethod
     def create_generation(self) -> int:
@@ -294,7 +294,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def tokens(self) -> list[Token]:
-        """Every bearer token ever created, revoked ones included (auth.py)."""
+        """Every bearer token ever created, revoked ones included (web/auth.py)."""
 
     @abc.abstractmethod
     def add_token(self, token: Token) -> None:

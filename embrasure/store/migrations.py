@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from embrasure.errors import SchemaError
-from embrasure.store import schema as graph_schema
+from embrasure.store import schema
 
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {
@@ -64,7 +64,7 @@ def render(sql: str, dialect: str, **extra: str) -> list[str]:
     text = sql.format(**DIALECT_TOKENS[dialect], **extra)
     if dialect == "postgresql":
         text = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', text)
-    return graph_schema.split_statements(text)
+    return schema.split_statements(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Migration:
     name: str
     sql: str
     # Graph tables added to the served generation, ``{g}`` its prefix: a new table the
-    # next generations get from graph_schema.GRAPH_TABLES, so no reprojection is needed.
+    # next generations get from schema.GRAPH_TABLES, so no reprojection is needed.
     served_generation: str = ""
 
     def statements(self, dialect: str) -> list[str]:
@@ -115,12 +115,12 @@ MIGRATIONS += (
         CREATE TABLE graph_meta (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             generation INTEGER NOT NULL,     -- the served generation of graph tables
-            graph_version INTEGER NOT NULL   -- graph_schema.GRAPH_VERSION it was built by
+            graph_version INTEGER NOT NULL   -- schema.GRAPH_VERSION it was built by
         );
         INSERT INTO graph_meta (id, generation, graph_version) VALUES (1, 1, """
-        + str(graph_schema.GRAPH_VERSION)
+        + str(schema.GRAPH_VERSION)
         + ");\n"
-        + graph_schema.GRAPH_TABLES.replace("{g}", graph_schema.prefix(1))
+        + schema.GRAPH_TABLES.replace("{g}", schema.prefix(1))
         + ";\nINSERT INTO g1_position (id, seq) VALUES (1, 0)",
     ),
 )
@@ -132,7 +132,7 @@ MIGRATIONS += (
         """
         -- The log past the projector's position, counted without reading the bodies:
         -- item_count follows the body in each row, so the table itself would be read
-        -- through every body's overflow pages (receiver.Backpressure, every second).
+        -- through every body's overflow pages (receiver/backpressure.py, every second).
         CREATE INDEX deliveries_backlog
             ON deliveries (seq, item_count, invalid_item_count, received_at);
         CREATE TABLE tokens (
@@ -155,7 +155,7 @@ MIGRATIONS += (
         "",
         # Empty in every existing graph: no log before this version holds an admin entry.
         # (A new database has it already: migration 2 creates the current graph tables.)
-        served_generation=graph_schema.HIDDEN_TABLE,
+        served_generation=schema.HIDDEN_TABLE,
     ),
 )
 
@@ -230,7 +230,7 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
             execute(statement, ())
         if migration.served_generation:
             row = execute("SELECT generation FROM graph_meta", ())
-            prefix = graph_schema.prefix(int(row.fetchone()[0]))  # type: ignore[attr-defined]
+            prefix = schema.prefix(int(row.fetchone()[0]))  # type: ignore[attr-defined]
             for statement in render(migration.served_generation, dialect, g=prefix):
                 execute(statement, ())
         execute(  # shared SQL: a PostgreSQL connection translates the placeholders

@@ -34,8 +34,7 @@ from psycopg_pool import ConnectionPool
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
-from embrasure.store import migrations, redact, sql
-from embrasure.store import schema as graph_schema
+from embrasure.store import migrations, redact, schema, sql
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
 from embrasure.store.postgres_conn import PgConnection, neutral, one_line
 from embrasure.store.postgres_graph import (
@@ -163,7 +162,7 @@ class PostgresStore(Store):
     def position(self, generation: int | None = None) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the position") as conn:
             gen = self._generation(conn) if generation is None else generation
-            prefix = graph_schema.prefix(gen)
+            prefix = schema.prefix(gen)
             return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
 
     @contextlib.contextmanager
@@ -174,7 +173,7 @@ class PostgresStore(Store):
             # projected again (like SQLite's synchronous=NORMAL for the projector).
             conn.execute("SET LOCAL synchronous_commit = off")
             gen = self._generation(conn) if generation is None else generation
-            prefix = graph_schema.prefix(gen)
+            prefix = schema.prefix(gen)
             if self._types is None:
                 self._types = column_types(conn, prefix)
             yield PostgresProjectionTx(conn, prefix, self._types)
@@ -198,9 +197,9 @@ class PostgresStore(Store):
             self._reproject_lock = lock
         with self._transaction("BEGIN", "creating a graph generation") as conn:
             new = self._generation(conn) + 1
-            prefix = graph_schema.prefix(new)
+            prefix = schema.prefix(new)
             self._drop(conn, new)  # what a crashed reproject may have left
-            for statement in migrations.render(graph_schema.GRAPH_TABLES, "postgresql", g=prefix):
+            for statement in migrations.render(schema.GRAPH_TABLES, "postgresql", g=prefix):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {prefix}position (id, seq) VALUES (1, 0)")
         return new
@@ -219,15 +218,15 @@ class PostgresStore(Store):
 
     @staticmethod
     def _drop(conn: PgConnection, generation: int) -> None:
-        prefix = graph_schema.prefix(generation)
-        tables = ", ".join(prefix + t for t in graph_schema.TABLES)
+        prefix = schema.prefix(generation)
+        tables = ", ".join(prefix + t for t in schema.TABLES)
         conn.execute(f"DROP TABLE IF EXISTS {tables}")
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:
         # One snapshot for every query of the request.
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
-            yield SQLReader(conn, graph_schema.prefix(self._generation(conn)))
+            yield SQLReader(conn, schema.prefix(self._generation(conn)))
 
     # -- tokens -------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ deliveries reach without a gap (``set_position``). Claimed deliveries that fail 
 back with their transaction and are claimed again.
 
 Why the graph is the same as one projector's: every graph merge is an order-independent
-UPSERT join (graph_schema.MERGES), so deliveries applied by several transactions in any
+UPSERT join (schema.MERGES), so deliveries applied by several transactions in any
 order join to the same rows; PostgreSQL serializes concurrent upserts of one key. Two
 things are not a plain join and are serialized here: run_count counts a run once (the
 run_io insert that finds the key taken, even a key another transaction inserted

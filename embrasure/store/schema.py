@@ -19,11 +19,10 @@ import re
 
 from embrasure.store.rows import GRAPH_ROWS, columns_of
 
-# 2: facet history by hash, merges in SQL; 3: runs merged, run_io by job; 4: fields;
-# 5: what each event named (events.io_key, io_sets) and when links were first seen;
-# 6: edges keep their latest run, and are indexed by direction; 7: field_names;
-# 8: column lineage derived from the job's SQL (projector/sql_lineage.py) — a rule that
-# changes what old events project to, so an older graph is rebuilt from the log
+# The version of these tables and of the projection rules that fill them. A graph built by
+# another version is rebuilt from the log on start (worker.py), so a change to a table, or
+# to a rule that changes what old events project to, bumps it. 8: column lineage derived
+# from the job's SQL (projector/sql_lineage.py).
 GRAPH_VERSION = 8
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the

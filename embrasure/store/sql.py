@@ -107,7 +107,7 @@ def _qualified(rule: str, table: str, columns: Sequence[str]) -> str:
 
 @functools.cache
 def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[str, str]:
-    """The generic statements on one graph table (graph_schema.COLUMNS): rows are tuples,
+    """The generic statements on one graph table (schema.COLUMNS): rows are tuples,
     key columns first. ``merge``'s SET list is the table's merge rule (MERGES). The rows
     come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a query giving
     every column in order) says otherwise."""
@@ -319,7 +319,7 @@ def plan_append(
     return results, rows
 
 
-# -- bearer tokens (auth.py) -----------------------------------------------------------------
+# -- bearer tokens (web/auth.py) -----------------------------------------------------------------
 
 TOKEN_COLUMNS = "token_id, digest, scopes, provider_key, name, created_at, revoked_at"
 

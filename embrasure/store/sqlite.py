@@ -1,6 +1,6 @@
 """The embedded SQLite backend: one file, WAL mode, ``synchronous=FULL``.
 
-One writer connection, used only by the group-commit thread (``log_writer.LogWriter``)
+One writer connection, used only by the group-commit thread (``group_commit.GroupCommitter``)
 and by migrations; readers get a connection per thread. In WAL mode with
 ``synchronous=FULL`` SQLite syncs the WAL before COMMIT returns, so a returned ``append``
 is durable (https://www.sqlite.org/pragma.html#pragma_synchronous).
@@ -16,8 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
-from embrasure.store import migrations, sql
-from embrasure.store import schema as graph_schema
+from embrasure.store import migrations, schema, sql
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
 from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
@@ -122,7 +121,7 @@ class SQLiteStore(Store):
 
     def position(self, generation: int | None = None) -> int:
         conn = self._read()
-        prefix = graph_schema.prefix(self.generation(conn) if generation is None else generation)
+        prefix = schema.prefix(self.generation(conn) if generation is None else generation)
         return int(conn.execute(f"SELECT seq FROM {prefix}position").fetchone()[0])
 
     def read_log(
@@ -156,7 +155,7 @@ class SQLiteStore(Store):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 gen = self.generation(conn) if generation is None else generation
-                tx = SQLiteProjectionTx(conn, graph_schema.prefix(gen))
+                tx = SQLiteProjectionTx(conn, schema.prefix(gen))
                 yield tx
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -179,11 +178,9 @@ class SQLiteStore(Store):
             served = self.generation(conn)
             new = served + 1
             self._drop(conn, new)  # what a crashed reproject may have left
-            for statement in migrations.render(
-                graph_schema.GRAPH_TABLES, "sqlite", g=graph_schema.prefix(new)
-            ):
+            for statement in migrations.render(schema.GRAPH_TABLES, "sqlite", g=schema.prefix(new)):
                 conn.execute(statement)
-            conn.execute(f"INSERT INTO {graph_schema.prefix(new)}position (id, seq) VALUES (1, 0)")
+            conn.execute(f"INSERT INTO {schema.prefix(new)}position (id, seq) VALUES (1, 0)")
         return new
 
     def drop_generation(self, generation: int) -> None:
@@ -196,8 +193,8 @@ class SQLiteStore(Store):
 
     @staticmethod
     def _drop(conn: sqlite3.Connection, generation: int) -> None:
-        prefix = graph_schema.prefix(generation)
-        for table in graph_schema.TABLES:
+        prefix = schema.prefix(generation)
+        for table in schema.TABLES:
             conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
 
     @contextlib.contextmanager
@@ -206,7 +203,7 @@ class SQLiteStore(Store):
             conn = self._read()
             conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
             try:
-                yield SQLReader(conn, graph_schema.prefix(self.generation(conn)))
+                yield SQLReader(conn, schema.prefix(self.generation(conn)))
             finally:
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:

@@ -1,6 +1,6 @@
 """SQLite: the projection transaction on one graph generation.
 
-Rows are read and written generically from graph_schema.COLUMNS, so this module knows
+Rows are read and written generically from schema.COLUMNS, so this module knows
 tables and keys but no projection rule. SQLite ≥ 3.24 understands ``ON CONFLICT``
 (upserts); Python's bundled SQLite has it.
 """

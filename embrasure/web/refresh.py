@@ -1,7 +1,7 @@
 """A value read off the event loop, at most once per interval, one read at a time.
 
 Every request consults the tokens table (auth.Guard) and the projection backlog
-(receiver.Backpressure). Read per request, that is a query on the hot ingest path; read
+(receiver/backpressure.py). Read per request, that is a query on the hot ingest path; read
 by each request that finds the cached value stale, 64 concurrent clients start 64 reads
 at once, on up to 40 threadpool threads with a database connection each (measured: 23%
 fewer single-event receipts per second, and p99 tripled). So: one read in flight; every

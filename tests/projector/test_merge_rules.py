@@ -1,4 +1,4 @@
-"""The store merges rows in SQL (graph_schema.MERGES) by the rules the projector folds a
+"""The store merges rows in SQL (schema.MERGES) by the rules the projector folds a
 batch with in Python (graph_rows, facets, column_lineage): both must agree, or the graph
 would depend on how the log was cut into transactions (docs/architecture.md#order-independence).
 

@@ -101,7 +101,7 @@ def test_count_values_matches_a_recursive_count(text: str) -> None:
 
     doc = json.loads(text)
     assert jsonguard.count_values(doc, 10**9) == count(doc)
-    # A value takes at least one byte: the cheap pre-check in receiver.py relies on it.
+    # A value takes at least one byte: the cheap pre-check in receiver/bounds.py relies on it.
     assert count(doc) <= len(text.encode())
 
 

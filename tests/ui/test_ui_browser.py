@@ -1,7 +1,7 @@
 """The web UI in a real browser (docs/ui.md): Debian's chromium driven by Playwright,
 against a real server process loaded through the API.
 
-The fixture graph is the demo platform (embrasure/demo.py: an Airflow DAG, Spark, dbt
+The fixture graph is the demo platform (embrasure/cli/demo.py: an Airflow DAG, Spark, dbt
 models with a masked column, a dashboard) plus what the demo lacks: a failed run with
 an error and SQL, a hub read by more jobs than the graph draws, a fan-out of about 500
 nodes, and a quarantined event. One server and one browser serve every test here.

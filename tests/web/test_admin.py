@@ -195,7 +195,7 @@ def test_hiding_survives_reprojection_and_new_events(admin: Admin) -> None:
 
 def test_the_latest_entry_in_the_log_decides_whatever_the_commit_order(admin: Admin) -> None:
     """PostgreSQL projectors commit out of log order: the hidden table's merge keeps the
-    row of the later log position (graph_schema.MERGES["hidden"])."""
+    row of the later log position (schema.MERGES["hidden"])."""
     key = ("job", "spark", "daily")
     with admin.store.projection() as tx:
         tx.merge(HiddenRow, [HiddenRow(*key, 0, 20, "2026-11-30T12:00:00Z", None, "later: shown")])
