@@ -21,6 +21,8 @@ from embrasure.store.group_commit import GroupCommitter
 from embrasure.web.admin import AdminApi
 from embrasure.web.api import ReadApi
 from embrasure.web.auth import Guard
+from embrasure.web.deliveries import DeliveriesApi
+from embrasure.web.health import Health
 from embrasure.web.metrics import Metrics
 from embrasure.web.openapi import document as openapi
 from embrasure.web.responses import ErrorHandlers
@@ -48,7 +50,9 @@ def build_app(
         budget,
         settings.body_timeout_seconds,
     )
-    read_api = ReadApi(store, settings.retry_after, backpressure)
+    read_api = ReadApi(store)
+    deliveries_api = DeliveriesApi(store)
+    health = Health(store, settings.retry_after, backpressure)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
@@ -79,7 +83,9 @@ def build_app(
     metrics = Metrics(store, backpressure)
     routes: list[BaseRoute] = [
         *receiver.routes(),
+        *deliveries_api.routes(),
         *read_api.routes(),
+        *health.routes(),
         *admin_api.routes(),
         *metrics.routes(),
         *ui.routes(),

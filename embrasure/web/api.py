@@ -10,16 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from embrasure.errors import Problem, StoreUnavailable
-from embrasure.model import DELIVERY_STATES, DatasetId, JobId, Rejection
-from embrasure.projector.apply import split_items
-from embrasure.projector.worker import replay_item
+from embrasure.model import DatasetId, JobId
 from embrasure.query import lineage as query
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.columns import column_lineage
@@ -38,16 +33,16 @@ from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
 from embrasure.query.impact import impact
 from embrasure.query.search import search
-from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
-from embrasure.store.base import GraphReader, LogEntry
-from embrasure.store.rows import DatasetRow, DeliveryRow, JobRow, RunIoRow, RunRow, table_of
-from embrasure.web.auth import public, requires
+from embrasure.store.base import GraphReader
+from embrasure.store.rows import DatasetRow, JobRow, RunIoRow, RunRow, table_of
+from embrasure.web.auth import requires
 from embrasure.web.params import (
+    MAX_DEPTH,
+    MAX_LIMIT,
     TEXT_CURSOR,
     TEXT_PAIR_CURSOR,
     WHOLE_CURSOR,
-    WHOLE_PAIR_CURSOR,
     bad,
     choice,
     decode_cursor,
@@ -58,158 +53,16 @@ from embrasure.web.params import (
     run_states,
     time_param,
 )
-from embrasure.web.responses import json_response
-
-MAX_LIMIT = 1000
-MAX_DEPTH = 20
+from embrasure.web.responses import answer
 
 Listed = TypeVar("Listed", DatasetRow, JobRow)  # the (ns, name)-keyed listings
 
 
-def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> dict[str, Any]:
-    state, item_count = row.state, row.item_count
-    rejected = {i: Rejection(i, kind, why) for i, kind, why in orjson.loads(row.rejections)}
-    projected = (
-        {r.idx: r for r in reader.items(row.seq)} if with_items or state != "accepted" else {}
-    )
-    items = []
-    for idx in range(item_count):
-        if idx in projected:
-            p = projected[idx]
-            items.append(
-                {
-                    "index": idx,
-                    "kind": p.kind,
-                    "outcome": p.outcome,
-                    "reason": p.reason,
-                    "retriable": bool(p.retriable),
-                    "warnings": orjson.loads(p.warnings),
-                }
-            )
-        elif idx in rejected:
-            r = rejected[idx]
-            items.append(
-                {
-                    "index": idx,
-                    "kind": r.kind,
-                    "outcome": "quarantined",
-                    "reason": r.reason,
-                    "retriable": False,
-                    "warnings": [],
-                }
-            )
-        else:
-            items.append(
-                {
-                    "index": idx,
-                    "kind": None,
-                    "outcome": "pending",
-                    "reason": None,
-                    "retriable": False,
-                    "warnings": [],
-                }
-            )
-    counts = {"projected": 0, "quarantined": 0, "pending": 0}
-    for item in items:
-        counts[item["outcome"]] += 1
-    view: dict[str, Any] = {
-        "delivery_id": row.delivery_id,
-        "provider_key": row.provider_key,
-        "received_at": row.received_at,
-        "state": state,
-        "item_count": item_count,
-        "invalid_item_count": len(rejected),
-        "summary": {"received": item_count, **counts},
-        "edges_created": row.edges_created or 0,
-    }
-    if with_items:
-        view["items"] = items
-    return view
-
-
 class ReadApi:
-    def __init__(self, store: Store, retry_after: int, backpressure: Backpressure) -> None:
+    """The graph's read routes (the log's own views are in deliveries.py)."""
+
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.retry_after = retry_after
-        self.backpressure = backpressure
-
-    def _read(self, work: Callable[[GraphReader], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            with self.store.reader() as reader:
-                return work(reader)
-
-        return run
-
-    async def _answer(self, work: Callable[[GraphReader], Any]) -> Response:
-        result = await run_in_threadpool(self._read(work))
-        if isinstance(result, Response):
-            return result
-        return json_response(result)
-
-    # -- deliveries and quarantine -----------------------------------------------------------
-
-    async def get_delivery(self, request: Request) -> Response:
-        delivery_id = request.path_params["delivery_id"]
-
-        def work(reader: GraphReader) -> Any:
-            row = reader.delivery(delivery_id)
-            if row is None:
-                raise Problem(
-                    404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
-                )
-            return _delivery_json(reader, row, with_items=True)
-
-        return await self._answer(work)
-
-    async def list_deliveries(self, request: Request) -> Response:
-        def work(reader: GraphReader) -> Any:
-            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            state = request.query_params.get("state")
-            if state is not None and state not in DELIVERY_STATES:
-                raise bad(f"unknown delivery state {state!r}")
-            before = decode_cursor(request, WHOLE_CURSOR)
-            rows = reader.deliveries(
-                request.query_params.get("provider_key"), state, before, limit + 1
-            )
-            page = [_delivery_json(reader, r, with_items=False) for r in rows[:limit]]
-            return {
-                "deliveries": page,
-                "next_cursor": encode_cursor(rows[limit - 1].seq) if len(rows) > limit else None,
-            }
-
-        return await self._answer(work)
-
-    async def list_quarantine(self, request: Request) -> Response:
-        def work(reader: GraphReader) -> Any:
-            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            before = decode_cursor(request, WHOLE_PAIR_CURSOR)
-            rows = reader.quarantined(tuple(before) if before else None, limit + 1)
-            items = [
-                {
-                    "delivery_id": q.delivery_id,
-                    "index": q.idx,
-                    "kind": q.kind,
-                    "reason": q.reason,
-                    "received_at": q.received_at,
-                }
-                for q in rows[:limit]
-            ]
-            last = rows[limit - 1] if len(rows) > limit else None
-            return {
-                "items": items,
-                "next_cursor": encode_cursor([last.seq, last.idx]) if last else None,
-            }
-
-        return await self._answer(work)
-
-    async def replay(self, request: Request) -> Response:
-        delivery_id = request.path_params["delivery_id"]
-        try:
-            index = int(request.path_params["index"])
-        except ValueError:
-            raise bad("the item index is not a whole number") from None
-        result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
-        return json_response(result)
 
     async def export(self, request: Request) -> Response:
         pieces = await open_export(self.store)
@@ -227,7 +80,7 @@ class ReadApi:
             _shown(Hidden.of(reader), _job_of(rows[0]))
             return run_view(reader, rows[0])
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def run_children(self, request: Request) -> Response:
         run_id = request.path_params["run_id"].lower()
@@ -249,7 +102,7 @@ class ReadApi:
             runs, last = page
             return {"runs": runs, "next_cursor": encode_cursor(last) if last else None}
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def list_runs(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -271,7 +124,7 @@ class ReadApi:
                 "next_cursor": encode_cursor([last.latest_key, last.run_id]) if last else None,
             }
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def list_datasets(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -291,7 +144,7 @@ class ReadApi:
                 lambda r: dataset_view(reader, ids, DatasetId(r.ns, r.name)),
             )
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def list_jobs(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -310,7 +163,7 @@ class ReadApi:
                 lambda r: job_view(reader, JobId(r.ns, r.name)),
             )
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     def _page(
         self,
@@ -366,7 +219,7 @@ class ReadApi:
                 _shown_job(reader, graph.hidden, root, kind)
             return query.lineage(graph, root, direction, depth, states, limit)
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def column_lineage(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -382,7 +235,7 @@ class ReadApi:
             _shown_dataset(reader, ids, Hidden(reader, ids), root)
             return column_lineage(reader, root, field, direction, depth, kinds, limit)
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def impact(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -395,7 +248,7 @@ class ReadApi:
             _shown_dataset(reader, ids, Hidden(reader, ids), root)
             return impact(reader, root, field, depth, limit)
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def overview(self, request: Request) -> Response:
         """The web UI's home page: ingest counters, the projection backlog, recent runs."""
@@ -418,7 +271,7 @@ class ReadApi:
                 "recent_runs": [run_summary(rows[i]) for i in ids if i in rows],
             }
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def namespaces(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -439,7 +292,7 @@ class ReadApi:
                 "next_cursor": encode_cursor(rows[limit - 1].namespace) if more else None,
             }
 
-        return await self._answer(work)
+        return await answer(self.store, work)
 
     async def search(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
@@ -455,74 +308,11 @@ class ReadApi:
                 "next_cursor": encode_cursor(offset + limit) if more else None,
             }
 
-        return await self._answer(work)
-
-    async def events(self, request: Request) -> Response:
-        def work(reader: GraphReader) -> Any:
-            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
-            after, before = (time_param(request, name) for name in ("after", "before"))
-            cursor = decode_cursor(request, TEXT_PAIR_CURSOR)
-            rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
-            bodies: dict[int, list[Any]] = {}
-            out = []
-            for e in rows[:limit]:
-                if e.seq not in bodies:  # parse each delivery once
-                    body = reader.body(e.seq) or b"[]"
-                    bodies[e.seq] = split_items(LogEntry(e.seq, "", e.route, body, 0, ()))
-                out.append(
-                    {
-                        "event_id": e.event_id,
-                        "eventTime": e.time_text,
-                        "event": bodies[e.seq][e.idx],
-                    }
-                )
-            last = rows[limit - 1] if len(rows) > limit else None
-            return {
-                "events": out,
-                "next_cursor": encode_cursor([last.time_key, last.event_id]) if last else None,
-            }
-
-        return await self._answer(work)
-
-    # -- health --------------------------------------------------------------------------
-
-    async def healthz(self, request: Request) -> Response:
-        return json_response({"status": "ok"})
-
-    async def readyz(self, request: Request) -> Response:
-        """docs/operations.md#health: ready when the store answers and the backlog is under
-        its bound
-        (so is free disk); otherwise 503, saying why, with the load measured."""
-        try:
-            await run_in_threadpool(self.store.ping)
-            load = await self.backpressure.load()
-        except StoreUnavailable as exc:
-            # Not the store-unavailable problem: what is asked here is readiness.
-            raise Problem(
-                503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after
-            ) from exc
-        if load.refusing is not None:
-            raise Problem(
-                503,
-                "not-ready",
-                "Not ready: refusing ingest",
-                load.refusing,
-                retry_after=self.retry_after,
-                ingest=load.to_json(),
-            )
-        return json_response({"status": "ready", "ingest": load.to_json()})
+        return await answer(self.store, work)
 
     def routes(self) -> list[Route]:
-        read, admin = requires("read"), requires("admin")
+        read = requires("read")
         return [
-            Route("/api/v1/deliveries", read(self.list_deliveries), methods=["GET"]),
-            Route("/api/v1/deliveries/{delivery_id}", read(self.get_delivery), methods=["GET"]),
-            Route("/api/v1/quarantine", read(self.list_quarantine), methods=["GET"]),
-            Route(
-                "/api/v1/quarantine/{delivery_id}/{index}/replay",
-                admin(self.replay),
-                methods=["POST"],
-            ),
             Route("/api/v1/export", read(self.export), methods=["GET"]),
             Route("/api/v1/runs", read(self.list_runs), methods=["GET"]),
             Route("/api/v1/runs/{run_id}", read(self.get_run), methods=["GET"]),
@@ -535,9 +325,6 @@ class ReadApi:
             Route("/api/v1/overview", read(self.overview), methods=["GET"]),
             Route("/api/v1/namespaces", read(self.namespaces), methods=["GET"]),
             Route("/api/v1/search", read(self.search), methods=["GET"]),
-            Route("/api/v1/events", read(self.events), methods=["GET"]),
-            Route("/healthz", public(self.healthz), methods=["GET"]),
-            Route("/readyz", public(self.readyz), methods=["GET"]),
         ]
 
 

@@ -56,6 +56,10 @@ def required(request: Request, *names: str) -> list[str]:
     return [request.query_params[n] for n in names]
 
 
+# The read API's caps: items a page may ask for, edges a walk may go.
+MAX_LIMIT = 1000
+MAX_DEPTH = 20
+
 # The parts of a cursor's JSON text. A whole number fits the 64-bit columns it is compared
 # with. A string is JSON as orjson writes it: characters below U+0020, '"' and '\\'
 # escaped, nothing else; its \\u escapes name neither a lone surrogate half nor U+0000,

@@ -10,9 +10,11 @@ exceptions, its ServerErrorMiddleware the one for ``Exception``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,6 +30,8 @@ from embrasure.errors import (
     ReplayError,
     StoreUnavailable,
 )
+from embrasure.store import Store
+from embrasure.store.base import GraphReader
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -135,3 +139,15 @@ def _allow(request: Request) -> dict[str, str]:
         if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
             methods |= route.methods or set()
     return {"Allow": ", ".join(sorted(methods))}
+
+
+async def answer(store: Store, work: Callable[[GraphReader], Any]) -> Response:
+    """Run a read route's ``work`` in the thread pool (the stores' drivers block) inside one
+    store snapshot, and answer its result as JSON (or the Response it returns)."""
+
+    def run() -> Any:
+        with store.reader() as reader:
+            return work(reader)
+
+    result = await run_in_threadpool(run)
+    return result if isinstance(result, Response) else json_response(result)

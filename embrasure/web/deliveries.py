@@ -1,0 +1,207 @@
+"""The log's own views (docs/queries.md#deliveries-and-quarantine): deliveries with their
+receipts and item outcomes, the quarantine and its replay, and raw events by eventTime.
+
+Unlike the graph's routes (api.py), these show everything the log holds: what admins hid
+is still listed here, and a transport-rejected item is shown with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from embrasure.errors import Problem
+from embrasure.model import DELIVERY_STATES, Rejection
+from embrasure.projector.apply import split_items
+from embrasure.projector.worker import replay_item
+from embrasure.store import Store
+from embrasure.store.base import GraphReader, LogEntry
+from embrasure.store.rows import DeliveryRow
+from embrasure.web.auth import requires
+from embrasure.web.params import (
+    MAX_LIMIT,
+    TEXT_PAIR_CURSOR,
+    WHOLE_CURSOR,
+    WHOLE_PAIR_CURSOR,
+    bad,
+    decode_cursor,
+    encode_cursor,
+    integer,
+    time_param,
+)
+from embrasure.web.responses import answer, json_response
+
+
+def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> dict[str, Any]:
+    state, item_count = row.state, row.item_count
+    rejected = {i: Rejection(i, kind, why) for i, kind, why in orjson.loads(row.rejections)}
+    projected = (
+        {r.idx: r for r in reader.items(row.seq)} if with_items or state != "accepted" else {}
+    )
+    items = []
+    for idx in range(item_count):
+        if idx in projected:
+            p = projected[idx]
+            items.append(
+                {
+                    "index": idx,
+                    "kind": p.kind,
+                    "outcome": p.outcome,
+                    "reason": p.reason,
+                    "retriable": bool(p.retriable),
+                    "warnings": orjson.loads(p.warnings),
+                }
+            )
+        elif idx in rejected:
+            r = rejected[idx]
+            items.append(
+                {
+                    "index": idx,
+                    "kind": r.kind,
+                    "outcome": "quarantined",
+                    "reason": r.reason,
+                    "retriable": False,
+                    "warnings": [],
+                }
+            )
+        else:
+            items.append(
+                {
+                    "index": idx,
+                    "kind": None,
+                    "outcome": "pending",
+                    "reason": None,
+                    "retriable": False,
+                    "warnings": [],
+                }
+            )
+    counts = {"projected": 0, "quarantined": 0, "pending": 0}
+    for item in items:
+        counts[item["outcome"]] += 1
+    view: dict[str, Any] = {
+        "delivery_id": row.delivery_id,
+        "provider_key": row.provider_key,
+        "received_at": row.received_at,
+        "state": state,
+        "item_count": item_count,
+        "invalid_item_count": len(rejected),
+        "summary": {"received": item_count, **counts},
+        "edges_created": row.edges_created or 0,
+    }
+    if with_items:
+        view["items"] = items
+    return view
+
+
+class DeliveriesApi:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def get_delivery(self, request: Request) -> Response:
+        delivery_id = request.path_params["delivery_id"]
+
+        def work(reader: GraphReader) -> Any:
+            row = reader.delivery(delivery_id)
+            if row is None:
+                raise Problem(
+                    404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
+                )
+            return _delivery_json(reader, row, with_items=True)
+
+        return await answer(self.store, work)
+
+    async def list_deliveries(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            state = request.query_params.get("state")
+            if state is not None and state not in DELIVERY_STATES:
+                raise bad(f"unknown delivery state {state!r}")
+            before = decode_cursor(request, WHOLE_CURSOR)
+            rows = reader.deliveries(
+                request.query_params.get("provider_key"), state, before, limit + 1
+            )
+            page = [_delivery_json(reader, r, with_items=False) for r in rows[:limit]]
+            return {
+                "deliveries": page,
+                "next_cursor": encode_cursor(rows[limit - 1].seq) if len(rows) > limit else None,
+            }
+
+        return await answer(self.store, work)
+
+    async def list_quarantine(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            before = decode_cursor(request, WHOLE_PAIR_CURSOR)
+            rows = reader.quarantined(tuple(before) if before else None, limit + 1)
+            items = [
+                {
+                    "delivery_id": q.delivery_id,
+                    "index": q.idx,
+                    "kind": q.kind,
+                    "reason": q.reason,
+                    "received_at": q.received_at,
+                }
+                for q in rows[:limit]
+            ]
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "items": items,
+                "next_cursor": encode_cursor([last.seq, last.idx]) if last else None,
+            }
+
+        return await answer(self.store, work)
+
+    async def replay(self, request: Request) -> Response:
+        delivery_id = request.path_params["delivery_id"]
+        try:
+            index = int(request.path_params["index"])
+        except ValueError:
+            raise bad("the item index is not a whole number") from None
+        result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
+        return json_response(result)
+
+    async def events(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            after, before = (time_param(request, name) for name in ("after", "before"))
+            cursor = decode_cursor(request, TEXT_PAIR_CURSOR)
+            rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
+            bodies: dict[int, list[Any]] = {}
+            out = []
+            for e in rows[:limit]:
+                if e.seq not in bodies:  # parse each delivery once
+                    body = reader.body(e.seq) or b"[]"
+                    bodies[e.seq] = split_items(LogEntry(e.seq, "", e.route, body, 0, ()))
+                out.append(
+                    {
+                        "event_id": e.event_id,
+                        "eventTime": e.time_text,
+                        "event": bodies[e.seq][e.idx],
+                    }
+                )
+            last = rows[limit - 1] if len(rows) > limit else None
+            return {
+                "events": out,
+                "next_cursor": encode_cursor([last.time_key, last.event_id]) if last else None,
+            }
+
+        return await answer(self.store, work)
+
+    def routes(self) -> list[Route]:
+        read, admin = requires("read"), requires("admin")
+        return [
+            Route("/api/v1/deliveries", read(self.list_deliveries), methods=["GET"]),
+            Route("/api/v1/deliveries/{delivery_id}", read(self.get_delivery), methods=["GET"]),
+            Route("/api/v1/quarantine", read(self.list_quarantine), methods=["GET"]),
+            Route(
+                "/api/v1/quarantine/{delivery_id}/{index}/replay",
+                admin(self.replay),
+                methods=["POST"],
+            ),
+            Route("/api/v1/events", read(self.events), methods=["GET"]),
+        ]

@@ -1,0 +1,53 @@
+"""``/healthz`` and ``/readyz`` (docs/operations.md#health): open to all, no token needed."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.receiver.backpressure import Backpressure
+from embrasure.store import Store
+from embrasure.web.auth import public
+from embrasure.web.responses import json_response
+
+
+class Health:
+    def __init__(self, store: Store, retry_after: int, backpressure: Backpressure) -> None:
+        self.store = store
+        self.retry_after = retry_after
+        self.backpressure = backpressure
+
+    async def healthz(self, request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        """docs/operations.md#health: ready when the store answers and the backlog is under
+        its bound
+        (so is free disk); otherwise 503, saying why, with the load measured."""
+        try:
+            await run_in_threadpool(self.store.ping)
+            load = await self.backpressure.load()
+        except StoreUnavailable as exc:
+            # Not the store-unavailable problem: what is asked here is readiness.
+            raise Problem(
+                503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after
+            ) from exc
+        if load.refusing is not None:
+            raise Problem(
+                503,
+                "not-ready",
+                "Not ready: refusing ingest",
+                load.refusing,
+                retry_after=self.retry_after,
+                ingest=load.to_json(),
+            )
+        return json_response({"status": "ready", "ingest": load.to_json()})
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/healthz", public(self.healthz), methods=["GET"]),
+            Route("/readyz", public(self.readyz), methods=["GET"]),
+        ]
