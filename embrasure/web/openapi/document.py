@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from embrasure import __version__
 from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, IDENTITY_ENCODING, Limits
 from embrasure.web.auth import public, required_scope
+from embrasure.web.openapi.builders import Schema, array, free_object, ref, string
 from embrasure.web.openapi.paths import (
     JSON,
     Operation,
@@ -36,14 +37,7 @@ from embrasure.web.openapi.paths import (
     query,
     read_paths,
 )
-from embrasure.web.openapi.schemas import (
-    Schema,
-    array,
-    component_schemas,
-    free_object,
-    ref,
-    string,
-)
+from embrasure.web.openapi.schemas import component_schemas
 
 # -- ingestion (docs/receiver.md) ------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from embrasure.model import DELIVERY_STATES, RUN_STATES
 from embrasure.web import params
-from embrasure.web.openapi.schemas import Schema, enum, integer, ref, string
+from embrasure.web.openapi.builders import Schema, enum, integer, ref, string
 from embrasure.web.params import MAX_DEPTH, MAX_LIMIT, Cursor
 
 Operation = dict[str, Any]

@@ -3,8 +3,9 @@
 
 Each schema is written from the code that shapes the body (the receiver's receipt, web/api.py's
 handlers, the query/ package) rather than from the docs, so the document says what a
-client really gets; tests/web/test_openapi.py validates real
-responses against them with every object closed (no undocumented key passes).
+client really gets; tests/web/test_openapi.py validates real responses against them with
+every object closed (no undocumented key passes). The small builders they are made of are
+in builders.py.
 
 Enumerations and bounds are taken from the code's own constants where it has them, so the
 document cannot drift from them.
@@ -13,7 +14,6 @@ document cannot drift from them.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from embrasure.errors import PROBLEM_BASE
 from embrasure.model import DELIVERY_STATES, RUN_STATES
@@ -21,11 +21,22 @@ from embrasure.projector.admin import MAX_REASON
 from embrasure.projector.admin import ROUTE as ADMIN_ROUTE
 from embrasure.projector.column_lineage import CLASSES
 from embrasure.web import params
-from embrasure.web.params import Cursor
+from embrasure.web.openapi.builders import (
+    TIME,
+    Schema,
+    array,
+    boolean,
+    enum,
+    free_object,
+    integer,
+    nullable,
+    obj,
+    page,
+    ref,
+    string,
+    time,
+)
 
-Schema = dict[str, Any]
-
-REF_PREFIX = "#/components/schemas/"
 ITEM_OUTCOMES = ("pending", "projected", "quarantined")
 EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
 # An item's kind: its event kind, or the admin route's for a hide or unhide (web/admin.py
@@ -33,89 +44,6 @@ EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
 ITEM_KINDS = (*EVENT_KINDS, ADMIN_ROUTE)
 NODE_TYPES = ("dataset", "job", "service", "field")
 SEARCH_MATCHES = ("exact", "prefix", "substring")  # search.MATCHES, best rank first
-TIME = "UTC RFC 3339 time, keeping the source's sub-second precision"
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": REF_PREFIX + name}
-
-
-def nullable(schema: Schema) -> Schema:
-    """``schema`` or JSON null: a type list where the schema has one type (OpenAPI 3.1
-    dropped ``nullable``), else ``anyOf`` (a ``$ref``)."""
-    if isinstance(schema.get("type"), str):
-        out = {**schema, "type": [schema["type"], "null"]}
-        if "enum" in schema:
-            out["enum"] = [*schema["enum"], None]
-        return out
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def string(description: str = "", **extra: Any) -> Schema:
-    return {"type": "string", **({"description": description} if description else {}), **extra}
-
-
-def integer(description: str = "", **extra: Any) -> Schema:
-    return {"type": "integer", **({"description": description} if description else {}), **extra}
-
-
-def time(description: str = TIME) -> Schema:
-    return string(description, format="date-time")
-
-
-def boolean(description: str = "") -> Schema:
-    return {"type": "boolean", **({"description": description} if description else {})}
-
-
-def enum(values: tuple[str, ...], description: str = "") -> Schema:
-    return string(description, enum=list(values))
-
-
-def array(items: Schema, description: str = "", **extra: Any) -> Schema:
-    return {
-        "type": "array",
-        "items": items,
-        **({"description": description} if description else {}),
-        **extra,
-    }
-
-
-def obj(
-    description: str, required: dict[str, Schema], optional: dict[str, Schema] | None = None
-) -> Schema:
-    """An object whose ``required`` keys are always present and ``optional`` ones may be."""
-    return {
-        "type": "object",
-        "description": description,
-        "required": list(required),
-        "properties": {**required, **(optional or {})},
-    }
-
-
-def free_object(description: str) -> Schema:
-    """JSON the server passes through as it was sent (facets, raw events)."""
-    return {"type": "object", "description": description, "additionalProperties": True}
-
-
-def page(key: str, item: Schema, description: str, cursor: Cursor) -> Schema:
-    """A cursor-paginated listing (docs/queries.md#conventions): the items and the next
-    page's cursor, of
-    the shape the listing's ``cursor`` parameter takes back."""
-    return obj(
-        description,
-        {
-            key: array(item),
-            "next_cursor": nullable(
-                string(
-                    "Pass as `cursor` for the next page; null on the last page.",
-                    pattern=cursor.pattern,
-                )
-            ),
-        },
-    )
 
 
 def _walk(description: str, root: str, edge: str) -> Schema:
