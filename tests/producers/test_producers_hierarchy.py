@@ -138,7 +138,7 @@ def test_airflow_spark_and_dbt_hierarchies(server: ServerProcess) -> None:
         assert [r["runId"] for r in children["runs"]] == [app_run]
         unknown = http.get("/api/v1/runs/01943c00-0000-7000-8000-00000000ffff/children")
         assert unknown.status_code == 404
-        forged = http.get(f"/api/v1/runs/{app_run}/children", params={"cursor": "NQ"})  # 5
+        forged = http.get(f"/api/v1/runs/{app_run}/children", params={"cursor": "5"})  # not a pair
         assert forged.status_code == 400
 
         # Flink: a streaming run has no terminal event; it is RUNNING, and its edges are
