@@ -121,22 +121,6 @@ class Receipt:
         }
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Delivery:
-    """A stored delivery as the read side sees it."""
-
-    seq: int
-    delivery_id: str
-    provider_key: str
-    idempotency_key: str | None
-    body_sha256: str
-    received_at: str
-    route: str
-    item_count: int
-    rejections: tuple[Rejection, ...]
-    state: str
-
-
 # -- projection: what the projector's pure stages produce from one event ---------------------
 #
 # An event's facts are a function of its bytes alone; the store merges facts from many

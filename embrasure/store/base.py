@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from embrasure.errors import IdempotencyConflict
-from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
+from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.rows import (
     Backlog,
     DeliveryRow,
@@ -242,14 +242,6 @@ class Store(abc.ABC):
         IdempotencyConflict. Raises StoreUnavailable, having committed nothing, when the
         transaction cannot commit.
         """
-
-    @abc.abstractmethod
-    def get_delivery(self, delivery_id: str) -> Delivery | None:
-        """A stored delivery, without its body."""
-
-    @abc.abstractmethod
-    def get_body(self, delivery_id: str) -> bytes | None:
-        """The stored request body, byte for byte."""
 
     @abc.abstractmethod
     def position(self, generation: int | None = None) -> int:

@@ -33,7 +33,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from embrasure.errors import StoreError, StoreUnavailable
-from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
+from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
 from embrasure.store import migrations, redact, schema, sql
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
 from embrasure.store.postgres_conn import PgConnection, neutral, one_line
@@ -133,14 +133,6 @@ class PostgresStore(Store):
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from exc
         return results
-
-    def get_delivery(self, delivery_id: str) -> Delivery | None:
-        with self._transaction("BEGIN READ ONLY", "reading a delivery") as conn:
-            return sql.get_delivery(conn, delivery_id)
-
-    def get_body(self, delivery_id: str) -> bytes | None:
-        with self._transaction("BEGIN READ ONLY", "reading a delivery") as conn:
-            return sql.get_body(conn, delivery_id)
 
     def read_log(
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from embrasure.errors import IdempotencyConflict
-from embrasure.model import Delivery, DeliveryDraft, Receipt, Rejection, Token
+from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.base import AppendResult, Key, LogEntry
 from embrasure.store.migrations import DIALECT_TOKENS
 from embrasure.store.rows import LinkRow, R, maker, table_of
@@ -199,37 +199,6 @@ def read_log(
         (after_seq, limit),
     )
     return log_entries(rows, max_bytes, max_items)
-
-
-def get_delivery(conn: Connection, delivery_id: str) -> Delivery | None:
-    row = conn.execute(
-        "SELECT seq, delivery_id, provider_key, idempotency_key, body_sha256,"
-        " received_at, route, item_count, rejections, state"
-        " FROM deliveries WHERE delivery_id = ?",
-        (delivery_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    seq, did, provider, key, sha, received_at, route, items, rejections, state = row
-    return Delivery(
-        seq,
-        did,
-        provider,
-        key,
-        sha,
-        received_at,
-        route,
-        items,
-        decode_rejections(rejections),
-        state,
-    )
-
-
-def get_body(conn: Connection, delivery_id: str) -> bytes | None:
-    row = conn.execute(
-        "SELECT body FROM deliveries WHERE delivery_id = ?", (delivery_id,)
-    ).fetchone()
-    return None if row is None else bytes(row[0])
 
 
 INSERT_DELIVERY = (

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from embrasure.errors import StoreError, StoreUnavailable
-from embrasure.model import Delivery, DeliveryDraft, DeliveryIds, Token, utc_now
+from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
 from embrasure.store import migrations, schema, sql
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
 from embrasure.store.reads import SQLReader
@@ -102,12 +102,6 @@ class SQLiteStore(Store):
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
-
-    def get_delivery(self, delivery_id: str) -> Delivery | None:
-        return sql.get_delivery(self._read(), delivery_id)
-
-    def get_body(self, delivery_id: str) -> bytes | None:
-        return sql.get_body(self._read(), delivery_id)
 
     # -- the projector's side -----------------------------------------------------------
 

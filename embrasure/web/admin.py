@@ -22,7 +22,6 @@ import hashlib
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -39,6 +38,7 @@ from embrasure.store.group_commit import GroupCommitter
 from embrasure.store.rows import DatasetRow, JobRow
 from embrasure.web.auth import requires
 from embrasure.web.params import (
+    MAX_LIMIT,
     TEXT_TRIPLE_CURSOR,
     bad,
     decode_cursor,
@@ -46,7 +46,7 @@ from embrasure.web.params import (
     integer,
     not_found,
 )
-from embrasure.web.responses import json_response
+from embrasure.web.responses import answer, json_response, read
 
 MAX_BODY = 64 * 1024  # an admin request is a few names
 
@@ -68,9 +68,7 @@ class AdminApi:
             kind, namespace, name, reason = _request(
                 await read_body(request, MAX_BODY, self.body_seconds)
             )
-            targets = await run_in_threadpool(
-                self._read, lambda r: _targets(r, action, kind, namespace, name)
-            )
+            targets = await read(self.store, lambda r: _targets(r, action, kind, namespace, name))
             token = getattr(request.state, "token", None)
             by = None if token is None else _who(token.name, token.token_id)
             at = utc_now()
@@ -90,7 +88,7 @@ class AdminApi:
 
     async def hidden(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
-            limit = integer(request, "limit", 100, 1, 1000)
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
             after = decode_cursor(request, TEXT_TRIPLE_CURSOR)
             found = Hidden.of(reader).entries()
             if after is not None:
@@ -101,11 +99,7 @@ class AdminApi:
                 "next_cursor": encode_cursor(list(_order(found[limit - 1]))) if more else None,
             }
 
-        return json_response(await run_in_threadpool(self._read, work))
-
-    def _read(self, work: Any) -> Any:
-        with self.store.reader() as reader:
-            return work(reader)
+        return await answer(self.store, work)
 
     def routes(self) -> list[Route]:
         admin = requires("admin")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -34,6 +34,7 @@ from embrasure.store import Store
 from embrasure.store.base import GraphReader
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+T = TypeVar("T")
 
 log = logging.getLogger("embrasure")
 
@@ -141,13 +142,18 @@ def _allow(request: Request) -> dict[str, str]:
     return {"Allow": ", ".join(sorted(methods))}
 
 
-async def answer(store: Store, work: Callable[[GraphReader], Any]) -> Response:
-    """Run a read route's ``work`` in the thread pool (the stores' drivers block) inside one
-    store snapshot, and answer its result as JSON (or the Response it returns)."""
+async def read(store: Store, work: Callable[[GraphReader], T]) -> T:
+    """``work`` over one store snapshot, run in the thread pool: the stores' drivers block."""
 
-    def run() -> Any:
+    def run() -> T:
         with store.reader() as reader:
             return work(reader)
 
-    result = await run_in_threadpool(run)
+    return await run_in_threadpool(run)
+
+
+async def answer(store: Store, work: Callable[[GraphReader], Any]) -> Response:
+    """A read route's answer: ``work``'s result (``read``) as JSON, or the Response it
+    returns."""
+    result = await read(store, work)
     return result if isinstance(result, Response) else json_response(result)

@@ -97,7 +97,8 @@ def test_an_append_waits_for_the_append_in_flight_before_it(store: Store, pg_db:
     appender.join(10)
     [receipt] = results
     assert isinstance(receipt, Receipt)
-    stored = store.get_delivery(receipt.delivery_id)
+    with store.reader() as reader:
+        stored = reader.delivery(receipt.delivery_id)
     assert stored is not None and stored.seq > first
 
 

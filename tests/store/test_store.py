@@ -66,9 +66,10 @@ def test_append_stores_the_body_byte_for_byte(store: Store) -> None:
     body = b'{"job": {"namespace": "a", "name": "b"}}  \n'
     [receipt] = store.append([draft(body)])
     assert isinstance(receipt, Receipt)
-    assert store.get_body(receipt.delivery_id) == body
-    stored = store.get_delivery(receipt.delivery_id)
-    assert stored is not None and stored.body_sha256 == hashlib.sha256(body).hexdigest()
+    with store.reader() as reader:
+        stored = reader.delivery(receipt.delivery_id)
+        assert stored is not None and stored.body_sha256 == hashlib.sha256(body).hexdigest()
+        assert reader.body(stored.seq) == body
 
 
 def test_duplicates_and_conflicts_within_one_group(store: Store) -> None:
@@ -97,7 +98,7 @@ def test_a_failed_commit_stores_nothing_and_the_log_recovers(sqlite_store: SQLit
     assert count == 1
     results = store.append(big)
     assert all(isinstance(r, Receipt) and not r.duplicate for r in results)
-    assert isinstance(first, Receipt) and store.get_delivery(first.delivery_id) is not None
+    assert isinstance(first, Receipt) and _stored(store, first.delivery_id)
 
 
 def test_a_failed_commit_stores_nothing_and_the_log_recovers_on_postgresql(pg_db: str) -> None:
@@ -114,7 +115,7 @@ def test_a_failed_commit_stores_nothing_and_the_log_recovers_on_postgresql(pg_db
         assert run_sql(db_url, "SELECT COUNT(*) FROM deliveries") == [(1,)]
         results = store.append(big)
         assert all(isinstance(r, Receipt) and not r.duplicate for r in results)
-        assert isinstance(first, Receipt) and store.get_delivery(first.delivery_id) is not None
+        assert isinstance(first, Receipt) and _stored(store, first.delivery_id)
     finally:
         store.close()
 
@@ -133,7 +134,8 @@ def test_group_commit_shares_transactions(store: Store) -> None:
     assert len({r.delivery_id for r in receipts}) == 300
     assert committer.groups_committed <= 150  # 300 deliveries, far fewer fsyncs
     ids = [r.delivery_id for r in receipts]
-    seqs = [store.get_delivery(i).seq for i in ids]  # type: ignore[union-attr]
+    with store.reader() as reader:
+        seqs = [reader.delivery(i).seq for i in ids]  # type: ignore[union-attr]
     assert sorted(ids) == [i for _, i in sorted(zip(seqs, ids, strict=True))]
 
 
@@ -235,3 +237,8 @@ def test_keyed_lookups_search_an_index(
     select_where_in(Explain(), table, match, match, [("x",) * len(match)] * 2)  # type: ignore[arg-type]
     assert any(p.startswith("SEARCH t USING") for p in plans), plans
     assert not any(p.startswith("SCAN t") for p in plans), plans
+
+
+def _stored(store: Store, delivery_id: str) -> bool:
+    with store.reader() as reader:
+        return reader.delivery(delivery_id) is not None
