@@ -145,15 +145,17 @@ def apply_events(tx: ProjectionTx, facts: Sequence[tuple[EventFacts, int, int]])
 
 
 def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
-    """Apply a batch's contributions; return the edges created per delivery."""
+    """Apply a batch's contributions; return the edges created per delivery. The bulk
+    rows go as plain tuples in their record's field order (store/base.py ProjectionTx
+    says why); the table is named by its record all the same."""
     tx.insert_missing(EventRow, changes.events)  # where each event was first seen
-    tx.insert_missing(DatasetRow, [DatasetRow(*d) for d in sorted(changes.datasets)])
-    tx.insert_missing(FieldRow, [FieldRow(*f) for f in sorted(changes.fields)])
+    tx.insert_missing(DatasetRow, sorted(changes.datasets))
+    tx.insert_missing(FieldRow, sorted(changes.fields))
     names = sorted({field for _ns, _name, field in changes.fields})
     tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
     tx.insert_missing(
         IoSetRow,
-        [IoSetRow(key, *edge) for key, edges in changes.io_sets.items() for edge in edges],
+        [(key, *edge) for key, edges in changes.io_sets.items() for edge in edges],
     )
     links = sorted(changes.links)
     link_rows = [
@@ -178,7 +180,7 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     # time adds one to that job's edge with the dataset.
     runs_added: dict[graph_rows.EdgeKey, int] = {}
     io_keys = sorted(changes.run_io)
-    inserted = tx.insert_new(RunIoRow, [RunIoRow(*k, None, None) for k in io_keys])
+    inserted = tx.insert_new(RunIoRow, [(*k, None, None) for k in io_keys])
     for io_key, is_new in zip(io_keys, inserted, strict=True):
         if is_new:
             _run_id, job_ns, job_name, ds_ns, ds_name, direction = io_key
@@ -193,7 +195,7 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
             assert span.seq is not None
             created[span.seq] = created.get(span.seq, 0) + 1
         last_run = changes.edge_runs.get(key, ("", ""))
-        rows.append(EdgeRow(*key, *graph_rows.span_row(span), runs_added.get(key, 0), *last_run))
+        rows.append((*key, *graph_rows.span_row(span), runs_added.get(key, 0), *last_run))
     tx.merge(EdgeRow, rows)
     return created
 
@@ -202,7 +204,7 @@ def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
     tx.merge(
         RunIoRow,
         [
-            RunIoRow(*key, version, time_key(time))
+            (*key, version, time_key(time))
             for key, (version, time) in changes.run_io.items()
             if version is not None
         ],
@@ -217,7 +219,7 @@ def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
     tx.insert_missing(FacetHistoryRow, changes.facet_history)
     tx.merge(
         FacetRow,
-        [FacetRow(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()],
+        [(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()],
     )
 
 
@@ -225,7 +227,7 @@ def _merge_columns(tx: ProjectionTx, changes: Contributions) -> None:
     tx.merge(
         ColumnEdgeRow,
         [
-            ColumnEdgeRow(*key, *graph_rows.column_row(edge, span))
+            (*key, *graph_rows.column_row(edge, span))
             for key, (edge, span) in changes.columns.items()
         ],
     )

@@ -30,7 +30,8 @@ from embrasure.projector.runs import (
     winner_key,
 )
 from embrasure.projector.symlinks import Link, links_of
-from embrasure.store.rows import ColumnEdgeRow, EventRow, FacetHistoryRow, RunRow
+from embrasure.store.base import Key
+from embrasure.store.rows import ColumnEdgeRow, EventRow, RunRow
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
 
@@ -86,7 +87,8 @@ class Contributions:
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
-    facet_history: list[FacetHistoryRow] = dataclasses.field(default_factory=list)
+    # FacetHistoryRow values: plain tuples, the bulkiest rows (store/base.py ProjectionTx)
+    facet_history: list[Key] = dataclasses.field(default_factory=list)
     facet_values: dict[bytes, bytes] = dataclasses.field(default_factory=dict)  # hash → JSON
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
@@ -173,7 +175,7 @@ class Contributions:
         values = self.facet_values
         for owner, name, canonical, digest, _value, _deletion in history:
             values[digest] = canonical
-            self.facet_history.append(FacetHistoryRow(owner, name, event_id, tkey, digest))
+            self.facet_history.append((owner, name, event_id, tkey, digest))
         for owner, name, canonical, _digest, value, deletion in records:
             item = facet_rules.FacetValue(value, event_id, time, canonical)
             slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)

@@ -30,7 +30,7 @@ from typing import Any
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.postgres_conn import PgConnection
-from embrasure.store.rows import LinkRow, R, table_of
+from embrasure.store.rows import LinkRow, table_of
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
 
@@ -97,7 +97,7 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
 
     # -- rows ----------------------------------------------------------------------------
 
-    def insert_new(self, table: type[R], rows: Sequence[R]) -> list[bool]:
+    def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
         return self._insert_new(table_of(table), rows)
 
     def _insert_new(self, table: str, rows: Sequence[Key]) -> list[bool]:
@@ -117,11 +117,11 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
             new.discard(row[:width])
         return inserted
 
-    def insert_missing(self, table: type[R], rows: Sequence[R]) -> None:
+    def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
         self._run(name, "insert_new", _key_order(name, rows))
 
-    def save(self, table: type[R], rows: Sequence[R]) -> None:
+    def save(self, table: Record, rows: Sequence[Key]) -> None:
         # The last row of a key wins, as SQLite's row-by-row upserts have it (one
         # statement may not upsert a key twice).
         name = table_of(table)
@@ -129,7 +129,7 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
         last = {row[:width]: row for row in rows}
         self._run(name, "save", _key_order(name, list(last.values())))
 
-    def merge(self, table: type[R], rows: Sequence[R]) -> None:
+    def merge(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
         self._run(name, "merge", _key_order(name, rows))
 

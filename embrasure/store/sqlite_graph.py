@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
-from embrasure.store.rows import R, table_of
+from embrasure.store.rows import table_of
 from embrasure.store.sql import (
     TxReads,
     decode_rejections,
@@ -35,7 +35,7 @@ class SQLiteProjectionTx(TxReads, ProjectionTx):
         self.conn = conn
         self.prefix = prefix
 
-    def insert_new(self, table: type[R], rows: Sequence[R]) -> list[bool]:
+    def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
         sql = _sql(self.prefix, table)["insert_new"]
         cursor = self.conn.cursor()
         inserted = []
@@ -44,14 +44,14 @@ class SQLiteProjectionTx(TxReads, ProjectionTx):
             inserted.append(cursor.rowcount == 1)
         return inserted
 
-    def insert_missing(self, table: type[R], rows: Sequence[R]) -> None:
+    def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         # One executemany: SQLite's per-row counts are only needed by insert_new.
         self.conn.executemany(_sql(self.prefix, table)["insert_new"], rows)
 
-    def save(self, table: type[R], rows: Sequence[R]) -> None:
+    def save(self, table: Record, rows: Sequence[Key]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["save"], rows)
 
-    def merge(self, table: type[R], rows: Sequence[R]) -> None:
+    def merge(self, table: Record, rows: Sequence[Key]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["merge"], rows)
 
     def delete(self, table: Record, keys: Iterable[Key]) -> None:
