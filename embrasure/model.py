@@ -238,6 +238,10 @@ class Quarantined:
     retriable: bool = False
 
 
+RUN_EVENT, JOB_EVENT, DATASET_EVENT = "RunEvent", "JobEvent", "DatasetEvent"
+EVENT_KINDS = (RUN_EVENT, JOB_EVENT, DATASET_EVENT)
+
+
 def event_kind(event: Any) -> str | None:
     """An event's kind (docs/projection.md): ``run`` present → RunEvent; else ``job``
     present → JobEvent; else DatasetEvent. A key whose value is null counts as absent
@@ -246,5 +250,5 @@ def event_kind(event: Any) -> str | None:
     if type(event) is not dict:
         return None
     if event.get("run") is not None:
-        return "RunEvent"
-    return "JobEvent" if event.get("job") is not None else "DatasetEvent"
+        return RUN_EVENT
+    return JOB_EVENT if event.get("job") is not None else DATASET_EVENT

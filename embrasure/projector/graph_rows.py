@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from embrasure.model import DatasetId, EventFacts, EventTime, JobId
+from embrasure.model import JOB_EVENT, RUN_EVENT, DatasetId, EventFacts, EventTime, JobId
 from embrasure.projector import column_lineage
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.canonical import canonical_json
@@ -281,11 +281,11 @@ def _read_shape(facts: EventFacts) -> Shape:
                     datasets[(end.namespace, end.name)] = None
     has_outputs = any(ds.role == "output" for ds in facts.datasets)
     job_flags = (
-        int(facts.kind == "RunEvent"),
-        int(facts.kind == "JobEvent" and has_outputs),
-        int(facts.kind == "JobEvent" and not has_outputs),
+        int(facts.kind == RUN_EVENT),
+        int(facts.kind == JOB_EVENT and has_outputs),
+        int(facts.kind == JOB_EVENT and not has_outputs),
     )
-    static = int(facts.kind == "JobEvent")
+    static = int(facts.kind == JOB_EVENT)
     used = [ds for ds in facts.datasets if ds.role in ("input", "output")]
     direction = {"input": "in", "output": "out"}
     edges: tuple[EdgeKey, ...] = ()

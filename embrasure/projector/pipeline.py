@@ -32,7 +32,15 @@ from typing import Any
 
 import orjson
 
-from embrasure.model import ColumnFact, DatasetFacts, EventFacts, JobId, Quarantined, event_kind
+from embrasure.model import (
+    RUN_EVENT,
+    ColumnFact,
+    DatasetFacts,
+    EventFacts,
+    JobId,
+    Quarantined,
+    event_kind,
+)
 from embrasure.projector import column_lineage, sql_lineage, validate
 from embrasure.projector.canonical import canonical_json, event_id
 from embrasure.projector.times import parse_event_time
@@ -92,7 +100,7 @@ def _project(event: Any) -> EventFacts:
     warnings += type_warnings
 
     # 7. run facets (per run; the job's facets are part of what the job declares)
-    run = event.get("run") if kind == validate.RUN_EVENT else None
+    run = event.get("run") if kind == RUN_EVENT else None
     run_facets, run_warnings = (
         validate.facets_of(run, "facets", "run", "run.facets") if run is not None else ({}, [])
     )

@@ -36,6 +36,8 @@ import re
 from typing import Any
 
 from embrasure.model import (
+    DATASET_EVENT,
+    RUN_EVENT,
     RUN_STATES,
     DatasetFacts,
     DatasetId,
@@ -47,7 +49,6 @@ from embrasure.model import (
 from embrasure.projector.facet_schemas import check_facets
 from embrasure.receiver.jsonguard import json_type
 
-RUN_EVENT, JOB_EVENT, DATASET_EVENT = "RunEvent", "JobEvent", "DatasetEvent"
 # docs/projection.md#validation: longer names are not identifiers but payloads
 MAX_DATASET_NAME_CHARS = 1000
 MAX_QUOTED_CHARS = 80  # a quoted bad value is cut to this in reasons and warnings

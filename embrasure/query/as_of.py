@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from embrasure.model import DatasetId, EventTime, JobId
+from embrasure.model import JOB_EVENT, DatasetId, EventTime, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity, stored_time
 from embrasure.projector.runs import RunEventFact, resolve_run
@@ -173,7 +173,7 @@ class AsOfGraph(Graph):
         if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
             return "service"
         events = self._events(("job_ns", "job_name"), [(job.namespace, job.name)])
-        if not events or any(e.kind != "JobEvent" for e in events):
+        if not events or any(e.kind != JOB_EVENT for e in events):
             return "job"
         keys = [(e.io_key,) for e in events if e.io_key is not None]
         io = self.reader.rows(IoSetRow, ("io_key",), keys) if keys else []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from embrasure.errors import PROBLEM_BASE
-from embrasure.model import DELIVERY_STATES, RUN_STATES
+from embrasure.model import DELIVERY_STATES, EVENT_KINDS, RUN_STATES
 from embrasure.projector.admin import MAX_REASON
 from embrasure.projector.admin import ROUTE as ADMIN_ROUTE
 from embrasure.projector.column_lineage import CLASSES
@@ -38,7 +38,6 @@ from embrasure.web.openapi.builders import (
 )
 
 ITEM_OUTCOMES = ("pending", "projected", "quarantined")
-EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
 # An item's kind: its event kind, or the admin route's for a hide or unhide (web/admin.py
 # stores those in the delivery log like deliveries).
 ITEM_KINDS = (*EVENT_KINDS, ADMIN_ROUTE)
