@@ -1,6 +1,7 @@
 """Event builders and a thin client for the read API's tests (tests/query/, tests/web/):
 realistic OpenLineage 2-0-2 events posted to the in-process app, projected
-deterministically with ``Projector(store).run_until_caught_up()``, read back over HTTP.
+deterministically with ``Projector(store).run_until_caught_up()``, read back over HTTP
+(docs/projection.md, docs/queries.md say what the answers mean).
 """
 
 from __future__ import annotations

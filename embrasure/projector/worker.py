@@ -58,9 +58,9 @@ class ProjectorLimits:
 
 def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
     """Replay (docs/projection.md#replay): re-validate a quarantined item's stored bytes
-    under the current
-    rules and project it if it passes; the delivery's counts are recomputed. Raises a
-    ReplayError (errors.py) when there is no such item or it is not one to replay."""
+    under the current rules and project it if it passes; the delivery's counts are
+    recomputed. Raises a ReplayError (errors.py) when there is no such item or it is not one
+    to replay."""
     with store.reader() as reader:
         row = reader.delivery(delivery_id)
         if row is None:
@@ -106,10 +106,9 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
 
 def reproject(store: Store, limits: ProjectorLimits | None = None) -> int:
     """docs/architecture.md#reprojection-a-new-generation-then-a-swap: build the graph again
-    from the whole log beside the served one, then
-    swap. Readers see the old graph until the swap's commit, the new one after; the live
-    projector follows the swap (it reads the served generation in each transaction).
-    Returns the new generation."""
+    from the whole log beside the served one, then swap. Readers see the old graph until the
+    swap's commit, the new one after; the live projector follows the swap (it reads the
+    served generation in each transaction). Returns the new generation."""
     new = store.create_generation()
     builder = Projector(store, limits, generation=new)
     builder.run_until_caught_up()

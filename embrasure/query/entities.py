@@ -56,8 +56,8 @@ def _encode(part: str) -> str:
 
 def node_id(kind: str, namespace: str, name: str, field: str | None = None) -> str:
     """docs/queries.md#conventions: ``dataset:{namespace}:{name}`` (… ``:{field}``); '%' and
-    ':' in the
-    name and field parts are percent-encoded so an id always splits from the right."""
+    ':' in the name and field parts are percent-encoded so an id always splits from the
+    right."""
     text = f"{kind}:{namespace}:{_encode(name)}"
     return text if field is None else f"{text}:{_encode(field)}"
 
@@ -204,8 +204,7 @@ def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[
 
 def job_kind(reader: GraphReader, job: JobId, facets: dict[str, Any] | None = None) -> str:
     """docs/projection.md#entities-and-identity: a service when its jobType facet says
-    processingType SERVICE, or when
-    every event naming it is a JobEvent without outputs."""
+    processingType SERVICE, or when every event naming it is a JobEvent without outputs."""
     if facets is None:
         return job_kinds(reader, [job])[job]
     rows = reader.rows(JobRow, ("ns", "name"), [(job.namespace, job.name)])

@@ -24,9 +24,9 @@ def lineage(
     limit: int,
 ) -> dict[str, Any]:
     """``GET /api/v1/lineage`` (docs/queries.md#lineage): the union of the upstream and
-    downstream walks
-    (``both``), each following edges in one direction, up to ``depth`` edges. ``graph`` is
-    the served graph (``Graph``) or the graph at an instant (``as_of.AsOfGraph``)."""
+    downstream walks (``both``), each following edges in one direction, up to ``depth``
+    edges. ``graph`` is the served graph (``Graph``) or the graph at an instant
+    (``as_of.AsOfGraph``)."""
     if isinstance(root, DatasetId):
         root = graph.ids.canonical([root])[root]
     found: Walk[Node, Hop] = Walk(limit=limit)

@@ -83,10 +83,10 @@ class Load:
 
 class Backpressure:
     """Overload (docs/receiver.md#overload-429-nothing-stored): past ``max_backlog_items``
-    items not yet projected, or under
-    ``min_free_disk_bytes`` free beside the log, ingest is refused (429) until the
-    projector catches up or space is freed. Measured at most once per LOAD_CACHE_SECONDS,
-    off the event loop, one measurement at a time (refresh.Refreshed)."""
+    items not yet projected, or under ``min_free_disk_bytes`` free beside the log, ingest is
+    refused (429) until the projector catches up or space is freed. Measured at most once
+    per LOAD_CACHE_SECONDS, off the event loop, one measurement at a time
+    (web/refresh.py)."""
 
     def __init__(
         self, store: Store, max_backlog_items: int, min_free_disk_bytes: int, retry_after: int

@@ -98,17 +98,15 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
     # -- rows ----------------------------------------------------------------------------
 
     def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
-        return self._insert_new(table_of(table), rows)
-
-    def _insert_new(self, table: str, rows: Sequence[Key]) -> list[bool]:
         if not rows:
             return []
-        keys = COLUMNS[table][0]
+        name = table_of(table)
+        keys = COLUMNS[name][0]
         width = len(keys)
-        ordered = _key_order(table, rows)
+        ordered = _key_order(name, rows)
         returned = self.conn.execute_arrays(
-            self._sql(table)["insert_new"] + " RETURNING " + ", ".join(keys),
-            _columns(ordered, width + len(COLUMNS[table][1])),
+            self._sql(name)["insert_new"] + " RETURNING " + ", ".join(keys),
+            _columns(ordered, width + len(COLUMNS[name][1])),
         )
         new = {tuple(r) for r in returned}
         inserted = []

@@ -15,7 +15,6 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from embrasure.model import DatasetId, JobId
-from embrasure.query import lineage as query
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.columns import column_lineage
 from embrasure.query.entities import (
@@ -32,6 +31,7 @@ from embrasure.query.export import open_export
 from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
 from embrasure.query.impact import impact
+from embrasure.query.lineage import lineage
 from embrasure.query.search import search
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
@@ -213,7 +213,7 @@ class ReadApi:
             else:
                 root = JobId(namespace, name)
                 _shown_job(reader, graph.hidden, root, kind)
-            return query.lineage(graph, root, direction, depth, states, limit)
+            return lineage(graph, root, direction, depth, states, limit)
 
         return await answer(self.store, work)
 

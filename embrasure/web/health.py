@@ -25,8 +25,7 @@ class Health:
 
     async def readyz(self, request: Request) -> Response:
         """docs/operations.md#health: ready when the store answers and the backlog is under
-        its bound
-        (so is free disk); otherwise 503, saying why, with the load measured."""
+        its bound (so is free disk); otherwise 503, saying why, with the load measured."""
         try:
             await run_in_threadpool(self.store.ping)
             load = await self.backpressure.load()

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.times import parse_event_time
 from embrasure.projector.worker import Projector
-from embrasure.query import lineage as query
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.entities import Identities
 from embrasure.query.graph import Graph
+from embrasure.query.lineage import lineage
 from embrasure.store import Store, open_store
 from embrasure.store.rows import DatasetRow, JobRow
 
@@ -57,7 +57,7 @@ def lineage_at(store: Store, root: DatasetId | JobId, key: str | None) -> Any:
         graph = Graph(reader) if key is None else AsOfGraph(reader, key)
         if isinstance(root, DatasetId):
             root = graph.ids.canonical([root])[root]
-        return query.lineage(graph, root, "both", 5, None, 500)
+        return lineage(graph, root, "both", 5, None, 500)
 
 
 @settings(

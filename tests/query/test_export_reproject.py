@@ -1,9 +1,4 @@
-"""The canonical export, and reprojection, through the read API.
-
-Events are posted to the in-process app and projected deterministically; the rules
-themselves are unit-tested under tests/projector/, here the contract is the served JSON
-(docs/projection.md, docs/queries.md).
-"""
+"""The canonical export, and reprojection, through the read API (how: tests/graph_api.py)."""
 
 from __future__ import annotations
 

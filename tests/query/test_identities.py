@@ -1,9 +1,5 @@
-"""Symlinks and renames through the read API: one node, every alias resolving to it.
-
-Events are posted to the in-process app and projected deterministically; the rules
-themselves are unit-tested under tests/projector/, here the contract is the served JSON
-(docs/projection.md, docs/queries.md).
-"""
+"""Symlinks and renames through the read API: one node, every alias resolving to it
+(how: tests/graph_api.py)."""
 
 from __future__ import annotations
 

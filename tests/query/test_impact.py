@@ -1,6 +1,5 @@
 """``GET /api/v1/impact`` (docs/queries.md#column-lineage-and-impact): everything downstream
-of a dataset or a field, one
-shortest path each, and whether a masked mapping lies on it."""
+of a dataset or a field, one shortest path each, and whether a masked mapping lies on it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """docs/queries.md#search-namespaces-events: ``search?q=`` (ranked exact, prefix, substring
-over dataset, job
-and field names and aliases), ``namespaces`` and raw ``events`` by time window."""
+over dataset, job and field names and aliases), ``namespaces`` and raw ``events`` by time
+window."""
 
 from __future__ import annotations
 

@@ -134,8 +134,8 @@ def test_unparseable_sql_is_a_warning_on_the_item(client: TestClient) -> None:
 
 def test_every_order_exports_the_same_graph(fresh_db: Callable[[], str]) -> None:
     """docs/architecture.md#order-independence with derived lineage: START (SQL only),
-    COMPLETE (declared) and another
-    run's START, each its own delivery, in every order: the same export byte for byte."""
+    COMPLETE (declared) and another run's START, each its own delivery, in every order: the
+    same export byte for byte."""
     other_run = json.loads(json.dumps(START))
     other_run["run"]["runId"] = "0194f5d2-6b1a-7c3e-8d4f-5a6b7c8d9e99"
     other_run["eventTime"] = "2026-11-30T10:00:00.000Z"
