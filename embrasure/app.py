@@ -10,7 +10,9 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
 
 from embrasure import ui
-from embrasure.errors import LogUnavailable, Problem, ReplayError, StoreUnavailable
+from embrasure.errors import ArchiveError, LogUnavailable, Problem, ReplayError, StoreUnavailable
+from embrasure.lifecycle.retention import RetentionLoop
+from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.projector.worker import Projector
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, MiB
@@ -35,9 +37,12 @@ def build_app(
     projector: Projector | None = None,
     *,
     enforce_auth: bool = True,
+    retention: RetentionLoop | None = None,
 ) -> Starlette:
-    """The ASGI app. With ``projector``, the lifespan also runs it in a thread. Without
-    ``enforce_auth`` (a --db client command's in-process app) no token is asked for."""
+    """The ASGI app. With ``projector``, the lifespan also runs it in a thread; so with
+    ``retention`` (``serve --retain-log``), whose passes /metrics and /readyz report.
+    Without ``enforce_auth`` (a --db client command's in-process app) no token is asked
+    for."""
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
     backpressure = Backpressure(
         store, settings.max_backlog_items, settings.min_free_disk_mb * MiB, settings.retry_after
@@ -51,8 +56,8 @@ def build_app(
         settings.body_timeout_seconds,
     )
     read_api = ReadApi(store)
-    deliveries_api = DeliveriesApi(store)
-    health = Health(store, settings.retry_after, backpressure)
+    deliveries_api = DeliveriesApi(store, ArchivedBodies(settings.archive))
+    health = Health(store, settings.retry_after, backpressure, retention)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
@@ -60,11 +65,15 @@ def build_app(
         committer.start()
         if projector is not None:
             projector.start()
+        if retention is not None:
+            retention.start()
         try:
             yield
         finally:
             # Uvicorn has answered or dropped every request by now; commit what is queued.
             committer.stop()
+            if retention is not None:
+                retention.stop()  # between two segments: what it archived is recorded
             if projector is not None:
                 projector.stop()
 
@@ -75,12 +84,13 @@ def build_app(
     exception_handlers = {
         Problem: errors.problem,
         ReplayError: errors.replay_refused,
+        ArchiveError: errors.archive_failed,
         LogUnavailable: errors.log_unavailable,
         StoreUnavailable: errors.store_unavailable,
         HTTPException: errors.http_error,  # no such route (404) or method (405)
         Exception: errors.internal_error,
     }
-    metrics = Metrics(store, backpressure)
+    metrics = Metrics(store, backpressure, retention)
     routes: list[BaseRoute] = [
         *receiver.routes(),
         *deliveries_api.routes(),

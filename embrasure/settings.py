@@ -11,7 +11,9 @@ they are the receiver's contract (docs/receiver.md#bounds) and live in ``receive
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -109,7 +111,51 @@ SETTINGS: tuple[Setting, ...] = (
         2000,
         "Most events one projection transaction takes on (whole deliveries, at least one).",
     ),
+    Setting(
+        "retain_log",
+        "",
+        "Keep delivery bodies in the database for this long (90d, 12h, 5m, 0s), then move"
+        " those projected to --archive; empty keeps every body (docs/operations.md"
+        "#retention-and-the-archive).",
+    ),
+    Setting(
+        "archive",
+        "",
+        "Where trimmed bodies go: a directory or an fsspec URL (s3://bucket/prefix);"
+        " required with --retain-log.",
+    ),
+    Setting(
+        "retain_runs",
+        "",
+        "Keep runs (and their per-run rows) for this long after their latest eventTime;"
+        " empty keeps every run. Not applied yet.",
+    ),
+    Setting(
+        "retention_interval",
+        "1h",
+        "How often serve and project run a retention pass when --retain-log is set.",
+    ),
 )
+
+# The settings that hold a duration (``parse_duration``); empty means "off" for all but
+# retention_interval.
+DURATIONS = ("retain_log", "retain_runs", "retention_interval")
+_DURATION = re.compile(r"(\d+)([dhms])")
+_UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """``90d``, ``12h``, ``5m``, ``0s``, or several in a row (``1h30m``) → a timedelta.
+    ValueError, naming the accepted forms, for anything else."""
+    spelled = text.strip().lower()
+    parts = _DURATION.findall(spelled)
+    if not spelled or "".join(n + u for n, u in parts) != spelled:
+        raise ValueError(
+            f"{text!r} is not a duration: write a whole number and a unit, d (days),"
+            " h (hours), m (minutes) or s (seconds), such as 90d, 12h, 5m, 0s or 1h30m"
+        )
+    return datetime.timedelta(seconds=sum(int(n) * _UNIT_SECONDS[u] for n, u in parts))
+
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -145,6 +191,37 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
+    retain_log: str = BY_NAME["retain_log"].default
+    archive: str = BY_NAME["archive"].default
+    retain_runs: str = BY_NAME["retain_runs"].default
+    retention_interval: str = BY_NAME["retention_interval"].default
+
+    def __post_init__(self) -> None:
+        # Checked once, at start-up: a bad duration, or a horizon with nowhere to put
+        # what it trims, is a clear error before anything runs (docs/settings.md).
+        for name in DURATIONS:
+            value = getattr(self, name)
+            if value == "" and name != "retention_interval":
+                continue
+            try:
+                parse_duration(value)
+            except ValueError as exc:
+                setting = BY_NAME[name]
+                raise ValueError(f"{setting.flag} ({setting.env}): {exc}") from None
+        if parse_duration(self.retention_interval).total_seconds() <= 0:
+            raise ValueError("--retention-interval (EMBRASURE_RETENTION_INTERVAL) must be above 0s")
+        if self.retain_log and not self.archive:
+            raise ValueError(
+                "--retain-log needs --archive (EMBRASURE_ARCHIVE): the bodies it trims move"
+                " to the archive, a directory or an fsspec URL such as s3://bucket/prefix"
+            )
+
+    def log_horizon(self) -> datetime.timedelta | None:
+        """How long bodies stay in the database, or None when every body stays."""
+        return parse_duration(self.retain_log) if self.retain_log else None
+
+    def retention_seconds(self) -> float:
+        return parse_duration(self.retention_interval).total_seconds()
 
     @classmethod
     def load(

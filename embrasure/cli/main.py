@@ -15,6 +15,7 @@ from embrasure import logs
 from embrasure.cli import admin as cli_admin
 from embrasure.cli import graph as cli_graph
 from embrasure.cli import ingest as cli_ingest
+from embrasure.cli import retention as cli_retention
 from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, setting_options
 from embrasure.errors import EmbrasureError
@@ -61,6 +62,9 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "retain_log",
+    "archive",
+    "retention_interval",
 )
 @click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
 @click.option(
@@ -73,6 +77,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     import uvicorn
 
     from embrasure.app import build_app
+    from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.projector.worker import Projector
     from embrasure.store import open_store
     from embrasure.web.auth import is_loopback
@@ -91,8 +96,12 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
             "create one with `embrasure tokens create --scope ... --db ...`, or pass "
             "--insecure to serve anyone who can reach this address"
         )
-    projector = None if no_projector else Projector(store, projector_limits(settings))
-    app = build_app(settings, store, projector=projector)
+    archived = ArchivedBodies(settings.archive)
+    projector = (
+        None if no_projector else Projector(store, projector_limits(settings), archived=archived)
+    )
+    retention = cli_retention.retention_loop(settings, store)
+    app = build_app(settings, store, projector=projector, retention=retention)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -134,39 +143,59 @@ def open_db(flags: dict[str, Any]) -> Any:
 
 
 @main.command()
-@setting_options("db", "log_level", "log_format", "db_pool_size", "projector_batch_events")
+@setting_options(
+    "db",
+    "log_level",
+    "log_format",
+    "db_pool_size",
+    "projector_batch_events",
+    "retain_log",
+    "archive",
+    "retention_interval",
+)
 def project(**flags: Any) -> None:
     """Run the projector alone (beside `serve --no-projector`), until SIGTERM. On
-    PostgreSQL, several may run at once, in any processes: they share the log."""
+    PostgreSQL, several may run at once, in any processes: they share the log. With
+    --retain-log, also a retention pass every --retention-interval."""
+    from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.projector.worker import Projector
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     store = open_db(flags)
-    projector = Projector(store, projector_limits(settings))
+    archived = ArchivedBodies(settings.archive)
+    projector = Projector(store, projector_limits(settings), archived=archived)
+    retention = cli_retention.retention_loop(settings, store)
     tune_gc()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
     projector.start()
+    if retention is not None:
+        retention.start()
     stop.wait()
+    if retention is not None:
+        retention.stop()
     projector.stop()
     store.close()
 
 
 @main.command()
-@setting_options("db", "projector_batch_events")
+@setting_options("db", "projector_batch_events", "archive")
 def reproject(**flags: Any) -> None:
-    """Rebuild the graph from the whole log beside the served one, then swap to it."""
+    """Rebuild the graph from the whole log beside the served one, then swap to it.
+    Bodies retention moved out of the database are read from --archive."""
     import time
 
+    from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.projector.worker import reproject as rebuild
 
+    settings = load_settings(flags)
     store = open_db(flags)
     tune_gc()
     started = time.monotonic()
     try:
-        generation = rebuild(store, projector_limits(load_settings(flags)))
+        generation = rebuild(store, projector_limits(settings), ArchivedBodies(settings.archive))
     except EmbrasureError as exc:
         fail(str(exc))
     finally:
@@ -231,7 +260,13 @@ def upgrade(**flags: Any) -> None:
     click.echo(f"{redact(settings.db)}: schema is up to date")
 
 
-for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS + cli_admin.COMMANDS:
+for command in (
+    cli_ingest.COMMANDS
+    + cli_graph.COMMANDS
+    + cli_tokens.COMMANDS
+    + cli_admin.COMMANDS
+    + cli_retention.COMMANDS
+):
     main.add_command(command)
 
 

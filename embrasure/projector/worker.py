@@ -31,6 +31,7 @@ from embrasure.errors import (
     StoreConflict,
     StoreUnavailable,
 )
+from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
 from embrasure.projector import admin
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
@@ -56,11 +57,14 @@ class ProjectorLimits:
     idle_seconds: float = 0.05  # how long to sleep when the log has nothing new
 
 
-def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
+def replay_item(
+    store: Store, delivery_id: str, index: int, archived: ArchivedBodies = NO_ARCHIVE
+) -> dict[str, Any]:
     """Replay (docs/projection.md#replay): re-validate a quarantined item's stored bytes
-    under the current rules and project it if it passes; the delivery's counts are
-    recomputed. Raises a ReplayError (errors.py) when there is no such item or it is not one
-    to replay."""
+    (from the archive when retention trimmed them) under the current rules and project it
+    if it passes; the delivery's counts are recomputed. Raises a ReplayError (errors.py)
+    when there is no such item or it is not one to replay, an ArchiveError when its body
+    is archived and cannot be read."""
     with store.reader() as reader:
         row = reader.delivery(delivery_id)
         if row is None:
@@ -82,8 +86,8 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
         if current is None or current.outcome != "quarantined":
             state = "pending" if current is None else current.outcome
             raise NotQuarantined(f"Item {index} of delivery {delivery_id} is {state}.")
-        body = reader.body(seq)
-    assert body is not None
+        stored = reader.body(seq)
+    body = archived.body(seq, stored)
     entry = LogEntry(seq, delivery_id, route, body, item_count, ())
     result = project_event(split_items(entry)[index])
     with store.projection() as tx:
@@ -104,13 +108,16 @@ def replay_item(store: Store, delivery_id: str, index: int) -> dict[str, Any]:
     }
 
 
-def reproject(store: Store, limits: ProjectorLimits | None = None) -> int:
+def reproject(
+    store: Store, limits: ProjectorLimits | None = None, archived: ArchivedBodies = NO_ARCHIVE
+) -> int:
     """docs/architecture.md#reprojection-a-new-generation-then-a-swap: build the graph again
     from the whole log beside the served one, then swap. Readers see the old graph until the
     swap's commit, the new one after; the live projector follows the swap (it reads the
-    served generation in each transaction). Returns the new generation."""
+    served generation in each transaction). Bodies retention trimmed are read from
+    ``archived``, so the rebuild covers all of history. Returns the new generation."""
     new = store.create_generation()
-    builder = Projector(store, limits, generation=new)
+    builder = Projector(store, limits, generation=new, archived=archived)
     builder.run_until_caught_up()
     with store.projection(new) as tx:
         # Holding the log, nothing new reaches it (and on PostgreSQL, deliveries other
@@ -128,20 +135,31 @@ class Projector:
     alone as ``embrasure project``)."""
 
     def __init__(
-        self, store: Store, limits: ProjectorLimits | None = None, generation: int | None = None
+        self,
+        store: Store,
+        limits: ProjectorLimits | None = None,
+        generation: int | None = None,
+        archived: ArchivedBodies = NO_ARCHIVE,
     ) -> None:
         self.store = store
         self.limits = limits or ProjectorLimits()
         self.generation = generation  # None: whichever generation is served
+        # Where trimmed bodies are read: only a rebuild meets them (retention trims
+        # projected deliveries only), and a reproject started by the loop (_run).
+        self.archived = archived
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def read(
         self, read_log: Callable[[int, int, int, int], list[LogEntry]], position: int
     ) -> list[LogEntry]:
-        """The next deliveries after ``position``, within the transaction limits."""
+        """The next deliveries after ``position``, within the transaction limits, with
+        any body retention trimmed read back from the archive."""
         limits = self.limits
-        return read_log(position, limits.batch_deliveries, limits.batch_bytes, limits.batch_events)
+        entries = read_log(
+            position, limits.batch_deliveries, limits.batch_bytes, limits.batch_events
+        )
+        return self.archived.fill(entries)
 
     def step(self) -> int:
         """Project the next deliveries in one transaction; return how many (0 when caught
@@ -264,7 +282,7 @@ class Projector:
             # Built by another version of the projection: rebuild it beside the served
             # one (readers keep the old graph until the swap), then go on from there.
             log.warning("the graph was built by an older Embrasure; reprojecting the log")
-            reproject(self.store, self.limits)
+            reproject(self.store, self.limits, self.archived)
             log.warning("reprojection done")
         while not self._stop.is_set():
             try:

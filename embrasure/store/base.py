@@ -12,7 +12,7 @@ import abc
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from embrasure.errors import IdempotencyConflict
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
@@ -311,5 +311,77 @@ class Store(abc.ABC):
         file appears only once complete: a failed backup leaves nothing at ``path``."""
 
     @abc.abstractmethod
+    def log_trimmer(self) -> contextlib.AbstractContextManager[LogTrimmer | None]:
+        """The retention pass's hold on the log (lifecycle/retention.py): a LogTrimmer
+        while this process holds the database's one retention lock, None when another
+        pass holds it. A kill -9 releases the lock with the process."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
+
+
+# -- retention (docs/operations.md#retention-and-the-archive) ----------------------------
+
+
+class LogBody(NamedTuple):
+    """A stored delivery body with what its archived copy carries: the exact bytes."""
+
+    seq: int
+    delivery_id: str
+    provider_key: str
+    received_at: str
+    body: bytes
+
+
+class SegmentRecord(NamedTuple):
+    """A log_segments row: an archive segment whose deliveries left the database.
+    Every body with seq up to the greatest ``last_seq`` recorded is in one of them."""
+
+    name: str
+    first_seq: int
+    last_seq: int
+    count: int
+    sha256: str
+    archived_at: str
+
+
+class LogTrimmer(abc.ABC):
+    """What a retention pass reads and writes in the database. Bodies leave in seq
+    order: every body up to ``archived_through()`` is in a recorded segment, every body
+    after it still in the database (so a rerun knows where it stopped, and no delivery
+    is ever put in a second segment)."""
+
+    @abc.abstractmethod
+    def archived_through(self) -> int:
+        """The greatest seq whose body is archived (0 before the first segment)."""
+
+    @abc.abstractmethod
+    def trimmable_through(self, horizon: str) -> int:
+        """The greatest seq whose body may leave: it and every delivery before it were
+        received before ``horizon`` (received_at text) and are projected in the served
+        graph. Also fixes which PostgreSQL day partitions this pass empties whole."""
+
+    @abc.abstractmethod
+    def untrimmed(self, after_seq: int, through_seq: int, limit: int) -> list[LogBody]:
+        """The bodies still stored with ``after_seq < seq <= through_seq``, in seq
+        order, at most ``limit``."""
+
+    @abc.abstractmethod
+    def delivery_ids(self, seqs: Iterable[int]) -> dict[int, str]:
+        """seq → delivery_id, to check that an archive segment is this log's."""
+
+    @abc.abstractmethod
+    def trim(self, segment: SegmentRecord, seqs: Sequence[int]) -> int:
+        """In one short transaction: record ``segment`` (durable and verified already)
+        and delete the bodies after ``archived_through()`` up to its last seq, which
+        must all be among its ``seqs`` (else StoreError, nothing changed). Bodies in a
+        day partition emptied whole stay until ``give_back`` drops it. Returns the
+        stored (compressed) bytes deleted."""
+
+    @abc.abstractmethod
+    def give_back(self, horizon: str) -> int:
+        """Return the space of trimmed bodies. SQLite: an incremental vacuum in short
+        steps. PostgreSQL: drop each day partition before ``horizon`` whose bodies are
+        all archived, and delete archived bodies left elsewhere (after a crash).
+        Returns the bytes given back (file pages, or dropped partitions' size)."""

@@ -182,6 +182,26 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        7,
+        "archived log segments",
+        """
+        -- The archive segments whose bodies left delivery_bodies (lifecycle/retention.py).
+        -- Bodies leave in seq order: every body up to MAX(last_seq) is in one of these.
+        CREATE TABLE log_segments (
+            name TEXT PRIMARY KEY,           -- the segment's name in the archive manifest
+            first_seq {bigint} NOT NULL,
+            last_seq {bigint} NOT NULL,
+            count INTEGER NOT NULL,          -- deliveries it holds
+            sha256 TEXT NOT NULL,            -- hex SHA-256 of the segment file
+            archived_at TEXT NOT NULL        -- when its bodies left the database
+        );
+        CREATE UNIQUE INDEX log_segments_by_seq ON log_segments (last_seq)
+    """,
+    ),
+)
+
 LATEST = MIGRATIONS[-1].version
 
 SCHEMA_TABLE = """

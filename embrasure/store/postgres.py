@@ -35,7 +35,14 @@ from psycopg_pool import ConnectionPool
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
 from embrasure.store import migrations, redact, schema, sql
-from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.base import (
+    AppendResult,
+    GraphReader,
+    LogEntry,
+    LogTrimmer,
+    ProjectionTx,
+    Store,
+)
 from embrasure.store.postgres_conn import PgConnection, neutral, one_line
 from embrasure.store.postgres_graph import (
     LOG_LOCK,
@@ -252,6 +259,25 @@ class PostgresStore(Store):
             "embrasure backup copies SQLite files; back up PostgreSQL with its own tools "
             "(pg_dump, or a base backup with WAL archiving)"
         )
+
+    @contextlib.contextmanager
+    def log_trimmer(self) -> Iterator[LogTrimmer | None]:
+        from embrasure.store.lifecycle_sql import RETENTION_LOCK, PostgresTrimmer
+
+        # A connection of its own, outside the pool, holding a session's advisory lock
+        # between the pass's short transactions; closing it (or a kill -9) releases it.
+        try:
+            raw = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+        except psycopg.Error as exc:
+            raise neutral(exc, f"opening a retention pass on {self.name}") from exc
+        with raw:
+            conn = PgConnection(raw)
+            try:
+                held = conn.execute("SELECT pg_try_advisory_lock(?)", (RETENTION_LOCK,))
+                got = bool(held.fetchone()[0])
+            except psycopg.Error as exc:
+                raise neutral(exc, f"taking the retention lock on {self.name}") from exc
+            yield PostgresTrimmer(conn, self.name) if got else None
 
     def close(self) -> None:
         self._release_reproject_lock()

@@ -17,7 +17,14 @@ from collections.abc import Iterator, Sequence
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
 from embrasure.store import migrations, schema, sql
-from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.base import (
+    AppendResult,
+    GraphReader,
+    LogEntry,
+    LogTrimmer,
+    ProjectionTx,
+    Store,
+)
 from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
 
@@ -278,6 +285,19 @@ class SQLiteStore(Store):
             for leftover in (partial, partial + "-journal"):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(leftover)
+
+    @contextlib.contextmanager
+    def log_trimmer(self) -> Iterator[LogTrimmer | None]:
+        from embrasure.store.lifecycle_sql import SQLiteTrimmer, file_lock
+
+        # A lock file beside the database: SQLite has no lock a session can hold across
+        # transactions, and the pass must not hold the write lock between them.
+        with file_lock(self.path + ".retention-lock") as held:
+            if not held:
+                yield None
+                return
+            with contextlib.closing(_connect(self.path)) as conn:
+                yield SQLiteTrimmer(conn, self.path)
 
     def close(self) -> None:
         with self._readers_lock:

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from embrasure.errors import Problem
+from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import DELIVERY_STATES, Rejection
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
@@ -99,8 +100,11 @@ def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> d
 
 
 class DeliveriesApi:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, archived: ArchivedBodies = NO_ARCHIVE) -> None:
         self.store = store
+        # Bodies retention moved out of the database (docs/operations.md
+        # #retention-and-the-archive): events and replay read them from the archive.
+        self.archived = archived
 
     async def get_delivery(self, request: Request) -> Response:
         delivery_id = request.path_params["delivery_id"]
@@ -162,7 +166,7 @@ class DeliveriesApi:
             index = int(request.path_params["index"])
         except ValueError:
             raise bad("the item index is not a whole number") from None
-        result = await run_in_threadpool(replay_item, self.store, delivery_id, index)
+        result = await run_in_threadpool(replay_item, self.store, delivery_id, index, self.archived)
         return json_response(result)
 
     async def events(self, request: Request) -> Response:
@@ -171,12 +175,16 @@ class DeliveriesApi:
             after, before = (time_param(request, name) for name in ("after", "before"))
             cursor = decode_cursor(request, TEXT_PAIR_CURSOR)
             rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
+            routes = {e.seq: e.route for e in rows[:limit]}
+            stored = {seq: reader.body(seq) for seq in routes}  # each delivery once
+            archived = self.archived.bodies(s for s, b in stored.items() if b is None)
             bodies: dict[int, list[Any]] = {}
+            for seq, route in routes.items():
+                body = stored[seq]
+                entry = LogEntry(seq, "", route, archived[seq] if body is None else body, 0, ())
+                bodies[seq] = split_items(entry)
             out = []
             for e in rows[:limit]:
-                if e.seq not in bodies:  # parse each delivery once
-                    body = reader.body(e.seq) or b"[]"
-                    bodies[e.seq] = split_items(LogEntry(e.seq, "", e.route, body, 0, ()))
                 out.append(
                     {
                         "event_id": e.event_id,

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from embrasure.errors import Problem, StoreUnavailable
+from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
 from embrasure.web.auth import public
@@ -15,17 +16,43 @@ from embrasure.web.responses import json_response
 
 
 class Health:
-    def __init__(self, store: Store, retry_after: int, backpressure: Backpressure) -> None:
+    def __init__(
+        self,
+        store: Store,
+        retry_after: int,
+        backpressure: Backpressure,
+        retention: RetentionLoop | None = None,
+    ) -> None:
         self.store = store
         self.retry_after = retry_after
         self.backpressure = backpressure
+        self.retention = retention
+
+    def retention_check(self) -> dict[str, object] | None:
+        """docs/operations.md#retention-and-the-archive: this process's last pass. A
+        failing archive fails this check but not readiness: ingest still works, and no
+        body leaves the database until the archive takes it."""
+        if self.retention is None:
+            return None
+        state = self.retention.snapshot()
+        last = state.last
+        return {
+            "status": "failing" if state.last_error else "ok",
+            "reason": state.last_error,
+            "last_pass_at": None if last is None else last.started_at,
+            "horizon": None if last is None else last.horizon,
+            "bodies_archived": state.bodies_archived,
+            "bytes_freed": state.bytes_freed,
+            "failures": state.failures,
+        }
 
     async def healthz(self, request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
         """docs/operations.md#health: ready when the store answers and the backlog is under
-        its bound (so is free disk); otherwise 503, saying why, with the load measured."""
+        its bound (so is free disk); otherwise 503, saying why, with the load measured.
+        With retention on, the body's ``retention`` member reports its last pass."""
         try:
             await run_in_threadpool(self.store.ping)
             load = await self.backpressure.load()
@@ -43,7 +70,11 @@ class Health:
                 retry_after=self.retry_after,
                 ingest=load.to_json(),
             )
-        return json_response({"status": "ready", "ingest": load.to_json()})
+        doc: dict[str, object] = {"status": "ready", "ingest": load.to_json()}
+        retention = self.retention_check()
+        if retention is not None:
+            doc["retention"] = retention
+        return json_response(doc)
 
     def routes(self) -> list[Route]:
         return [

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
@@ -29,6 +29,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.query.entities import ingest_totals
 from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
@@ -89,10 +90,55 @@ class GraphCollector(Collector):
             )
 
 
+class RetentionCollector(Collector):
+    """This process's retention passes (docs/operations.md#retention-and-the-archive)."""
+
+    def __init__(self, retention: RetentionLoop) -> None:
+        self.retention = retention
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.retention.snapshot()
+        yield CounterMetricFamily(
+            "embrasure_retention_passes",
+            "Retention passes this process ran.",
+            value=state.passes,
+        )
+        yield CounterMetricFamily(
+            "embrasure_retention_failures",
+            "Retention passes that stopped early (the archive could not be written or"
+            " read, the database failed): nothing unarchived was deleted.",
+            value=state.failures,
+        )
+        yield CounterMetricFamily(
+            "embrasure_retention_bodies_archived",
+            "Delivery bodies this process's passes moved to the archive.",
+            value=state.bodies_archived,
+        )
+        yield CounterMetricFamily(
+            "embrasure_retention_freed_bytes",
+            "Bytes of stored bodies deleted from the database, and of space given back"
+            " (SQLite pages, dropped PostgreSQL partitions).",
+            value=state.bytes_freed,
+        )
+        yield GaugeMetricFamily(
+            "embrasure_retention_failing",
+            "1 while the last retention pass failed (its reason is in /readyz), else 0.",
+            value=1 if state.last_error else 0,
+        )
+        if state.last_finished is not None:
+            yield GaugeMetricFamily(
+                "embrasure_retention_last_pass_timestamp_seconds",
+                "When the last retention pass ended (Unix time).",
+                value=state.last_finished,
+            )
+
+
 class Metrics:
     """The app's registry, its request histogram, and the /metrics route (scope read)."""
 
-    def __init__(self, store: Store, backpressure: Backpressure) -> None:
+    def __init__(
+        self, store: Store, backpressure: Backpressure, retention: RetentionLoop | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Histogram(
             "embrasure_http_request_duration_seconds",
@@ -102,6 +148,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(GraphCollector(store, backpressure))
+        if retention is not None:
+            self.registry.register(RetentionCollector(retention))
 
     async def endpoint(self, request: Request) -> Response:
         body = await run_in_threadpool(generate_latest, self.registry)

@@ -1,7 +1,8 @@
 """JSON and RFC 9457 problem+json responses, serialised with orjson, and the exception
 handlers that turn every error a route raises into its problem document.
 
-Routes raise (``Problem``, ``StoreUnavailable``, ``LogUnavailable``, ``ReplayError``);
+Routes raise (``Problem``, ``StoreUnavailable``, ``LogUnavailable``, ``ReplayError``,
+``ArchiveError``);
 ``ErrorHandlers`` renders each kind in one place, registered by app.build_app as the
 app's ``exception_handlers`` (Starlette's ExceptionMiddleware calls them for a route's
 exceptions, its ServerErrorMiddleware the one for ``Exception``).
@@ -21,6 +22,8 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from embrasure.errors import (
+    ArchiveError,
+    ArchiveUnavailable,
     LogUnavailable,
     NoSuchDelivery,
     NoSuchItem,
@@ -84,6 +87,17 @@ def replay_refused(exc: ReplayError) -> Problem:
     raise TypeError(f"no problem document for {type(exc).__name__}") from exc
 
 
+def archive_failed(exc: ArchiveError, retry_after: int) -> Problem:
+    """A body retention moved to the archive could not be read
+    (docs/operations.md#retention-and-the-archive): 503 while the archive is unreachable
+    (or none is configured), 500 when it lacks the body or a segment is damaged."""
+    if isinstance(exc, ArchiveUnavailable):
+        return Problem(
+            503, "archive-unavailable", "Archive unavailable", str(exc), retry_after=retry_after
+        )
+    return Problem(500, "archive-corrupt", "Archive damaged", str(exc))
+
+
 class ErrorHandlers:
     """Starlette exception handlers, one per kind of error; ``retry_after`` is the
     server's --retry-after, sent on every 503 a store or log failure causes."""
@@ -106,6 +120,10 @@ class ErrorHandlers:
     async def replay_refused(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ReplayError)
         return problem_response(replay_refused(exc))
+
+    async def archive_failed(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ArchiveError)
+        return problem_response(archive_failed(exc, self.retry_after))
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
         """Starlette's own errors: no route for the path (404), none for the method (405)."""

@@ -1,0 +1,279 @@
+"""The retention pass (docs/operations.md#retention-and-the-archive): the bodies of
+projected deliveries received before now − ``--retain-log`` move to the archive.
+
+One pass repeats, in seq order: take at most BATCH bodies that may leave → write them as
+one archive segment (``Archive.write_segment`` returns once the segment is durable, read
+back and its hash checked, and its manifest entry written) → one short transaction that
+records the segment and deletes those bodies. Then it gives the space back (an
+incremental vacuum; on PostgreSQL, day partitions dropped whole).
+
+Crash-safe: a body leaves the database only in the transaction that records a segment
+holding it, after that segment is durable; so after a kill -9 at any instant each body is
+in the database, in a verified segment, or both. "Both" is the one segment a pass wrote
+and did not record: the next pass *adopts* it (reads it back, checks its hash and that
+its deliveries are this log's, then records it and deletes its bodies) before archiving
+anything else, so no delivery is ever archived in two segments. An archive that cannot
+be written stops the pass with ArchiveUnavailable before anything is deleted.
+
+A delivery's row (id, receipt, dedupe key, state, item outcomes) stays for good: status
+lookups and duplicate detection never read a body.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from embrasure.errors import ArchiveCorrupt, ArchiveError, EmbrasureError, StoreError
+from embrasure.lifecycle.archive import Archive, ArchivedDelivery, Segment
+from embrasure.model import utc_now
+from embrasure.store import Store
+from embrasure.store.base import LogTrimmer, SegmentRecord
+
+log = logging.getLogger("embrasure.retention")
+
+# Deliveries per segment, and so per deleting transaction: small enough that the
+# receiver's appends never wait long behind one (docs/operations.md).
+BATCH = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class PassReport:
+    """What one pass did. ``error`` is why it stopped early (nothing it had not
+    archived was deleted); ``skipped`` says another pass held the lock."""
+
+    started_at: str
+    horizon: str
+    segments: int = 0
+    adopted: int = 0  # segments a stopped pass wrote and this one recorded
+    bodies: int = 0  # deliveries archived (adopted ones included)
+    bytes_archived: int = 0  # their bodies' original bytes
+    bytes_trimmed: int = 0  # stored (compressed) bytes deleted from the database
+    bytes_given_back: int = 0  # file pages, or dropped partitions, returned
+    seconds: float = 0.0
+    skipped: bool = False
+    error: str | None = None
+
+    def summary(self) -> str:
+        if self.skipped:
+            return "another retention pass is running on this database: nothing done"
+        text = (
+            f"archived {self.bodies} deliveries ({self.bytes_archived} bytes) received before"
+            f" {self.horizon} in {self.segments} segments"
+            + (f" ({self.adopted} adopted from a stopped pass)" if self.adopted else "")
+            + f"; freed {self.bytes_trimmed} stored bytes, gave back {self.bytes_given_back}"
+            f" bytes; {self.seconds:.1f} s"
+        )
+        return text + (f"; stopped: {self.error}" if self.error else "")
+
+
+def horizon_of(retain: datetime.timedelta, now: datetime.datetime | None = None) -> str:
+    """now − retain, spelled as received_at is (model.utc_now), so the two compare as text."""
+    moment = (now or datetime.datetime.now(datetime.UTC)) - retain
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def run_pass(
+    store: Store,
+    archive: Archive,
+    retain: datetime.timedelta,
+    *,
+    batch: int = BATCH,
+    stop: threading.Event | None = None,
+) -> PassReport:
+    """One pass (``stop``, when set, ends it between two segments). Archive and store
+    failures do not raise: the report says why the pass stopped, and it is logged. Only
+    failing to reach the database at all raises StoreError."""
+    started = time.monotonic()
+    report = PassReport(started_at=utc_now(), horizon=horizon_of(retain))
+    with store.log_trimmer() as trimmer:
+        if trimmer is None:
+            return dataclasses.replace(report, skipped=True)
+        work = _Pass(trimmer, archive, report, batch, stop or threading.Event())
+        try:
+            work.adopt()
+            work.archive()
+        except (ArchiveError, StoreError) as exc:
+            work.fail(exc)
+        try:
+            work.give_back()
+        except StoreError as exc:
+            work.fail(exc)
+    report = dataclasses.replace(work.report, seconds=time.monotonic() - started)
+    if report.error is None:
+        log.info("retention pass: %s", report.summary())
+    return report
+
+
+class _Pass:
+    def __init__(
+        self,
+        trimmer: LogTrimmer,
+        archive: Archive,
+        report: PassReport,
+        batch: int,
+        stop: threading.Event,
+    ) -> None:
+        self.trimmer = trimmer
+        self.store_archive = archive
+        self.report = report
+        self.batch = batch
+        self.stop = stop
+        self.archived = 0
+
+    def _count(self, segment: Segment, deliveries: list[ArchivedDelivery], trimmed: int) -> None:
+        r = self.report
+        self.report = dataclasses.replace(
+            r,
+            segments=r.segments + 1,
+            bodies=r.bodies + segment.count,
+            bytes_archived=r.bytes_archived + sum(len(d.body) for d in deliveries),
+            bytes_trimmed=r.bytes_trimmed + trimmed,
+        )
+        self.archived = segment.last_seq
+
+    def _trim(self, segment: Segment) -> int:
+        record = SegmentRecord(
+            segment.name,
+            segment.first_seq,
+            segment.last_seq,
+            segment.count,
+            segment.sha256,
+            utc_now(),
+        )
+        return self.trimmer.trim(record, segment.seqs)
+
+    def adopt(self) -> None:
+        """Record the segments the manifest lists past the archived position: written by
+        a pass that stopped before its transaction committed. Each is read back (hash
+        checked) and its deliveries matched to this log's before any body is deleted."""
+        self.archived = self.trimmer.archived_through()
+        for segment in self.store_archive.segments():
+            if segment.last_seq <= self.archived:
+                continue
+            if segment.first_seq <= self.archived:
+                raise ArchiveCorrupt(
+                    f"segment {segment.name} (seq {segment.first_seq} to {segment.last_seq})"
+                    f" overlaps deliveries archived already (up to seq {self.archived}):"
+                    " another database's archive, or a second writer? Run `embrasure"
+                    " archive verify`"
+                )
+            deliveries = self.store_archive.read_segment(segment)
+            ids = self.trimmer.delivery_ids(d.seq for d in deliveries)
+            strangers = [d.seq for d in deliveries if ids.get(d.seq) != d.delivery_id]
+            if strangers:
+                raise ArchiveCorrupt(
+                    f"segment {segment.name} holds deliveries this database does not"
+                    f" (seq {strangers[0]} and {len(strangers) - 1} more): is the archive"
+                    " another database's?"
+                )
+            trimmed = self._trim(segment)
+            self._count(segment, deliveries, trimmed)
+            self.report = dataclasses.replace(self.report, adopted=self.report.adopted + 1)
+            log.warning(
+                "adopted segment %s, written by a retention pass that stopped before recording it",
+                segment.name,
+            )
+
+    def archive(self) -> None:
+        through = self.trimmer.trimmable_through(self.report.horizon)
+        while not self.stop.is_set() and (
+            bodies := self.trimmer.untrimmed(self.archived, through, self.batch)
+        ):
+            deliveries = [ArchivedDelivery(*b) for b in bodies]
+            segment = self.store_archive.write_segment(deliveries)
+            self._count(segment, deliveries, self._trim(segment))
+
+    def give_back(self) -> None:
+        freed = self.trimmer.give_back(self.report.horizon)
+        self.report = dataclasses.replace(self.report, bytes_given_back=freed)
+
+    def fail(self, exc: EmbrasureError) -> None:
+        self.report = dataclasses.replace(self.report, error=str(exc))
+        log.error("retention pass stopped, no unarchived body deleted: %s", exc)
+
+
+# -- every --retention-interval, in serve and project -----------------------------------
+
+
+@dataclasses.dataclass
+class RetentionState:
+    """What /metrics and /readyz report of this process's passes (web/metrics.py,
+    web/health.py)."""
+
+    passes: int = 0
+    failures: int = 0
+    bodies_archived: int = 0
+    bytes_freed: int = 0  # stored bytes deleted, and bytes given back
+    last: PassReport | None = None
+    last_finished: float | None = None  # time.time() at the end of the last pass
+    last_error: str | None = None  # the last pass's, None once one succeeds
+
+
+class RetentionLoop:
+    """Runs ``run_pass`` every ``interval`` seconds in a thread, the first pass at
+    start; ``state`` is what the passes did so far."""
+
+    def __init__(
+        self,
+        store: Store,
+        location: str,
+        retain: datetime.timedelta,
+        interval: float,
+        open_archive: Callable[[str], Archive] = Archive,
+    ) -> None:
+        self.store = store
+        self.location = location
+        self.retain = retain
+        self.interval = interval
+        self.open_archive = open_archive
+        self.state = RetentionState()
+        self._archive: Archive | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> PassReport:
+        try:
+            # Opened at the first pass, not at start-up: the server takes deliveries
+            # while the archive is unreachable, and reports why (/readyz, /metrics).
+            if self._archive is None:
+                self._archive = self.open_archive(self.location)
+            report = run_pass(self.store, self._archive, self.retain, stop=self._stop)
+        except EmbrasureError as exc:
+            log.error("retention pass could not run: %s", exc)
+            report = PassReport(utc_now(), horizon_of(self.retain), error=str(exc))
+        with self._lock:
+            s = self.state
+            s.passes += 1
+            s.bodies_archived += report.bodies
+            s.bytes_freed += report.bytes_trimmed + report.bytes_given_back
+            s.failures += report.error is not None
+            s.last, s.last_finished, s.last_error = report, time.time(), report.error
+        return report
+
+    def snapshot(self) -> RetentionState:
+        with self._lock:
+            return dataclasses.replace(self.state)
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="embrasure-retention", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("retention pass failed")
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

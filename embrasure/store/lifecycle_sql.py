@@ -1,0 +1,323 @@
+"""The retention pass's SQL (docs/operations.md#retention-and-the-archive), for both
+backends: which bodies may leave, reading them, deleting them with the record of the
+segment that holds them, and giving the space back.
+
+Bodies leave in seq order, so "archived" is one number: every body up to the greatest
+``log_segments.last_seq`` is in a recorded segment, every later one in the database. A
+pass is a run of short transactions, each deleting at most one segment's bodies (≤ ~1,000
+deliveries): the receiver's appends wait for none of them for long.
+
+Shared statements are in SQLite's spelling (store/sql.py); what differs is how space is
+given back: SQLite frees pages with an incremental vacuum, PostgreSQL drops the day
+partitions of ``delivery_bodies`` whose every body is archived (a partition drop, not
+millions of DELETEs) and deletes the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+
+from embrasure.errors import StoreError, StoreUnavailable
+from embrasure.store import schema
+from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
+from embrasure.store.postgres_conn import PgConnection, neutral
+from embrasure.store.sql import MAX_PARAMS, Connection
+
+log = logging.getLogger("embrasure.retention")
+
+# PostgreSQL: one retention pass at a time on a database (a session's advisory lock,
+# beside postgres_graph's, in the same "embr" key space).
+RETENTION_LOCK = 0x656D6272_00000005
+
+# SQLite frees at most this many pages per write transaction (8 MiB of 4 KiB pages), so
+# the vacuum never holds the write lock the receiver's group commit waits for for long.
+VACUUM_PAGES = 2048
+
+# PostgreSQL: how long a partition drop waits for its lock on delivery_bodies. Waiting
+# longer would queue every append behind it; a drop that times out is tried next pass.
+DROP_LOCK_TIMEOUT = "2s"
+
+
+class SQLTrimmer(LogTrimmer):
+    """The statements both backends share; a backend supplies its transactions and how
+    space is given back."""
+
+    conn: Connection
+
+    @contextlib.contextmanager
+    def _tx(self, doing: str) -> Iterator[Connection]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _decode(self, rows: Iterable[Sequence[Any]]) -> list[LogBody]:
+        return [LogBody(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+    def archived_through(self) -> int:
+        with self._tx("reading the archived position") as conn:
+            return _archived_through(conn)
+
+    def trimmable_through(self, horizon: str) -> int:
+        with self._tx("finding the bodies to archive") as conn:
+            generation = int(conn.execute("SELECT generation FROM graph_meta").fetchone()[0])
+            position = int(
+                conn.execute(f"SELECT seq FROM {schema.prefix(generation)}position").fetchone()[0]
+            )
+            # The first delivery received at or after the horizon, looked for from the
+            # archived position on (the deliveries_backlog index holds received_at in seq
+            # order): everything before it was received before the horizon. A delivery
+            # received just before the horizon but after a later seq stays a pass longer;
+            # none ever leaves early.
+            first_kept = conn.execute(
+                "SELECT seq FROM deliveries WHERE seq > ? AND received_at >= ?"
+                " ORDER BY seq LIMIT 1",
+                (_archived_through(conn), horizon),
+            ).fetchone()
+            through = position if first_kept is None else min(position, int(first_kept[0]) - 1)
+            self._plan(conn, horizon, through)
+            return through
+
+    def _plan(self, conn: Connection, horizon: str, through: int) -> None:
+        """What a backend decides once per pass (PostgreSQL: the partitions to drop)."""
+
+    def untrimmed(self, after_seq: int, through_seq: int, limit: int) -> list[LogBody]:
+        with self._tx("reading bodies to archive") as conn:
+            rows = conn.execute(
+                "SELECT d.seq, d.delivery_id, d.provider_key, d.received_at, b.body"
+                " FROM delivery_bodies b CROSS JOIN deliveries d ON d.seq = b.seq"
+                " WHERE b.seq > ? AND b.seq <= ? ORDER BY b.seq LIMIT ?",
+                (after_seq, through_seq, limit),
+            ).fetchall()
+            return self._decode(rows)
+
+    def delivery_ids(self, seqs: Iterable[int]) -> dict[int, str]:
+        wanted = sorted(set(seqs))
+        out: dict[int, str] = {}
+        with self._tx("reading delivery ids") as conn:
+            for start in range(0, len(wanted), MAX_PARAMS):
+                chunk = wanted[start : start + MAX_PARAMS]
+                marks = ", ".join("?" for _ in chunk)
+                rows = conn.execute(
+                    f"SELECT seq, delivery_id FROM deliveries WHERE seq IN ({marks})", chunk
+                )
+                out.update((int(seq), str(delivery_id)) for seq, delivery_id in rows)
+        return out
+
+    def trim(self, segment: SegmentRecord, seqs: Sequence[int]) -> int:
+        with self._tx("trimming archived bodies") as conn:
+            after = _archived_through(conn)
+            if segment.first_seq <= after:
+                raise StoreError(
+                    f"segment {segment.name} starts at seq {segment.first_seq}, at or before"
+                    f" the archived position {after}: it repeats archived deliveries"
+                )
+            stored = [
+                (int(seq), int(size))
+                for seq, size in conn.execute(
+                    "SELECT seq, length(body) FROM delivery_bodies WHERE seq > ? AND seq <= ?",
+                    (after, segment.last_seq),
+                )
+            ]
+            missing = sorted({seq for seq, _ in stored} - set(seqs))
+            if missing:
+                # A body the segment does not hold would be lost: delete nothing.
+                raise StoreError(
+                    f"segment {segment.name} lacks {len(missing)} bodies stored between"
+                    f" seq {after + 1} and {segment.last_seq} (first: {missing[0]})"
+                )
+            freed = self._delete(conn, after, segment.last_seq)
+            conn.execute(
+                "INSERT INTO log_segments (name, first_seq, last_seq, count, sha256,"
+                " archived_at) VALUES (?, ?, ?, ?, ?, ?)",
+                tuple(segment),
+            )
+            return freed if freed is not None else sum(size for _, size in stored)
+
+    def _delete(self, conn: Connection, after: int, through: int) -> int | None:
+        """Delete the bodies in (after, through]; the bytes deleted, or None for all of
+        those counted."""
+        conn.execute("DELETE FROM delivery_bodies WHERE seq > ? AND seq <= ?", (after, through))
+        return None
+
+
+def _archived_through(conn: Connection) -> int:
+    return int(conn.execute("SELECT COALESCE(MAX(last_seq), 0) FROM log_segments").fetchone()[0])
+
+
+# -- SQLite --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def file_lock(path: str) -> Iterator[bool]:
+    """An exclusive lock on ``path`` (created beside the database) for as long as the
+    block runs: True when this process got it, False when another holds it. The
+    kernel drops it when the process dies, kill -9 included."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+class SQLiteTrimmer(SQLTrimmer):
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+
+    @contextlib.contextmanager
+    def _tx(self, doing: str) -> Iterator[Connection]:
+        conn = self.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{doing} in {self.path}: {exc}") from exc
+
+    def give_back(self, horizon: str) -> int:
+        # auto_vacuum=INCREMENTAL (docs/operations.md#retention-and-the-archive): the
+        # pages of deleted bodies go to the free list; each step returns some to the OS.
+        conn = self.conn
+        try:
+            page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+            free = before
+            while free > 0:
+                conn.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
+                now = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+                if now >= free:  # not an incremental-vacuum database: nothing to free
+                    break
+                free = now
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"vacuuming {self.path}: {exc}") from exc
+        return (before - free) * page_size
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+_UPPER_BOUND = re.compile(r"TO \('([^']*)'\)")
+
+
+class PostgresTrimmer(SQLTrimmer):
+    """``delivery_bodies`` is partitioned by day of received_at, with a DEFAULT
+    partition. A day partition wholly before the horizon whose every body leaves in this
+    pass is not DELETEd from, batch after batch: once its bodies are all archived, it is
+    detached and dropped. Elsewhere (today's partition, the DEFAULT one) archived bodies
+    are deleted."""
+
+    def __init__(self, conn: PgConnection, name: str) -> None:
+        self.conn = conn
+        self.name = name
+        self.dropped_whole: list[int] = []  # oids of the partitions this pass drops
+
+    @contextlib.contextmanager
+    def _tx(self, doing: str) -> Iterator[Connection]:
+        conn = self.conn
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.raw.execute("ROLLBACK")
+                raise
+        except psycopg.Error as exc:
+            raise neutral(exc, f"{doing} on {self.name}") from exc
+
+    def _partitions(self, conn: Connection) -> list[tuple[int, str, str | None]]:
+        """(oid, name, upper bound or None for DEFAULT) of each partition, by bound."""
+        rows = conn.execute(
+            "SELECT c.oid, c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
+            " JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'delivery_bodies'::regclass"
+        ).fetchall()
+        out: list[tuple[int, str, str | None]] = []
+        for oid, name, bound in rows:
+            upper = _UPPER_BOUND.search(bound or "")
+            out.append((int(oid), str(name), upper.group(1) if upper else None))
+        return sorted(out, key=lambda p: (p[2] is None, p[2] or ""))
+
+    @staticmethod
+    def _max_seq(conn: Connection, partition: str) -> int | None:
+        row = conn.execute(f'SELECT MAX(seq) FROM "{partition}"').fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def _plan(self, conn: Connection, horizon: str, through: int) -> None:
+        self.dropped_whole = []
+        for oid, name, upper in self._partitions(conn):
+            if upper is None or upper > horizon:
+                continue  # DEFAULT, or a day that may still receive deliveries
+            last = self._max_seq(conn, name)
+            if last is not None and last <= through:
+                self.dropped_whole.append(oid)
+
+    def _delete(self, conn: Connection, after: int, through: int) -> int | None:
+        # Counted before deleting: the bodies left in partitions dropped whole later
+        # are freed then, and counted by give_back.
+        row = conn.execute(
+            "SELECT COALESCE(SUM(length(body)), 0) FROM delivery_bodies"
+            " WHERE seq > ? AND seq <= ? AND tableoid <> ALL(?::oid[])",
+            (after, through, self.dropped_whole),
+        ).fetchone()
+        conn.execute(
+            "DELETE FROM delivery_bodies WHERE seq > ? AND seq <= ? AND tableoid <> ALL(?::oid[])",
+            (after, through, self.dropped_whole),
+        )
+        return int(row[0])
+
+    def give_back(self, horizon: str) -> int:
+        freed = 0
+        with self._tx("listing body partitions") as conn:
+            archived = _archived_through(conn)
+            partitions = self._partitions(conn)
+        for _oid, name, upper in partitions:
+            with self._tx(f"measuring {name}") as conn:
+                last = self._max_seq(conn, name)
+            if upper is not None and upper <= horizon and (last is None or last <= archived):
+                try:
+                    freed += self._drop(name)
+                except StoreUnavailable as exc:  # its lock not had in time: next pass
+                    log.warning("partition %s not dropped this pass: %s", name, exc)
+                continue
+            with self._tx(f"giving back the space of {name}") as conn:
+                # Archived bodies a batch left for a drop that did not come (the pass
+                # stopped: an archive failure, a kill -9), in a partition that still
+                # holds unarchived ones: delete them.
+                row = conn.execute(
+                    f'SELECT COALESCE(SUM(length(body)), 0) FROM "{name}" WHERE seq <= ?',
+                    (archived,),
+                ).fetchone()
+                if int(row[0]):
+                    conn.execute(f'DELETE FROM "{name}" WHERE seq <= ?', (archived,))
+                    freed += int(row[0])
+        return freed
+
+    def _drop(self, name: str) -> int:
+        """Every body in the partition is archived and its day is over: detach and drop
+        it; its size on disk."""
+        with self._tx(f"dropping {name}") as conn:
+            conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+            size = int(
+                conn.execute("SELECT pg_total_relation_size(?::regclass)", (name,)).fetchone()[0]
+            )
+            conn.execute(f'ALTER TABLE delivery_bodies DETACH PARTITION "{name}"')
+            conn.execute(f'DROP TABLE "{name}"')
+            return size
