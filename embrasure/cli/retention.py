@@ -33,7 +33,7 @@ def retention_loop(settings: Settings, store: Store) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print what the pass did as JSON.")
 def retention(as_json: bool, **flags: Any) -> None:
     """Run one retention pass: move the bodies of projected deliveries received before
-    now − --retain-log to --archive, then give the space back. Exits 1 when the pass
+    now - --retain-log to --archive, then give the space back. Exits 1 when the pass
     stopped early (the reason is printed; no body it had not archived was deleted)."""
     from embrasure import logs
     from embrasure.lifecycle.archive import Archive

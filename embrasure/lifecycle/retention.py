@@ -1,5 +1,5 @@
 """The retention pass (docs/operations.md#retention-and-the-archive): the bodies of
-projected deliveries received before now − ``--retain-log`` move to the archive.
+projected deliveries received before now - ``--retain-log`` move to the archive.
 
 One pass repeats, in seq order: take at most BATCH bodies that may leave → write them as
 one archive segment (``Archive.write_segment`` returns once the segment is durable, read
@@ -72,7 +72,7 @@ class PassReport:
 
 
 def horizon_of(retain: datetime.timedelta, now: datetime.datetime | None = None) -> str:
-    """now − retain, spelled as received_at is (model.utc_now), so the two compare as text."""
+    """now - retain, spelled as received_at is (model.utc_now), so the two compare as text."""
     moment = (now or datetime.datetime.now(datetime.UTC)) - retain
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
