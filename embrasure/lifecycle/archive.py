@@ -77,7 +77,11 @@ class Archive:
         self.location = location
         try:
             self._fs, root = fsspec.core.url_to_fs(location)
-        except (ImportError, ValueError) as exc:  # an unknown scheme, or its package missing
+        except ImportError as exc:  # "Install s3fs to access S3": fsspec names the package
+            raise ArchiveUnavailable(
+                f"archive {location}: {exc} (pip install it beside Embrasure)"
+            ) from exc
+        except ValueError as exc:  # "Protocol not known: …"
             raise ArchiveUnavailable(f"archive {location}: {exc}") from exc
         self._root = root.rstrip("/") or "/"
         self._local = isinstance(self._fs, LocalFileSystem)
