@@ -121,8 +121,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "archive",
         "",
-        "Where trimmed bodies go: a directory or an fsspec URL (s3://bucket/prefix);"
-        " required with --retain-log.",
+        "Where trimmed delivery bodies go: a directory or an fsspec URL (file://…,"
+        " s3://bucket/prefix with s3fs installed); required with --retain-log. See"
+        " docs/operations.md.",
     ),
     Setting(
         "retain_runs",

@@ -13,6 +13,7 @@ import click
 
 from embrasure import logs
 from embrasure.cli import admin as cli_admin
+from embrasure.cli import archive as cli_archive
 from embrasure.cli import graph as cli_graph
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import retention as cli_retention
@@ -265,6 +266,7 @@ for command in (
     + cli_graph.COMMANDS
     + cli_tokens.COMMANDS
     + cli_admin.COMMANDS
+    + cli_archive.COMMANDS
     + cli_retention.COMMANDS
 ):
     main.add_command(command)

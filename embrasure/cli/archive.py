@@ -1,0 +1,62 @@
+"""`embrasure archive verify` (docs/operations.md#retention-and-the-archive): reads every
+segment of an archive and checks it against the manifest. It needs the archive only, not
+a server or a database, so a copy of an archive can be checked anywhere."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from embrasure.cli.options import byte_size, fail, load_settings, setting_options
+from embrasure.errors import EmbrasureError
+from embrasure.lifecycle.segments import deliveries, describe
+
+
+@click.group()
+def archive() -> None:
+    """The archive of trimmed delivery bodies."""
+
+
+@archive.command()
+@setting_options("archive")
+def verify(**flags: Any) -> None:
+    """Check every segment of --archive: its SHA-256 and contents against the manifest,
+    and every delivery in exactly one segment. Exit 0 when clean, 1 when not."""
+    from embrasure.lifecycle.archive import Archive
+
+    settings = load_settings(flags)
+    if not settings.archive:
+        fail("--archive (or EMBRASURE_ARCHIVE) is required: the archive's directory or URL")
+    try:
+        report = Archive(settings.archive, create=False).verify()
+    except EmbrasureError as exc:
+        fail(str(exc))
+    for check in report.checks:
+        s = check.segment
+        if check.problem is None:
+            click.echo(
+                f"ok   {s.name}  seqs {describe(s.ranges, most=3)}  {deliveries(s.count)}"
+                f"  {byte_size(s.size)}"
+            )
+        else:
+            click.echo(f"BAD  {s.name}  {check.problem}")
+    for name in report.unlisted:
+        click.echo(f"note {name}  a segment file with no manifest entry (a crashed write): ignored")
+    segment_problems = {c.problem for c in report.checks if c.problem}
+    for problem in report.problems:
+        if problem not in segment_problems:
+            click.echo(f"BAD  {problem}")
+    summary = (
+        f"archive {report.location}: {len(report.checks)} segments, {deliveries(report.deliveries)}"
+    )
+    if report.ok:
+        click.echo(f"{summary}: ok")
+        return
+    n = len(report.problems)
+    click.echo(f"{summary}: {n} problem{'' if n == 1 else 's'}", err=True)
+    sys.exit(1)
+
+
+COMMANDS = (archive,)
