@@ -63,4 +63,4 @@ def retention(as_json: bool, **flags: Any) -> None:
         fail(f"retention pass stopped: {report.error}")
 
 
-COMMANDS = [retention]
+COMMANDS = (retention,)

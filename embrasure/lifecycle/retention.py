@@ -94,6 +94,7 @@ def run_pass(
         if trimmer is None:
             return dataclasses.replace(report, skipped=True)
         work = _Pass(trimmer, archive, report, batch, stop or threading.Event())
+        log.info("retention pass started: bodies received before %s", report.horizon)
         try:
             work.adopt()
             work.archive()

@@ -86,8 +86,8 @@ def replay_item(
         if current is None or current.outcome != "quarantined":
             state = "pending" if current is None else current.outcome
             raise NotQuarantined(f"Item {index} of delivery {delivery_id} is {state}.")
-        stored = reader.body(seq)
-    body = archived.body(seq, stored)
+        kept = reader.body(seq)
+    body = archived.body(seq, kept)
     entry = LogEntry(seq, delivery_id, route, body, item_count, ())
     result = project_event(split_items(entry)[index])
     with store.projection() as tx:

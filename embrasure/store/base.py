@@ -341,7 +341,7 @@ class SegmentRecord(NamedTuple):
     name: str
     first_seq: int
     last_seq: int
-    count: int
+    delivery_count: int
     sha256: str
     archived_at: str
 

@@ -54,7 +54,8 @@ class SQLTrimmer(LogTrimmer):
     conn: Connection
 
     @contextlib.contextmanager
-    def _tx(self, doing: str) -> Iterator[Connection]:
+    def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
+        """One transaction (``write``: one that deletes or records)."""
         raise NotImplementedError  # pragma: no cover
 
     def _decode(self, rows: Iterable[Sequence[Any]]) -> list[LogBody]:
@@ -111,7 +112,7 @@ class SQLTrimmer(LogTrimmer):
         return out
 
     def trim(self, segment: SegmentRecord, seqs: Sequence[int]) -> int:
-        with self._tx("trimming archived bodies") as conn:
+        with self._tx("trimming archived bodies", write=True) as conn:
             after = _archived_through(conn)
             if segment.first_seq <= after:
                 raise StoreError(
@@ -134,7 +135,7 @@ class SQLTrimmer(LogTrimmer):
                 )
             freed = self._delete(conn, after, segment.last_seq)
             conn.execute(
-                "INSERT INTO log_segments (name, first_seq, last_seq, count, sha256,"
+                "INSERT INTO log_segments (name, first_seq, last_seq, delivery_count, sha256,"
                 " archived_at) VALUES (?, ?, ?, ?, ?, ?)",
                 tuple(segment),
             )
@@ -173,14 +174,16 @@ def file_lock(path: str) -> Iterator[bool]:
 
 class SQLiteTrimmer(SQLTrimmer):
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
-        self.conn = conn
+        self.conn = self.sqlite = conn
         self.path = path
 
     @contextlib.contextmanager
-    def _tx(self, doing: str) -> Iterator[Connection]:
-        conn = self.conn
+    def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
+        conn = self.sqlite
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            # A write takes the write lock at once: a deferred transaction that reads,
+            # then writes, can fail with SQLITE_BUSY instead of waiting its turn.
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -194,7 +197,7 @@ class SQLiteTrimmer(SQLTrimmer):
     def give_back(self, horizon: str) -> int:
         # auto_vacuum=INCREMENTAL (docs/operations.md#retention-and-the-archive): the
         # pages of deleted bodies go to the free list; each step returns some to the OS.
-        conn = self.conn
+        conn = self.sqlite
         try:
             page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
             before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
@@ -223,13 +226,13 @@ class PostgresTrimmer(SQLTrimmer):
     are deleted."""
 
     def __init__(self, conn: PgConnection, name: str) -> None:
-        self.conn = conn
+        self.conn = self.pg = conn
         self.name = name
         self.dropped_whole: list[int] = []  # oids of the partitions this pass drops
 
     @contextlib.contextmanager
-    def _tx(self, doing: str) -> Iterator[Connection]:
-        conn = self.conn
+    def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
+        conn = self.pg
         try:
             conn.execute("BEGIN")
             try:
@@ -297,7 +300,7 @@ class PostgresTrimmer(SQLTrimmer):
                 except StoreUnavailable as exc:  # its lock not had in time: next pass
                     log.warning("partition %s not dropped this pass: %s", name, exc)
                 continue
-            with self._tx(f"giving back the space of {name}") as conn:
+            with self._tx(f"giving back the space of {name}", write=True) as conn:
                 # Archived bodies a batch left for a drop that did not come (the pass
                 # stopped: an archive failure, a kill -9), in a partition that still
                 # holds unarchived ones: delete them.
@@ -313,7 +316,7 @@ class PostgresTrimmer(SQLTrimmer):
     def _drop(self, name: str) -> int:
         """Every body in the partition is archived and its day is over: detach and drop
         it; its size on disk."""
-        with self._tx(f"dropping {name}") as conn:
+        with self._tx(f"dropping {name}", write=True) as conn:
             conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
             size = int(
                 conn.execute("SELECT pg_total_relation_size(?::regclass)", (name,)).fetchone()[0]

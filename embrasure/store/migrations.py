@@ -193,7 +193,7 @@ MIGRATIONS += (
             name TEXT PRIMARY KEY,           -- the segment's name in the archive manifest
             first_seq {bigint} NOT NULL,
             last_seq {bigint} NOT NULL,
-            count INTEGER NOT NULL,          -- deliveries it holds
+            delivery_count INTEGER NOT NULL, -- deliveries it holds
             sha256 TEXT NOT NULL,            -- hex SHA-256 of the segment file
             archived_at TEXT NOT NULL        -- when its bodies left the database
         );

@@ -1,0 +1,337 @@
+"""The retention pass (docs/operations.md#retention-and-the-archive), on both backends:
+bodies of projected deliveries leave the database for the archive, and everything that
+read them still answers the same."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from embrasure.app import build_app
+from embrasure.errors import ArchiveCorrupt
+from embrasure.lifecycle.archive import Archive, ArchivedDelivery
+from embrasure.lifecycle.retention import RetentionLoop, run_pass
+from embrasure.lifecycle.trimmed import ArchivedBodies
+from embrasure.projector.worker import reproject
+from embrasure.settings import Settings, parse_duration
+from embrasure.store import Store, open_store
+
+from graph_api import Api, daily_run, export_events
+
+ZERO = datetime.timedelta(0)
+
+
+def cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """`embrasure ARGS…` in a child process."""
+    command = [sys.executable, "-m", "embrasure", *args]
+    return subprocess.run(command, capture_output=True, timeout=60, check=check)
+
+
+def app_client(db_url: str, **settings: Any) -> TestClient:
+    store = open_store(db_url)
+    return TestClient(build_app(Settings(db=db_url, **settings), store))
+
+
+@pytest.fixture
+def archive_dir(tmp_path: Path) -> Path:
+    return tmp_path / "archive"
+
+
+@pytest.fixture
+def served(db_url: str, archive_dir: Path) -> Iterator[Api]:
+    """The app with --archive set (what `serve --archive` reads trimmed bodies from)."""
+    with app_client(db_url, archive=str(archive_dir)) as client:
+        yield Api(client)
+    client.app.state.store.close()  # type: ignore[attr-defined]
+
+
+def stored_bodies(store: Store, seqs: list[int]) -> dict[int, bytes | None]:
+    with store.reader() as reader:
+        return {seq: reader.body(seq) for seq in seqs}
+
+
+def all_events(api: Api) -> list[Any]:
+    doc = api.get("/api/v1/events", limit=1000)
+    assert doc["next_cursor"] is None
+    events: list[Any] = doc["events"]
+    return events
+
+
+def seqs_of(api: Api, delivery_ids: list[str]) -> list[int]:
+    with api.store.reader() as reader:
+        return [reader.delivery(d).seq for d in delivery_ids]
+
+
+def quarantined_run() -> dict[str, Any]:
+    bad = daily_run(9)
+    bad["run"]["runId"] = "not-a-uuid"
+    return bad
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def test_durations_parse_and_bad_ones_say_what_is_accepted() -> None:
+    assert parse_duration("90d") == datetime.timedelta(days=90)
+    assert parse_duration("12h") == datetime.timedelta(hours=12)
+    assert parse_duration("1h30m") == datetime.timedelta(minutes=90)
+    assert parse_duration("0s") == ZERO
+    for bad in ("", "90", "1.5h", "3y", "h", "-1d"):
+        with pytest.raises(ValueError, match=r"not a duration.*90d, 12h, 5m, 0s"):
+            parse_duration(bad)
+    with pytest.raises(ValueError, match=r"--retain-log .*'3y' is not a duration"):
+        Settings.load({}, {"EMBRASURE_RETAIN_LOG": "3y", "EMBRASURE_ARCHIVE": "/a"})
+    with pytest.raises(ValueError, match="--retain-log needs --archive"):
+        Settings(retain_log="90d")
+    with pytest.raises(ValueError, match=r"--retention-interval .* above 0s"):
+        Settings(retention_interval="0s")
+    assert Settings(retain_log="5m", archive="/a").log_horizon() == datetime.timedelta(minutes=5)
+    assert Settings().log_horizon() is None
+
+
+def test_retention_command_refuses_a_horizon_without_an_archive(db_url: str) -> None:
+    out = cli("retention", "--db", db_url, "--retain-log", "1h")
+    assert out.returncode == 1
+    assert out.stderr.decode().startswith("embrasure: error: --retain-log needs --archive")
+
+
+# -- a pass ------------------------------------------------------------------------------------
+
+
+def test_a_pass_moves_bodies_and_every_reader_still_answers(
+    served: Api, db_url: str, archive_dir: Path
+) -> None:
+    api = served
+    events = export_events()
+    receipts = [api.post(e, single=True) for e in events[:3]]
+    receipts.append(api.post(*events[3:], quarantined_run()))  # a batch, one item bad
+    api.project()
+    ids = [r["delivery_id"] for r in receipts]
+    seqs = seqs_of(api, ids)
+    exported, views, events_before = api.export(), [api.delivery(d) for d in ids], all_events(api)
+    bodies = stored_bodies(api.store, seqs)
+
+    report = run_pass(api.store, Archive(str(archive_dir)), ZERO)
+
+    assert report.error is None and not report.skipped
+    assert (report.bodies, report.segments, report.adopted) == (len(ids), 1, 0)
+    assert report.bytes_archived == sum(len(b or b"") for b in bodies.values())
+    assert report.bytes_trimmed > 0
+    assert stored_bodies(api.store, seqs) == dict.fromkeys(seqs)  # none left in the database
+    archived = Archive(str(archive_dir)).bodies(seqs)
+    assert {s: a.body for s, a in archived.items()} == bodies
+    assert [archived[s].delivery_id for s in seqs] == ids
+    assert Archive(str(archive_dir), create=False).verify().ok
+    # The rows stay: status lookups, the graph, and events read from the archive.
+    assert [api.delivery(d) for d in ids] == views
+    assert api.export() == exported
+    assert all_events(api) == events_before
+    # A re-sent archived body is still a duplicate, with its original id.
+    again = api.post(events[0], single=True)
+    assert (again["duplicate"], again["delivery_id"]) == (True, ids[0])
+    # Replay reads the archived bytes (the item is still bad: still quarantined).
+    r = api.client.post(f"/api/v1/quarantine/{ids[3]}/{len(events) - 3}/replay")
+    assert r.status_code == 200, r.text
+    assert r.json()["outcome"] == "quarantined"
+    assert "runId" in r.json()["reason"]
+    # A rebuild reads the archive and gives the same graph.
+    reproject(api.store, archived=ArchivedBodies(str(archive_dir)))
+    assert api.export() == exported
+    out = cli("reproject", "--db", db_url)
+    assert out.returncode == 1
+    assert b"give --archive" in out.stderr
+    cli("reproject", "--db", db_url, "--archive", str(archive_dir), check=True)
+    assert api.export() == exported
+    # Nothing more to do: a second pass archives nothing, and writes no segment.
+    again_report = run_pass(api.store, Archive(str(archive_dir)), ZERO)
+    assert (again_report.bodies, again_report.segments, again_report.error) == (0, 0, None)
+    assert len(Archive(str(archive_dir)).segments()) == 1
+
+
+def test_without_an_archive_a_trimmed_body_is_a_clear_problem(db_url: str, tmp_path: Path) -> None:
+    with app_client(db_url) as client:
+        api = Api(client)
+        receipt = api.post(quarantined_run(), single=True)
+        api.project()
+        assert run_pass(api.store, Archive(str(tmp_path / "a")), ZERO).bodies == 1
+        doc = api.problem("GET", "/api/v1/events", 503)
+        assert doc["type"].endswith("/archive-unavailable")
+        assert "give --archive" in doc["detail"]
+        r = client.post(f"/api/v1/quarantine/{receipt['delivery_id']}/0/replay")
+        assert r.status_code == 503 and r.json()["type"].endswith("/archive-unavailable")
+        assert api.delivery(receipt["delivery_id"])["state"] == "quarantined"
+    api.store.close()
+
+
+def test_an_archive_missing_a_trimmed_body_names_it(served: Api, archive_dir: Path) -> None:
+    served.post(daily_run(1), single=True)
+    served.project()
+    run_pass(served.store, Archive(str(archive_dir)), ZERO)
+    for segment in Archive(str(archive_dir)).segments():
+        Archive(str(archive_dir)).discard(segment)
+    doc = served.problem("GET", "/api/v1/events", 500)
+    assert doc["type"].endswith("/archive-corrupt")
+    assert "holds no segment with it" in doc["detail"]
+    with pytest.raises(ArchiveCorrupt, match="seq 1 "):
+        ArchivedBodies(str(archive_dir)).bodies([1])
+
+
+def test_only_projected_deliveries_before_the_horizon_leave(served: Api, archive_dir: Path) -> None:
+    api = served
+    first = [api.post(daily_run(n), single=True)["delivery_id"] for n in range(3)]
+    archive = Archive(str(archive_dir))
+    # Received now: a 1-hour horizon keeps them; unprojected, even 0s keeps them.
+    assert run_pass(api.store, archive, datetime.timedelta(hours=1)).bodies == 0
+    assert run_pass(api.store, archive, ZERO).bodies == 0
+    api.project()
+    later = api.post(daily_run(7), single=True)["delivery_id"]  # not projected
+    report = run_pass(api.store, archive, ZERO)
+    assert report.bodies == 3
+    kept = stored_bodies(api.store, seqs_of(api, [*first, later]))
+    assert [b is None for b in kept.values()] == [True, True, True, False]
+    assert api.delivery(later)["state"] == "accepted"
+    api.project()
+    assert run_pass(api.store, archive, ZERO).bodies == 1
+    assert Archive(str(archive_dir), create=False).verify().ok
+
+
+def test_a_segment_written_before_a_crash_is_adopted_not_written_again(
+    served: Api, archive_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = served
+    for n in range(5):
+        api.post(daily_run(n), single=True)
+    api.project()
+    from embrasure.lifecycle import retention
+
+    class Crash(BaseException):
+        """What a kill -9 between the segment's write and its transaction looks like."""
+
+    def crash(self: Any, segment: Any) -> int:
+        raise Crash
+
+    monkeypatch.setattr(retention._Pass, "_trim", crash)
+    with pytest.raises(Crash):
+        run_pass(api.store, Archive(str(archive_dir)), ZERO)
+    monkeypatch.undo()
+    assert len(Archive(str(archive_dir)).segments()) == 1
+    assert all(b is not None for b in stored_bodies(api.store, [1, 2, 3, 4, 5]).values())
+    report = run_pass(api.store, Archive(str(archive_dir)), ZERO)
+    assert (report.adopted, report.bodies, report.segments) == (1, 5, 1)
+    assert len(Archive(str(archive_dir)).segments()) == 1
+    assert stored_bodies(api.store, [1, 2, 3, 4, 5]) == dict.fromkeys([1, 2, 3, 4, 5])
+    assert Archive(str(archive_dir), create=False).verify().ok
+
+
+def test_another_databases_segment_is_never_adopted(
+    served: Api, archive_dir: Path, tmp_path: Path
+) -> None:
+    api = served
+    ids = [api.post(daily_run(n), single=True)["delivery_id"] for n in range(2)]
+    api.project()
+    archive = Archive(str(archive_dir))
+    # Seq 2 of some other log, in this log's archive.
+    stranger = ArchivedDelivery(2, "01OTHERDATABASE0000000000", "", "2026-01-01T00:00:00Z", b"{}")
+    archive.write_segment([stranger])
+    report = run_pass(api.store, archive, ZERO)
+    assert report.error is not None
+    assert "holds deliveries this database does not (seq 2 and 0 more)" in report.error
+    assert all(b is not None for b in stored_bodies(api.store, seqs_of(api, ids)).values())
+
+
+def test_an_unwritable_archive_deletes_nothing_and_says_why(
+    served: Api, db_url: str, tmp_path: Path
+) -> None:
+    api = served
+    ids = [api.post(daily_run(n), single=True)["delivery_id"] for n in range(3)]
+    api.project()
+    seqs = seqs_of(api, ids)
+    before = stored_bodies(api.store, seqs)
+    # Tests run as root, for whom a read-only mode is no barrier: a file where the
+    # archive's directory should be is a fault no user can write through.
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    location = str(blocker / "archive")
+    loop = RetentionLoop(api.store, location, ZERO, 3600)
+    report = loop.run_once()
+    assert report.error is not None and "not-a-directory" in report.error
+    assert stored_bodies(api.store, seqs) == before
+    readyz = api.client.get("/readyz")
+    assert readyz.status_code == 200  # still taking deliveries; the failure is reported
+    out = cli("retention", "--db", db_url, "--retain-log", "0s", "--archive", location)
+    assert out.returncode == 1
+    assert out.stderr.decode().startswith("embrasure: error:")
+    assert "not-a-directory" in out.stderr.decode()
+    assert stored_bodies(api.store, seqs) == before
+
+
+def test_readyz_and_metrics_report_the_passes(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = open_store(db_url)
+    loop = RetentionLoop(store, str(tmp_path / "archive"), ZERO, 3600)
+    monkeypatch.setattr(loop, "start", lambda: None)  # passes run when the test says
+    with TestClient(build_app(Settings(db=db_url), store, retention=loop)) as client:
+        api = Api(client)
+        api.post(daily_run(1), single=True)
+        api.project()
+        loop.run_once()
+        ready = api.get("/readyz")
+        assert ready["retention"]["status"] == "ok"
+        assert ready["retention"]["bodies_archived"] == 1
+        metrics = client.get("/metrics").text
+        assert "embrasure_retention_bodies_archived_total 1.0" in metrics
+        assert "embrasure_retention_failures_total 0.0" in metrics
+        assert "embrasure_retention_last_pass_timestamp_seconds" in metrics
+        # The archive becomes unwritable: the check fails, readiness stays.
+        loop.location = str(blocker / "archive")
+        loop._archive = None
+        loop.run_once()
+        ready = api.get("/readyz")
+        assert ready["status"] == "ready"
+        assert ready["retention"]["status"] == "failing"
+        assert "file" in ready["retention"]["reason"]
+        metrics = client.get("/metrics").text
+        assert "embrasure_retention_failures_total 1.0" in metrics
+        assert "embrasure_retention_failing 1.0" in metrics
+    store.close()
+
+
+def test_the_retention_command_prints_what_it_did(db_url: str, archive_dir: Path) -> None:
+    with app_client(db_url) as client:
+        api = Api(client)
+        body = orjson.dumps(daily_run(3))
+        api.post(daily_run(3), single=True)
+        api.project()
+    api.store.close()
+    out = cli(
+        "retention",
+        "--db",
+        db_url,
+        "--retain-log",
+        "0s",
+        "--archive",
+        str(archive_dir),
+        "--json",
+        check=True,
+    )
+    doc = orjson.loads(out.stdout)
+    assert (doc["bodies"], doc["segments"], doc["error"]) == (1, 1, None)
+    assert doc["bytes_archived"] == len(body)
+    (archived,) = Archive(str(archive_dir)).bodies([1]).values()
+    assert hashlib.sha256(archived.body).digest() == hashlib.sha256(body).digest()
+    text = cli(
+        "retention", "--db", db_url, "--retain-log", "0s", "--archive", str(archive_dir), check=True
+    ).stdout.decode()
+    assert text.startswith("archived 0 deliveries")

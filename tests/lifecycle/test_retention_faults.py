@@ -1,0 +1,118 @@
+"""Retention under faults (docs/operations.md#retention-and-the-archive): `embrasure
+retention` killed with SIGKILL at random instants of its passes loses no body, never
+archives a delivery twice, and a rerun completes the work; on PostgreSQL, a day
+partition whose bodies are all archived is dropped whole."""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import hashlib
+import random
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+
+from embrasure.lifecycle.archive import Archive
+from embrasure.lifecycle.retention import run_pass
+from embrasure.lifecycle.trimmed import ArchivedBodies
+from embrasure.model import DeliveryDraft, utc_now
+from embrasure.projector.worker import Projector, reproject
+from embrasure.query.export import export_chunks
+from embrasure.store import Store, open_store
+
+from conftest import run_sql
+from graph_api import at, ds, run_event
+
+KILLS = 20
+FIRST_DELIVERIES = 2500  # the log the first passes work through
+MORE_PER_ROUND = 150  # and more each round, so every pass has work when it is killed
+KILL_WITHIN = 0.6  # seconds after the pass says it started (a pass of ~1,000: ~0.2 s)
+
+
+def append_events(store: Store, start: int, count: int) -> None:
+    """``count`` small single-event deliveries, in a few log transactions."""
+    drafts = []
+    for n in range(start, start + count):
+        event = run_event(
+            "COMPLETE",
+            f"job{n % 25}",
+            str(uuid.UUID(int=n + 1)),
+            at(9, n % 60),
+            inputs=[ds("s3://lake", f"raw/t{n % 9}")],
+            outputs=[ds("s3://lake", f"clean/t{n % 25}")],
+        )
+        body = orjson.dumps(event)
+        digest = hashlib.sha256(body).hexdigest()
+        drafts.append(DeliveryDraft("faults", None, digest, body, "single", 1, (), utc_now()))
+    for i in range(0, len(drafts), 500):
+        store.append(drafts[i : i + 500])
+
+
+def receipt_digests(db_url: str) -> dict[int, str]:
+    """seq → the SHA-256 its receipt was given for, of every delivery."""
+    rows = run_sql(db_url, "SELECT seq, body_sha256 FROM deliveries")
+    return {int(seq): str(sha) for seq, sha in rows}
+
+
+def export(store: Store) -> bytes:
+    with store.reader() as reader:
+        return b"".join(export_chunks(reader))
+
+
+def killed_pass(db_url: str, archive: Path, rng: random.Random) -> None:
+    """`embrasure retention`, SIGKILLed a random instant after its pass started."""
+    args = ["--db", db_url, "--retain-log", "0s", "--archive", str(archive), "--log-level", "info"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "embrasure", "retention", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    try:
+        while b"retention pass started" not in (line := proc.stderr.readline()):
+            assert line, f"the pass never started (exit {proc.wait()})"
+        time.sleep(rng.uniform(0, KILL_WITHIN))
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+
+def test_kill_9_at_random_instants_loses_nothing(db_url: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    rng = random.Random(15)
+    archive_dir = tmp_path / "archive"
+    store = open_store(db_url)
+    try:
+        append_events(store, 0, FIRST_DELIVERIES)
+        Projector(store).run_until_caught_up()
+        for kill in range(KILLS):
+            append_events(store, FIRST_DELIVERIES + kill * MORE_PER_ROUND, MORE_PER_ROUND)
+            Projector(store).run_until_caught_up()
+            killed_pass(db_url, archive_dir, rng)
+        before = export(store)
+        digests = receipt_digests(db_url)
+        assert len(digests) == FIRST_DELIVERIES + KILLS * MORE_PER_ROUND
+        # The rerun completes the pass.
+        report = run_pass(store, Archive(str(archive_dir)), datetime.timedelta(0))
+        assert report.error is None, report.error
+        archive = Archive(str(archive_dir), create=False)
+        held = collections.Counter(s for segment in archive.segments() for s in segment.seqs)
+        assert [seq for seq, n in held.items() if n > 1] == []  # none in two segments
+        assert sorted(held) == sorted(digests)  # every body archived, and only those
+        with store.reader() as reader:
+            assert all(reader.body(seq) is None for seq in digests)
+        archived = archive.bodies(digests)
+        wrong = [s for s, d in digests.items() if hashlib.sha256(archived[s].body).hexdigest() != d]
+        assert wrong == []  # byte-identical
+        assert archive.verify(digests.items()).ok
+        reproject(store, archived=ArchivedBodies(str(archive_dir)))
+        assert export(store) == before
+    finally:
+        store.close()
+    assert time.monotonic() - started < 120
