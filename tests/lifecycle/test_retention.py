@@ -25,6 +25,7 @@ from embrasure.projector.worker import reproject
 from embrasure.settings import Settings, parse_duration
 from embrasure.store import Store, open_store
 
+from conftest import run_sql
 from graph_api import Api, daily_run, export_events
 
 ZERO = datetime.timedelta(0)
@@ -160,9 +161,10 @@ def test_a_pass_moves_bodies_and_every_reader_still_answers(
 def test_without_an_archive_a_trimmed_body_is_a_clear_problem(db_url: str, tmp_path: Path) -> None:
     with app_client(db_url) as client:
         api = Api(client)
+        api.post(daily_run(1), single=True)
         receipt = api.post(quarantined_run(), single=True)
         api.project()
-        assert run_pass(api.store, Archive(str(tmp_path / "a")), ZERO).bodies == 1
+        assert run_pass(api.store, Archive(str(tmp_path / "a")), ZERO).bodies == 2
         doc = api.problem("GET", "/api/v1/events", 503)
         assert doc["type"].endswith("/archive-unavailable")
         assert "give --archive" in doc["detail"]
@@ -335,3 +337,38 @@ def test_the_retention_command_prints_what_it_did(db_url: str, archive_dir: Path
         "retention", "--db", db_url, "--retain-log", "0s", "--archive", str(archive_dir), check=True
     ).stdout.decode()
     assert text.startswith("archived 0 deliveries")
+
+
+def test_a_day_partition_wholly_archived_is_dropped_not_emptied(
+    pg_db: str, archive_dir: Path
+) -> None:
+    with app_client(pg_db, archive=str(archive_dir)) as client:
+        api = Api(client)
+        ids = [api.post(daily_run(n), single=True)["delivery_id"] for n in range(5)]
+        api.project()
+        # Three deliveries of a past day, in that day's partition (as the store makes
+        # them ahead of time); the other two received today.
+        old = "2026-01-01T12:00:00.000000Z"
+        run_sql(
+            pg_db,
+            "CREATE TABLE delivery_bodies_test_day PARTITION OF delivery_bodies"
+            " FOR VALUES FROM ('2026-01-01') TO ('2026-01-02')",
+        )
+        run_sql(pg_db, "UPDATE delivery_bodies SET received_at = ? WHERE seq <= 3", (old,))
+        run_sql(pg_db, "UPDATE deliveries SET received_at = ? WHERE seq <= 3", (old,))
+        assert run_sql(pg_db, "SELECT COUNT(*) FROM delivery_bodies_test_day") == [(3,)]
+        seqs = seqs_of(api, ids)
+        bodies = stored_bodies(api.store, seqs)
+
+        report = run_pass(api.store, Archive(str(archive_dir)), datetime.timedelta(days=1))
+
+        assert (report.bodies, report.error) == (3, None)
+        assert report.bytes_trimmed == 0  # not one DELETE in the partition...
+        assert report.bytes_given_back > 0  # ...it was dropped whole
+        assert run_sql(pg_db, "SELECT to_regclass('delivery_bodies_test_day')") == [(None,)]
+        kept = stored_bodies(api.store, seqs)
+        assert [kept[s] is None for s in seqs] == [True, True, True, False, False]
+        archived = Archive(str(archive_dir)).bodies(seqs[:3])
+        assert {s: a.body for s, a in archived.items()} == {s: bodies[s] for s in seqs[:3]}
+        assert [api.delivery(d)["state"] for d in ids] == ["projected"] * 5
+    api.store.close()
