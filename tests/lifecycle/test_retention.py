@@ -8,10 +8,12 @@ import datetime
 import hashlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from starlette.testclient import TestClient
@@ -25,7 +27,7 @@ from embrasure.projector.worker import reproject
 from embrasure.settings import Settings, parse_duration
 from embrasure.store import Store, open_store
 
-from conftest import run_sql
+from conftest import ServerProcess, run_sql
 from graph_api import Api, daily_run, export_events
 
 ZERO = datetime.timedelta(0)
@@ -372,3 +374,53 @@ def test_a_day_partition_wholly_archived_is_dropped_not_emptied(
         assert {s: a.body for s, a in archived.items()} == {s: bodies[s] for s in seqs[:3]}
         assert [api.delivery(d)["state"] for d in ids] == ["projected"] * 5
     api.store.close()
+
+
+def test_serve_runs_a_pass_every_interval(db_url: str, tmp_path: Path) -> None:
+    archive_dir = tmp_path / "archive"
+    flags = ("--retain-log", "0s", "--archive", str(archive_dir), "--retention-interval", "1s")
+    server = ServerProcess(db_url, *flags, log_dir=tmp_path).start()
+    try:
+        body = orjson.dumps(daily_run(4))
+        json_type = {"Content-Type": "application/json"}
+        r = httpx.post(server.url + "/api/v1/lineage", content=body, headers=json_type, timeout=10)
+        assert r.status_code == 202, r.text
+        delivery_id = r.json()["delivery_id"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ready = httpx.get(server.url + "/readyz", timeout=10).json()
+            if ready["retention"]["bodies_archived"] == 1:
+                break
+            time.sleep(0.2)
+        assert ready["retention"]["status"] == "ok"
+        assert ready["retention"]["bodies_archived"] == 1
+        (archived,) = Archive(str(archive_dir)).bodies([1]).values()
+        assert (archived.delivery_id, archived.body) == (delivery_id, body)
+        events = httpx.get(server.url + "/api/v1/events", timeout=10).json()["events"]
+        assert [e["event"] for e in events] == [orjson.loads(body)]
+        assert server.terminate() == 0
+    finally:
+        server.stop()
+
+
+def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
+    with app_client(db_url) as client:
+        receipt = Api(client).post(daily_run(5), single=True)
+    client.app.state.store.close()  # type: ignore[attr-defined]
+    flags = ["--retain-log", "0s", "--archive", str(archive_dir), "--retention-interval", "1s"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "embrasure", "project", "--db", db_url, *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not Archive(str(archive_dir)).segments():
+            time.sleep(0.2)
+        proc.terminate()
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+    (archived,) = Archive(str(archive_dir)).bodies([1]).values()
+    assert archived.delivery_id == receipt["delivery_id"]
+    assert run_sql(db_url, "SELECT COUNT(*) FROM delivery_bodies") == [(0,)]
