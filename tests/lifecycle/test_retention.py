@@ -19,7 +19,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
-from embrasure.errors import ArchiveCorrupt
+from embrasure.errors import ArchiveCorrupt, ArchiveUnavailable
 from embrasure.lifecycle.archive import Archive, ArchivedDelivery
 from embrasure.lifecycle.retention import RetentionLoop, run_pass
 from embrasure.lifecycle.trimmed import ArchivedBodies
@@ -424,3 +424,31 @@ def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
     (archived,) = Archive(str(archive_dir)).bodies([1]).values()
     assert archived.delivery_id == receipt["delivery_id"]
     assert run_sql(db_url, "SELECT COUNT(*) FROM delivery_bodies") == [(0,)]
+
+
+def test_an_archive_that_fills_up_mid_pass_keeps_what_it_did_not_take(
+    served: Api, archive_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = served
+    ids = [api.post(daily_run(n), single=True)["delivery_id"] for n in range(5)]
+    api.project()
+    seqs = seqs_of(api, ids)
+    written: list[int] = []
+    real = Archive.write_segment
+
+    def fills_up(self: Archive, deliveries: Any) -> Any:
+        if written:
+            raise ArchiveUnavailable(f"archive {self.location}: No space left on device (ENOSPC)")
+        written.append(len(deliveries))
+        return real(self, deliveries)
+
+    monkeypatch.setattr(Archive, "write_segment", fills_up)
+    report = run_pass(api.store, Archive(str(archive_dir)), ZERO, batch=2)
+    assert report.error is not None and "ENOSPC" in report.error
+    assert (report.bodies, report.segments) == (2, 1)
+    kept = stored_bodies(api.store, seqs)
+    assert [kept[s] is None for s in seqs] == [True, True, False, False, False]
+    monkeypatch.undo()
+    report = run_pass(api.store, Archive(str(archive_dir)), ZERO, batch=2)
+    assert (report.bodies, report.segments, report.error) == (3, 2, None)
+    assert Archive(str(archive_dir), create=False).verify().ok
