@@ -5,13 +5,14 @@ periodic passes."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from embrasure.cli.options import fail, load_settings, print_json, setting_options
 from embrasure.errors import EmbrasureError
-from embrasure.settings import Settings
+from embrasure.settings import BY_NAME, Settings
 
 if TYPE_CHECKING:
     from embrasure.store import Store
@@ -41,7 +42,9 @@ def retention(as_json: bool, **flags: Any) -> None:
     from embrasure.store import open_store
 
     settings = load_settings(flags)
-    logs.configure(settings.log_level, settings.log_format)
+    # What the pass did is printed; its log lines (the same at info) only when asked.
+    asked = flags.get("log_level") is not None or BY_NAME["log_level"].env in os.environ
+    logs.configure(settings.log_level if asked else "warning", settings.log_format)
     horizon = settings.log_horizon()
     if horizon is None:
         fail("give --retain-log (EMBRASURE_RETAIN_LOG): how long bodies stay in the database")

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from embrasure.errors import ArchiveCorrupt, ArchiveError, EmbrasureError, StoreError
 from embrasure.lifecycle.archive import Archive, ArchivedDelivery, Segment
+from embrasure.lifecycle.segments import deliveries
 from embrasure.model import utc_now
 from embrasure.store import Store
 from embrasure.store.base import LogTrimmer, SegmentRecord
@@ -61,12 +62,13 @@ class PassReport:
     def summary(self) -> str:
         if self.skipped:
             return "another retention pass is running on this database: nothing done"
+        segments = f"{self.segments} segment" + ("" if self.segments == 1 else "s")
         text = (
-            f"archived {self.bodies} deliveries ({self.bytes_archived} bytes) received before"
-            f" {self.horizon} in {self.segments} segments"
+            f"archived {deliveries(self.bodies)} ({self.bytes_archived} bytes) received"
+            f" before {self.horizon} in {segments}"
             + (f" ({self.adopted} adopted from a stopped pass)" if self.adopted else "")
-            + f"; freed {self.bytes_trimmed} stored bytes, gave back {self.bytes_given_back}"
-            f" bytes; {self.seconds:.1f} s"
+            + f"; deleted {self.bytes_trimmed} stored bytes, gave back"
+            f" {self.bytes_given_back} bytes; {self.seconds:.1f} s"
         )
         return text + (f"; stopped: {self.error}" if self.error else "")
 

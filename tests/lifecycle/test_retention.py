@@ -338,7 +338,7 @@ def test_the_retention_command_prints_what_it_did(db_url: str, archive_dir: Path
     text = cli(
         "retention", "--db", db_url, "--retain-log", "0s", "--archive", str(archive_dir), check=True
     ).stdout.decode()
-    assert text.startswith("archived 0 deliveries")
+    assert text.startswith("archived 0 deliveries (0 bytes) received before ")
 
 
 def test_a_day_partition_wholly_archived_is_dropped_not_emptied(
