@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from embrasure.errors import (
+    ArchiveError,
     NoSuchDelivery,
     NoSuchItem,
     NotQuarantined,
@@ -172,7 +173,9 @@ class Projector:
                 self._validate_then_lock(entries)
         except StoreConflict as exc:  # rolled back, claims released: go again at once
             log.info("projection conflicted with another projector, retrying: %s", exc)
-        except StoreUnavailable:
+        except (StoreUnavailable, ArchiveError):
+            # Not the deliveries' fault: no retrying them one by one, no quarantine (an
+            # archived body that cannot be read now stops a rebuild, saying why).
             raise
         except Exception:
             seqs = {"first_seq": entries[0].seq, "last_seq": entries[-1].seq} if entries else {}
