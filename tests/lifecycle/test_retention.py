@@ -452,3 +452,31 @@ def test_an_archive_that_fills_up_mid_pass_keeps_what_it_did_not_take(
     report = run_pass(api.store, Archive(str(archive_dir)), ZERO, batch=2)
     assert (report.bodies, report.segments, report.error) == (3, 2, None)
     assert Archive(str(archive_dir), create=False).verify().ok
+
+
+def test_sqlite_gives_the_space_back(tmp_path: Path, archive_dir: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'space.db'}"
+    with app_client(url) as client:
+        api = Api(client)
+        for n in range(300):
+            event = daily_run(n)
+            # ~8 KiB a body that compression cannot shrink much: pages to give back.
+            event["run"]["facets"]["noise"] = {
+                "_producer": "https://example.com/test",
+                "_schemaURL": "https://example.com/noise.json",
+                "hex": hashlib.sha256(str(n).encode()).hexdigest() * 128,
+            }
+            api.post(event, single=True)
+        api.project()
+        (pages_before,) = run_sql(url, "PRAGMA page_count")[0]
+        report = run_pass(api.store, Archive(str(archive_dir)), ZERO)
+        (pages_after,) = run_sql(url, "PRAGMA page_count")[0]
+        (page_size,) = run_sql(url, "PRAGMA page_size")[0]
+        assert report.bodies == 300 and report.error is None
+        # The file shrank by what the pass says it gave back (give or take the pages
+        # its own log_segments row took).
+        shrunk = (pages_before - pages_after) * page_size
+        assert abs(shrunk - report.bytes_given_back) <= 4 * page_size
+        assert report.bytes_given_back >= report.bytes_trimmed // 2
+        assert run_sql(url, "PRAGMA freelist_count") == [(0,)]
+    api.store.close()
