@@ -42,9 +42,10 @@ RETENTION_LOCK = 0x656D6272_00000005
 # the vacuum never holds the write lock the receiver's group commit waits for for long.
 VACUUM_PAGES = 2048
 
-# PostgreSQL: how long a partition drop waits for its lock on delivery_bodies. Waiting
-# longer would queue every append behind it; a drop that times out is tried next pass.
-DROP_LOCK_TIMEOUT = "2s"
+# PostgreSQL: how long a partition drop waits for its lock on delivery_bodies (ACCESS
+# EXCLUSIVE, for the few milliseconds of the DETACH and DROP). While it waits, every
+# append queues behind it, so it waits little; one that times out is tried next pass.
+DROP_LOCK_TIMEOUT = "200ms"
 
 
 class SQLTrimmer(LogTrimmer):
