@@ -48,14 +48,16 @@ def verify(**flags: Any) -> None:
     for problem in report.problems:
         if problem not in segment_problems:
             click.echo(f"BAD  {problem}")
+    n = len(report.checks)
     summary = (
-        f"archive {report.location}: {len(report.checks)} segments, {deliveries(report.deliveries)}"
+        f"archive {report.location}: {n} segment{'' if n == 1 else 's'}, "
+        f"{deliveries(report.deliveries)}"
     )
     if report.ok:
         click.echo(f"{summary}: ok")
         return
-    n = len(report.problems)
-    click.echo(f"{summary}: {n} problem{'' if n == 1 else 's'}", err=True)
+    p = len(report.problems)
+    click.echo(f"{summary}: {p} problem{'' if p == 1 else 's'}", err=True)
     sys.exit(1)
 
 

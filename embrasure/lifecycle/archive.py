@@ -211,7 +211,8 @@ class Archive:
         database's trimmed deliveries. Problems are reported, each naming its segment,
         not raised; ArchiveUnavailable only when the location cannot be read at all."""
         entries, bad = self._load_entries()
-        unlisted = sorted(set(self._list(SEGMENTS, SEGMENT_SUFFIX)) - set(self._entries))
+        listed = {s.name for s in entries} | {name for name, _ in bad}
+        unlisted = sorted(set(self._list(SEGMENTS, SEGMENT_SUFFIX)) - listed)
         return verify_archive(self, entries, bad, unlisted, expected)
 
     # -- the manifest and the cache -------------------------------------------------------
