@@ -41,7 +41,7 @@ def verify(**flags: Any) -> None:
                 f"  {byte_size(s.size)}"
             )
         else:
-            click.echo(f"BAD  {s.name}  {check.problem}")
+            click.echo(f"BAD  {check.problem}")  # it names the segment
     for name in report.unlisted:
         click.echo(f"note {name}  a segment file with no manifest entry (a crashed write): ignored")
     segment_problems = {c.problem for c in report.checks if c.problem}

@@ -72,10 +72,9 @@ def test_a_damaged_archive_names_each_bad_segment_and_exits_1(tmp_path: Path) ->
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"ok   {made[0].name}  seqs 1-10")
     assert lines[1].startswith(f"ok   {made[3].name}  seqs 5-6")  # by first seq
-    assert lines[2].startswith(f"BAD  {made[1].name}  segment {made[1].name}: SHA-256 ")
+    assert lines[2].startswith(f"BAD  segment {made[1].name}: SHA-256 ")
     assert lines[3] == (
-        f"BAD  {made[2].name}  segment {made[2].name} is listed in the manifest but its "
-        "file is missing"
+        f"BAD  segment {made[2].name} is listed in the manifest but its file is missing"
     )
     assert lines[4].startswith("note 000000000040-000000000041-0123456789ab  a segment file")
     assert lines[5] == (
@@ -106,5 +105,5 @@ def test_the_exit_code_as_a_process(tmp_path: Path) -> None:
     (tmp_path / "segments" / f"{made[0].name}.jsonl.zst").write_bytes(b"")
     done = subprocess.run([*command, str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 1
-    assert f"BAD  {made[0].name}  segment {made[0].name}: 0 bytes" in done.stdout
+    assert f"BAD  segment {made[0].name}: 0 bytes" in done.stdout
     assert "(truncated)" in done.stdout and "Traceback" not in done.stderr
