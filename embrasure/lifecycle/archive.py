@@ -223,16 +223,26 @@ class Archive:
         names = self._list(MANIFEST, ENTRY_SUFFIX)
         with self._lock:
             known = dict(self._entries)
-        fresh: dict[str, Segment] = {}
+        fresh = {name: known[name] for name in names if name in known}
+        new = {self._entry_path(name): name for name in names if name not in known}
         bad: list[tuple[str, str]] = []
-        for name in names:
-            if name in known:
-                fresh[name] = known[name]
-                continue
-            path = self._entry_path(name)
+        # One call for them all: an object store's filesystem (s3fs) fetches them at once,
+        # which matters to the first listing of years of segments.
+        with self._io("read the manifest in", f"{self._root}/{MANIFEST}"):
+            got: dict[str, Any] = self._fs.cat(list(new), on_error="return") if new else {}
+        for path, name in new.items():
+            data = got.get(path)
             try:
                 with self._io("read the manifest entry", path):
-                    data = self._fs.cat_file(path)
+                    if isinstance(data, Exception):
+                        raise data
+                    if data is None:  # a key spelled otherwise by some filesystem
+                        data = self._fs.cat_file(path)
+            except ArchiveUnavailable as exc:
+                if isinstance(exc.__cause__, FileNotFoundError):
+                    continue  # discarded since it was listed
+                raise
+            try:
                 fresh[name] = fmt.parse_entry(data, name)
             except ArchiveCorrupt as exc:
                 bad.append((name, str(exc)))
