@@ -134,6 +134,28 @@ def test_interleaved_segments_are_not_duplicates(tmp_path: Path) -> None:
     assert report.deliveries == 11 and report.expected == 11
 
 
+@given(st.lists(st.sets(st.integers(1, 40), min_size=1), min_size=1, max_size=6))
+def test_any_segments_are_found_and_checked(groups: list[set[int]]) -> None:
+    """Segments of any seqs, interleaved or overlapping: every seq is found in a segment
+    that holds it, and verify passes exactly when no seq is in two segments."""
+    location = f"memory://bucket-{uuid.uuid4().hex}"
+    writer = Archive(location)
+    made = [writer.write_segment([delivery(s) for s in group]) for group in groups]
+    union = set().union(*groups)
+    archive = Archive(location)
+    found = archive.bodies(range(0, 42))
+    assert found == {s: delivery(s) for s in union}
+    for seq in union:
+        segment = archive.find(seq)
+        assert segment is not None and segment.holds(seq) and segment in made
+    doubled = sum(len(g) for g in groups) != len(union)
+    report = archive.verify(expected_of(range(1, 41)))
+    assert all(c.problem is None for c in report.checks)
+    in_no_segment = [p for p in report.problems if "in no segment" in p]
+    assert len(in_no_segment) == (len(union) < 40)
+    assert (len(report.problems) > len(in_no_segment)) == doubled
+
+
 def test_bodies_reads_each_segment_once_in_seq_order(tmp_path: Path) -> None:
     writer = Archive(str(tmp_path))
     for start in range(1, 501, 100):
