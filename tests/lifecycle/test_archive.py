@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from embrasure.errors import ArchiveCorrupt, ArchiveUnavailable
-from embrasure.lifecycle.archive import Archive, ArchivedDelivery, Segment
+from embrasure.lifecycle import segments
+from embrasure.lifecycle.archive import LEVEL, Archive, ArchivedDelivery, Segment
 from embrasure.lifecycle.segments import ranges_of
 
 
@@ -428,6 +429,35 @@ def test_a_full_archive_refuses_a_segment_and_leaves_nothing(mounted: Path) -> N
     assert archive.bodies([1, 2]) == {1: delivery(1)}
     # Space again (the operator grows the volume): the next write succeeds.
     assert archive.write_segment([delivery(2, incompressible[:1000])]).count == 1
+
+
+def test_space_for_the_segment_but_not_its_entry_leaves_nothing(mounted: Path) -> None:
+    """The segment is durable and read back, then its manifest entry finds the disk full:
+    no entry, and the segment file is removed."""
+    if os.geteuid() != 0:
+        pytest.skip("a full filesystem needs a tmpfs mount, which needs root")
+    mount_tmpfs(mounted, "size=64k")
+    archive = Archive(str(mounted))
+    before = archive.write_segment([delivery(1)])
+    stat = os.statvfs(mounted)
+    free = stat.f_bavail * stat.f_frsize
+    noise = os.urandom(free)
+
+    def blob_size(n: int) -> int:
+        data = segments.encode_lines([delivery(2, noise[:n])])
+        return len(zstandard.ZstdCompressor(level=LEVEL, write_checksum=True).compress(data))
+
+    lo, hi = 0, free  # the longest body whose segment still fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if blob_size(mid) <= free else (lo, mid - 1)
+    assert free - stat.f_frsize < blob_size(lo) <= free  # it takes every free page
+    with pytest.raises(ArchiveUnavailable) as caught:
+        archive.write_segment([delivery(2, noise[:lo])])
+    assert "cannot write the manifest entry" in str(caught.value)
+    assert str(caught.value).endswith("No space left on device (ENOSPC)")
+    assert files(mounted) == {f"segments/{before.name}.jsonl.zst", f"manifest/{before.name}.json"}
+    assert Archive(str(mounted)).segments() == [before]
 
 
 def test_the_object_store_path_lists_and_verifies(tmp_path: Path) -> None:
