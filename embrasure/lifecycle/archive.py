@@ -96,7 +96,10 @@ class Archive:
                 return
             if not create:
                 raise FileNotFoundError(errno.ENOENT, "no such directory")
-            self._fs.makedirs(self._root, exist_ok=True)
+            if self._local:
+                _make_dirs(self._root)
+            else:
+                self._fs.makedirs(self._root, exist_ok=True)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -368,9 +371,7 @@ def _put_local(path: str, data: bytes, *, replace: bool) -> None:
     refuses an existing file (O_EXCL); ``replace=True`` writes a temporary file and
     renames it over, so a reader never sees half of it."""
     directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, exist_ok=True)
-        _fsync_dir(os.path.dirname(directory))
+    _make_dirs(directory)
     target = path
     if replace:
         target = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}")
@@ -390,6 +391,23 @@ def _put_local(path: str, data: bytes, *, replace: bool) -> None:
             os.unlink(target)
         raise
     _fsync_dir(directory)
+
+
+def _make_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents durably: each new directory's name is
+    fsync'd in its parent, or a power cut could take a whole new archive with it after
+    the database had let its bodies go."""
+    missing = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    for new in reversed(missing):
+        try:
+            os.mkdir(new)
+        except FileExistsError:
+            if not os.path.isdir(new):  # a file in the way, not another writer's mkdir
+                raise
+        _fsync_dir(os.path.dirname(new))
 
 
 def _fsync_dir(directory: str) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -458,6 +460,61 @@ def test_space_for_the_segment_but_not_its_entry_leaves_nothing(mounted: Path) -
     assert str(caught.value).endswith("No space left on device (ENOSPC)")
     assert files(mounted) == {f"segments/{before.name}.jsonl.zst", f"manifest/{before.name}.json"}
     assert Archive(str(mounted)).segments() == [before]
+
+
+WRITER = """
+import os, sys
+from embrasure.lifecycle.archive import Archive, ArchivedDelivery
+segment = Archive(sys.argv[1]).write_segment([ArchivedDelivery(1, "d", "p", "t", b"{}")])
+os.write(1, ("RETURNED " + segment.name).encode())
+"""
+
+
+def test_write_segment_returns_after_fsync_read_back_and_entry(tmp_path: Path) -> None:
+    """The order of the system calls, seen by strace: segment written and fsync'd, its
+    directory fsync'd, read back, entry fsync'd and renamed into place, the manifest
+    directory fsync'd, and only then does write_segment return."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not on PATH (CI installs it: apt-get install -y strace)")
+    root, trace = tmp_path / "archive", tmp_path / "trace"
+    calls = "trace=openat,write,fsync,fdatasync,rename,renameat,renameat2,mkdir"
+    done = subprocess.run(
+        [
+            strace,
+            "-f",
+            "-yy",
+            "-e",
+            calls,
+            "-o",
+            str(trace),
+            sys.executable,
+            "-c",
+            WRITER,
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    name = done.stdout.removeprefix("RETURNED ")
+    segment, entry = f"{root}/segments/{name}.jsonl.zst", f"{root}/manifest/{name}.json"
+    lines = trace.read_text().splitlines()
+
+    def first(after: int, *parts: str) -> int:
+        for i in range(after + 1, len(lines)):
+            if all(p in lines[i] for p in parts):
+                return i
+        raise AssertionError(f"no call with {parts} after line {after}: {lines[after:]}")
+
+    opened = first(-1, "openat(", f'"{segment}"', "O_EXCL")
+    synced = first(opened, "fsync(", f"<{segment}>")
+    directory = first(synced, "fsync(", f"<{root}/segments>")
+    read_back = first(directory, "openat(", f'"{segment}"', "O_RDONLY")
+    temporary = first(read_back, "fsync(", f"<{root}/manifest/.{name}.json.")
+    renamed = first(temporary, "rename", f'"{entry}"')
+    listed = first(renamed, "fsync(", f"<{root}/manifest>")
+    first(listed, "write(1", "RETURNED")
 
 
 def test_the_object_store_path_lists_and_verifies(tmp_path: Path) -> None:
