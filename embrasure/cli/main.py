@@ -13,6 +13,7 @@ import click
 
 from embrasure import logs
 from embrasure.cli import admin as cli_admin
+from embrasure.cli import archive as cli_archive
 from embrasure.cli import graph as cli_graph
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import tokens as cli_tokens
@@ -237,7 +238,13 @@ def upgrade(**flags: Any) -> None:
     click.echo(f"{redact(settings.db)}: schema is up to date")
 
 
-for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS + cli_admin.COMMANDS:
+for command in (
+    cli_ingest.COMMANDS
+    + cli_graph.COMMANDS
+    + cli_tokens.COMMANDS
+    + cli_admin.COMMANDS
+    + cli_archive.COMMANDS
+):
     main.add_command(command)
 
 
