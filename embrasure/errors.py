@@ -87,6 +87,11 @@ class LogUnavailable(StoreUnavailable):
     nothing was stored or acknowledged. The message says so in the route's words."""
 
 
+class BodyArchived(StoreError):
+    """A delivery's body is no longer in the database: retention moved it to the archive
+    (docs/operations.md#retention-and-the-archive), which the reader has to be given."""
+
+
 class SchemaError(StoreError):
     """The database's schema is not one this version can use without an upgrade."""
 

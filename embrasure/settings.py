@@ -112,6 +112,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Most events one projection transaction takes on (whole deliveries, at least one).",
     ),
     Setting(
+        "log_compression",
+        "zstd",
+        "How the receiver stores bodies: zstd (with dictionaries trained from the log), or"
+        " off (as received; bodies stored already stay readable either way).",
+    ),
+    Setting(
         "retain_log",
         "",
         "Keep delivery bodies in the database for this long (90d, 12h, 5m, 0s), then move"
@@ -192,6 +198,7 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
+    log_compression: str = BY_NAME["log_compression"].default
     retain_log: str = BY_NAME["retain_log"].default
     archive: str = BY_NAME["archive"].default
     retain_runs: str = BY_NAME["retain_runs"].default

@@ -5,13 +5,16 @@ a server or a database, so a copy of an archive can be checked anywhere."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from embrasure.cli.options import byte_size, fail, load_settings, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.lifecycle.segments import deliveries, describe
+
+if TYPE_CHECKING:
+    from embrasure.lifecycle.verify import VerifyReport
 
 
 @click.group()
@@ -33,6 +36,15 @@ def verify(**flags: Any) -> None:
         report = Archive(settings.archive, create=False).verify()
     except EmbrasureError as exc:
         fail(str(exc))
+    show(report)
+    if not report.ok:
+        sys.exit(1)
+
+
+def show(report: VerifyReport) -> None:
+    """Per-segment lines on stdout, then the problems no segment line holds, then the
+    summary (on stderr when there are problems, so `2>/dev/null` keeps only the
+    listing)."""
     for check in report.checks:
         s = check.segment
         if check.problem is None:
@@ -41,22 +53,25 @@ def verify(**flags: Any) -> None:
                 f"  {byte_size(s.size)}"
             )
         else:
-            click.echo(f"BAD  {s.name}  {check.problem}")
+            click.echo(f"BAD  {check.problem}")  # it names the segment
     for name in report.unlisted:
         click.echo(f"note {name}  a segment file with no manifest entry (a crashed write): ignored")
     segment_problems = {c.problem for c in report.checks if c.problem}
     for problem in report.problems:
         if problem not in segment_problems:
             click.echo(f"BAD  {problem}")
+    n = len(report.checks)
     summary = (
-        f"archive {report.location}: {len(report.checks)} segments, {deliveries(report.deliveries)}"
+        f"archive {report.location}: {n} segment{'' if n == 1 else 's'}, "
+        f"{deliveries(report.deliveries)}"
     )
+    if report.expected:
+        summary += f"; {report.expected} trimmed in the database, checked"
     if report.ok:
         click.echo(f"{summary}: ok")
-        return
-    n = len(report.problems)
-    click.echo(f"{summary}: {n} problem{'' if n == 1 else 's'}", err=True)
-    sys.exit(1)
+    else:
+        p = len(report.problems)
+        click.echo(f"{summary}: {p} problem{'' if p == 1 else 's'}", err=True)
 
 
 COMMANDS = (archive,)

@@ -63,6 +63,7 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "log_compression",
     "retain_log",
     "archive",
     "retention_interval",
@@ -86,7 +87,12 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     try:
-        store = open_store(settings.db, upgrade=upgrade, pool_size=settings.db_pool_size)
+        store = open_store(
+            settings.db,
+            upgrade=upgrade,
+            pool_size=settings.db_pool_size,
+            compression=settings.log_compression,
+        )
     except EmbrasureError as exc:
         fail(str(exc))
     # docs/security.md: no token means auth is off, which only loopback may get away with.

@@ -96,7 +96,10 @@ class Archive:
                 return
             if not create:
                 raise FileNotFoundError(errno.ENOENT, "no such directory")
-            self._fs.makedirs(self._root, exist_ok=True)
+            if self._local:
+                _make_dirs(self._root)
+            else:
+                self._fs.makedirs(self._root, exist_ok=True)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -211,7 +214,8 @@ class Archive:
         database's trimmed deliveries. Problems are reported, each naming its segment,
         not raised; ArchiveUnavailable only when the location cannot be read at all."""
         entries, bad = self._load_entries()
-        unlisted = sorted(set(self._list(SEGMENTS, SEGMENT_SUFFIX)) - set(self._entries))
+        listed = {s.name for s in entries} | {name for name, _ in bad}
+        unlisted = sorted(set(self._list(SEGMENTS, SEGMENT_SUFFIX)) - listed)
         return verify_archive(self, entries, bad, unlisted, expected)
 
     # -- the manifest and the cache -------------------------------------------------------
@@ -222,16 +226,26 @@ class Archive:
         names = self._list(MANIFEST, ENTRY_SUFFIX)
         with self._lock:
             known = dict(self._entries)
-        fresh: dict[str, Segment] = {}
+        fresh = {name: known[name] for name in names if name in known}
+        new = {self._entry_path(name): name for name in names if name not in known}
         bad: list[tuple[str, str]] = []
-        for name in names:
-            if name in known:
-                fresh[name] = known[name]
-                continue
-            path = self._entry_path(name)
+        # One call for them all: an object store's filesystem (s3fs) fetches them at once,
+        # which matters to the first listing of years of segments.
+        with self._io("read the manifest in", f"{self._root}/{MANIFEST}"):
+            got: dict[str, Any] = self._fs.cat(list(new), on_error="return") if new else {}
+        for path, name in new.items():
+            data = got.get(path)
             try:
                 with self._io("read the manifest entry", path):
-                    data = self._fs.cat_file(path)
+                    if isinstance(data, Exception):
+                        raise data
+                    if data is None:  # a key spelled otherwise by some filesystem
+                        data = self._fs.cat_file(path)
+            except ArchiveUnavailable as exc:
+                if isinstance(exc.__cause__, FileNotFoundError):
+                    continue  # discarded since it was listed
+                raise
+            try:
                 fresh[name] = fmt.parse_entry(data, name)
             except ArchiveCorrupt as exc:
                 bad.append((name, str(exc)))
@@ -357,9 +371,7 @@ def _put_local(path: str, data: bytes, *, replace: bool) -> None:
     refuses an existing file (O_EXCL); ``replace=True`` writes a temporary file and
     renames it over, so a reader never sees half of it."""
     directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, exist_ok=True)
-        _fsync_dir(os.path.dirname(directory))
+    _make_dirs(directory)
     target = path
     if replace:
         target = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}")
@@ -379,6 +391,23 @@ def _put_local(path: str, data: bytes, *, replace: bool) -> None:
             os.unlink(target)
         raise
     _fsync_dir(directory)
+
+
+def _make_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents durably: each new directory's name is
+    fsync'd in its parent, or a power cut could take a whole new archive with it after
+    the database had let its bodies go."""
+    missing = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    for new in reversed(missing):
+        try:
+            os.mkdir(new)
+        except FileExistsError:
+            if not os.path.isdir(new):  # a file in the way, not another writer's mkdir
+                raise
+        _fsync_dir(os.path.dirname(new))
 
 
 def _fsync_dir(directory: str) -> None:

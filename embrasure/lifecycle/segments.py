@@ -142,7 +142,7 @@ def decode_lines(data: bytes, name: str) -> list[ArchivedDelivery]:
 def entry_bytes(segment: Segment) -> bytes:
     doc = dataclasses.asdict(segment)
     doc["format"] = FORMAT
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    return orjson.dumps(doc) + b"\n"
 
 
 def parse_entry(data: bytes, name: str) -> Segment:

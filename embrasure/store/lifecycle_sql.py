@@ -22,15 +22,15 @@ import os
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 import psycopg
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.store import schema
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
+from embrasure.store.compression import BodyCodec
 from embrasure.store.postgres_conn import PgConnection, neutral
-from embrasure.store.sql import MAX_PARAMS, Connection
+from embrasure.store.sql import MAX_PARAMS, Connection, dictionary_loader
 
 log = logging.getLogger("embrasure.retention")
 
@@ -53,14 +53,12 @@ class SQLTrimmer(LogTrimmer):
     space is given back."""
 
     conn: Connection
+    codec: BodyCodec  # the store's: archived bodies are the bytes as received
 
     @contextlib.contextmanager
     def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
         """One transaction (``write``: one that deletes or records)."""
         raise NotImplementedError  # pragma: no cover
-
-    def _decode(self, rows: Iterable[Sequence[Any]]) -> list[LogBody]:
-        return [LogBody(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
 
     def archived_through(self) -> int:
         with self._tx("reading the archived position") as conn:
@@ -92,12 +90,16 @@ class SQLTrimmer(LogTrimmer):
     def untrimmed(self, after_seq: int, through_seq: int, limit: int) -> list[LogBody]:
         with self._tx("reading bodies to archive") as conn:
             rows = conn.execute(
-                "SELECT d.seq, d.delivery_id, d.provider_key, d.received_at, b.body"
+                "SELECT d.seq, d.delivery_id, d.provider_key, d.received_at, b.dict_id, b.body"
                 " FROM delivery_bodies b CROSS JOIN deliveries d ON d.seq = b.seq"
                 " WHERE b.seq > ? AND b.seq <= ? ORDER BY b.seq LIMIT ?",
                 (after_seq, through_seq, limit),
             ).fetchall()
-            return self._decode(rows)
+            fetch = dictionary_loader(conn)
+            return [
+                LogBody(seq, d_id, key, at, self.codec.decompress(dict_id, bytes(body), fetch))
+                for seq, d_id, key, at, dict_id, body in rows
+            ]
 
     def delivery_ids(self, seqs: Iterable[int]) -> dict[int, str]:
         wanted = sorted(set(seqs))
@@ -174,9 +176,10 @@ def file_lock(path: str) -> Iterator[bool]:
 
 
 class SQLiteTrimmer(SQLTrimmer):
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, codec: BodyCodec) -> None:
         self.conn = self.sqlite = conn
         self.path = path
+        self.codec = codec
 
     @contextlib.contextmanager
     def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
@@ -226,9 +229,10 @@ class PostgresTrimmer(SQLTrimmer):
     detached and dropped. Elsewhere (today's partition, the DEFAULT one) archived bodies
     are deleted."""
 
-    def __init__(self, conn: PgConnection, name: str) -> None:
+    def __init__(self, conn: PgConnection, name: str, codec: BodyCodec) -> None:
         self.conn = self.pg = conn
         self.name = name
+        self.codec = codec
         self.dropped_whole: list[int] = []  # oids of the partitions this pass drops
 
     @contextlib.contextmanager
