@@ -26,7 +26,7 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from embrasure.errors import ArchiveCorrupt, ArchiveError, EmbrasureError, StoreError
 from embrasure.lifecycle.archive import Archive, ArchivedDelivery, Segment
@@ -198,6 +198,20 @@ class _Pass:
     def fail(self, exc: EmbrasureError) -> None:
         self.report = dataclasses.replace(self.report, error=str(exc))
         log.error("retention pass stopped, no unarchived body deleted: %s", exc)
+
+
+def trimmed_deliveries(store: Store, page: int = 10_000) -> Iterator[tuple[int, str]]:
+    """(seq, body_sha256) of every delivery whose body retention moved out of the
+    database, in seq order: each must be in the archive with that SHA-256
+    (``Archive.verify(expected=…)``, `embrasure archive verify --db`). Read while no
+    pass runs (the retention lock held), so none is half done."""
+    with store.log_trimmer() as trimmer:
+        if trimmer is None:
+            raise StoreError("a retention pass is running on this database: verify after it")
+        after = 0
+        while rows := trimmer.trimmed(after, page):
+            yield from rows
+            after = rows[-1][0]
 
 
 # -- every --retention-interval, in serve and project -----------------------------------

@@ -391,6 +391,12 @@ class LogTrimmer(abc.ABC):
         stored (compressed) bytes deleted."""
 
     @abc.abstractmethod
+    def trimmed(self, after_seq: int, limit: int) -> list[tuple[int, str]]:
+        """(seq, body_sha256) of the deliveries whose bodies left the database, after
+        ``after_seq`` in seq order, at most ``limit``: what `archive verify --db` looks
+        for in the archive."""
+
+    @abc.abstractmethod
     def give_back(self, horizon: str) -> int:
         """Return the space of trimmed bodies. SQLite: an incremental vacuum in short
         steps. PostgreSQL: drop each day partition before ``horizon`` whose bodies are

@@ -144,6 +144,17 @@ class SQLTrimmer(LogTrimmer):
             )
             return freed if freed is not None else sum(size for _, size in stored)
 
+    def trimmed(self, after_seq: int, limit: int) -> list[tuple[int, str]]:
+        with self._tx("listing trimmed deliveries") as conn:
+            # received_at too: PostgreSQL then looks in one day partition per delivery.
+            rows = conn.execute(
+                "SELECT d.seq, d.body_sha256 FROM deliveries d WHERE d.seq > ? AND d.seq <= ?"
+                " AND NOT EXISTS (SELECT 1 FROM delivery_bodies b WHERE b.seq = d.seq"
+                " AND b.received_at = d.received_at) ORDER BY d.seq LIMIT ?",
+                (after_seq, _archived_through(conn), limit),
+            )
+            return [(int(seq), str(sha)) for seq, sha in rows]
+
     def _delete(self, conn: Connection, after: int, through: int) -> int | None:
         """Delete the bodies in (after, through]; the bytes deleted, or None for all of
         those counted."""

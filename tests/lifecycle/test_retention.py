@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from embrasure.app import build_app
 from embrasure.errors import ArchiveCorrupt, ArchiveUnavailable
 from embrasure.lifecycle.archive import Archive, ArchivedDelivery
-from embrasure.lifecycle.retention import RetentionLoop, run_pass
+from embrasure.lifecycle.retention import RetentionLoop, run_pass, trimmed_deliveries
 from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.projector.worker import reproject
 from embrasure.settings import Settings, parse_duration
@@ -133,7 +133,10 @@ def test_a_pass_moves_bodies_and_every_reader_still_answers(
     archived = Archive(str(archive_dir)).bodies(seqs)
     assert {s: a.body for s, a in archived.items()} == bodies
     assert [archived[s].delivery_id for s in seqs] == ids
-    assert Archive(str(archive_dir), create=False).verify().ok
+    # `archive verify --db`'s check: every trimmed delivery in the archive, same SHA-256.
+    trimmed = list(trimmed_deliveries(api.store))
+    assert trimmed == [(s, hashlib.sha256(bodies[s] or b"").hexdigest()) for s in seqs]
+    assert Archive(str(archive_dir), create=False).verify(trimmed).ok
     # The rows stay: status lookups, the graph, and events read from the archive.
     assert [api.delivery(d) for d in ids] == views
     assert api.export() == exported
@@ -182,6 +185,8 @@ def test_an_archive_missing_a_trimmed_body_names_it(served: Api, archive_dir: Pa
     run_pass(served.store, Archive(str(archive_dir)), ZERO)
     for segment in Archive(str(archive_dir)).segments():
         Archive(str(archive_dir)).discard(segment)
+    report = Archive(str(archive_dir)).verify(trimmed_deliveries(served.store))
+    assert report.problems == ("1 delivery trimmed but in no segment: seqs 1",)
     doc = served.problem("GET", "/api/v1/events", 500)
     assert doc["type"].endswith("/archive-corrupt")
     assert "holds no segment with it" in doc["detail"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from embrasure.lifecycle.archive import Archive
-from embrasure.lifecycle.retention import run_pass
+from embrasure.lifecycle.retention import run_pass, trimmed_deliveries
 from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.model import DeliveryDraft, utc_now
 from embrasure.projector.worker import Projector, reproject
@@ -120,6 +120,7 @@ def test_kill_9_at_random_instants_loses_nothing(db_url: str, tmp_path: Path) ->
         archived = archive.bodies(digests)
         wrong = [s for s, d in digests.items() if hashlib.sha256(archived[s].body).hexdigest() != d]
         assert wrong == []  # byte-identical
+        assert list(trimmed_deliveries(store)) == sorted(digests.items())
         assert archive.verify(digests.items()).ok
         reproject(store, archived=ArchivedBodies(str(archive_dir)))
         assert export(store) == before
