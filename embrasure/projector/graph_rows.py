@@ -1,7 +1,7 @@
 """From new events' facts to graph rows and merge contributions (pure, no I/O).
 
 ``Contributions`` gathers what a batch of events adds to the graph: rows that are only
-ever inserted (events, identities, links, facet history, run inputs/outputs) and partial
+ever inserted (events, their shapes, identities, links, run inputs/outputs) and partial
 values of merged rows (runs, edges, jobs, facets, column edges), already folded within
 the batch by the same order-independent rules the store then applies against what it
 holds. Dataset identities are kept as sent; aliases resolve when read.
@@ -31,7 +31,7 @@ from embrasure.projector.runs import (
 )
 from embrasure.projector.symlinks import Link, links_of
 from embrasure.store.base import Key
-from embrasure.store.rows import ColumnEdgeRow, EventRow, RunRow
+from embrasure.store.rows import ColumnEdgeRow, RunRow, ShapeRow
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
 
@@ -71,11 +71,12 @@ ColumnKey = tuple[str, str, str, str, str, str, str, str, str]
 
 @dataclasses.dataclass
 class Contributions:
-    events: list[EventRow] = dataclasses.field(default_factory=list)
+    events: list[Key] = dataclasses.field(default_factory=list)  # EventRow values
     datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     fields: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
     links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
-    io_sets: dict[bytes, tuple[EdgeKey, ...]] = dataclasses.field(default_factory=dict)
+    # Each distinct shape the batch named, by key: its row and the sets it names
+    shapes: dict[bytes, Shape] = dataclasses.field(default_factory=dict)
     jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
     runs: dict[str, RunPart] = dataclasses.field(default_factory=dict)
     # (run, job ns, job name, dataset ns, name, direction) → (version, its eventTime)
@@ -87,35 +88,20 @@ class Contributions:
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
-    # FacetHistoryRow values: plain tuples, the bulkiest rows (store/base.py ProjectionTx)
-    facet_history: list[Key] = dataclasses.field(default_factory=list)
-    facet_values: dict[bytes, bytes] = dataclasses.field(default_factory=dict)  # hash → JSON
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
         time = facts.time
         job = facts.job
         shape = shape_of(facts)
-        self.events.append(
-            EventRow(
-                facts.event_id,
-                facts.kind,
-                facts.event_type,
-                time_key(time),
-                time_text(time),
-                job.namespace if job else None,
-                job.name if job else None,
-                facts.run_id,
-                seq,
-                idx,
-                shape.io_key,
-            )
-        )
-        if shape.io_key is not None:
-            self.io_sets[shape.io_key] = shape.edges
+        tkey = time_key(time)
+        # A plain tuple in EventRow's field order: the one row every event adds
+        # (store/base.py ProjectionTx says why not a record).
+        row = (facts.event_id, facts.event_type, tkey, time_text(time), facts.run_id, seq, idx)
+        self.events.append((*row, shape.row.shape_key))
+        self.shapes[shape.row.shape_key] = shape
         self.datasets.update(shape.datasets)
         self.fields.update(shape.fields)
-        tkey = time_key(time)
         for link in shape.links:
             old_key = self.links.get(link)
             self.links[link] = tkey if old_key is None else min(old_key, tkey)
@@ -162,20 +148,15 @@ class Contributions:
             )
 
     def _facets(self, facts: EventFacts, shape: Shape) -> None:
+        # The job and dataset facets' history is the event's shape (facet_sets); run,
+        # input and output facets keep their current values only (docs/projection.md#facets).
         records = list(shape.facets)
-        history = list(shape.history)
         if facts.run_id is not None:
-            run_records = _facet_records(entity("run", facts.run_id), facts.run_facets, False)
+            records += _facet_records(entity("run", facts.run_id), facts.run_facets, False)
             for role, ds_ns, ds_name, role_records in shape.role_facets:
                 owner = entity(role, facts.run_id, ds_ns, ds_name)
-                run_records += [(owner, *record[1:]) for record in role_records]
-            records += run_records
-            history += _one_per_name(run_records) if shape.role_facets else run_records
-        time, event_id, tkey = facts.time, facts.event_id, time_key(facts.time)
-        values = self.facet_values
-        for owner, name, canonical, digest, _value, _deletion in history:
-            values[digest] = canonical
-            self.facet_history.append((owner, name, event_id, tkey, digest))
+                records += [(owner, *record[1:]) for record in role_records]
+        time, event_id = facts.time, facts.event_id
         for owner, name, canonical, _digest, value, deletion in records:
             item = facet_rules.FacetValue(value, event_id, time, canonical)
             slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
@@ -197,11 +178,11 @@ class Shape(NamedTuple):
     fields: tuple[tuple[str, str, str], ...]  # (ns, name, field): search finds fields
     links: tuple[Link, ...]
     job_flags: tuple[int, int, int]
-    edges: tuple[EdgeKey, ...]
-    io_key: bytes | None  # names ``edges`` in io_sets (None: no edges)
+    edges: tuple[EdgeKey, ...]  # io_sets under ``row.io_key`` (None: no edges)
     run_io: tuple[tuple[str, str, str, str | None], ...]  # ds ns, name, direction, version
     facets: tuple[FacetRecordRow, ...]  # job and dataset facets
-    history: tuple[FacetRecordRow, ...]  # the same, one per (owner, name)
+    history: tuple[FacetRecordRow, ...]  # facet_sets under ``row.facets_key``: one per name
+    row: ShapeRow
     role_facets: tuple[tuple[str, str, str, tuple[FacetRecordRow, ...]], ...]
     columns: tuple[tuple[ColumnKey, ColumnEdge], ...]
 
@@ -224,6 +205,16 @@ def shape_of(facts: EventFacts) -> Shape:
 def value_hash(canonical: bytes) -> bytes:
     """A facet value's key in facet_values (BLAKE2b-128 of its canonical JSON)."""
     return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
+def set_key(members: Any) -> bytes:
+    """The key of a content-addressed set or shape (BLAKE2b-128 of its members' JSON,
+    bytes as hex): equal content, equal key, whichever event or run names it."""
+    return hashlib.blake2b(orjson.dumps(members, default=_hex), digest_size=16).digest()
+
+
+def _hex(value: bytes) -> str:
+    return value.hex()
 
 
 def _facet_records(
@@ -331,16 +322,23 @@ def _read_shape(facts: EventFacts) -> Shape:
     for fact in facts.columns:
         fields.add((fact.target.namespace, fact.target.name, fact.target_field))
         fields.add((fact.source.namespace, fact.source.name, fact.source_field))
+    io_key = set_key(sorted(edges)) if edges else None
+    # Sorted: a set's key must not depend on the order the event listed its datasets in.
+    history = tuple(sorted(_one_per_name(facets), key=lambda r: (r[0], r[1])))
+    facets_key = set_key([(r[0], r[1], r[3]) for r in history]) if history else None
+    job_ns_or_none, job_name_or_none = (job.namespace, job.name) if job else (None, None)
+    members = (facts.kind, job_ns_or_none, job_name_or_none, io_key, facets_key)
+    shape_key = set_key(members)
     return Shape(
         tuple(datasets),
         tuple(sorted(fields)),
         tuple(links),
         job_flags,
         edges,
-        hashlib.blake2b(orjson.dumps(edges), digest_size=16).digest() if edges else None,
         tuple((ds.id.namespace, ds.id.name, direction[ds.role], ds.version) for ds in used),
         tuple(facets),
-        _one_per_name(facets),
+        history,
+        ShapeRow(shape_key, *members),
         role_facets,
         tuple(columns.items()),
     )
