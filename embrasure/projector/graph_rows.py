@@ -386,6 +386,8 @@ def run_row(run_id: str, part: RunPart) -> RunRow:
     """A run's stored row."""
     state = part.state
     terminal, win_key = winner_key(state)
+    job_key, job_event = part.job_rank
+    parent_key, parent_event = part.parent_rank or (None, None)
     return RunRow(
         run_id,
         *part.job,
@@ -396,11 +398,13 @@ def run_row(run_id: str, part: RunPart) -> RunRow:
         time_text(state.ended_at),
         time_key(state.latest),
         *(part.parent or (None,) * 6),
-        *part.job_rank,
+        job_key,
+        bytes.fromhex(job_event),
         int(terminal),
         win_key,
-        state.decided_by,
-        *(part.parent_rank or (None, None)),
+        bytes.fromhex(state.decided_by),
+        parent_key,
+        None if parent_event is None else bytes.fromhex(parent_event),
     )
 
 

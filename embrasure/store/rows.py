@@ -180,12 +180,12 @@ class RunRow(NamedTuple):
     root_job_ns: str | None
     root_job_name: str | None
     job_key: str
-    job_event: str
+    job_event: bytes  # event ids as their 32 bytes: they only rank (schema.py says why)
     win_terminal: int
     win_key: str
-    decided_by: str
+    decided_by: bytes
     parent_key: str | None
-    parent_event: str | None
+    parent_event: bytes | None
 
 
 class EdgeRow(NamedTuple):

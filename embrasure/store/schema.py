@@ -87,8 +87,9 @@ CREATE TABLE {g}events (
     shape_key {blob} NOT NULL              -- shapes.shape_key
 );
 CREATE INDEX {g}events_time ON {g}events (time_key);
-CREATE INDEX {g}events_run ON {g}events (run_id, time_key);
-CREATE INDEX {g}events_shape ON {g}events (shape_key, time_key);
+-- asOf reads every event of a run or a shape and keeps those up to T: no time in these.
+CREATE INDEX {g}events_run ON {g}events (run_id);
+CREATE INDEX {g}events_shape ON {g}events (shape_key);
 CREATE TABLE {g}shapes (                   -- what an event names apart from its run and
     shape_key {blob} PRIMARY KEY,          -- time (a job's runs share one): BLAKE2b-128
     kind TEXT NOT NULL,                    -- of the other columns
@@ -163,10 +164,13 @@ CREATE TABLE {g}runs (
     latest_key TEXT NOT NULL,
     parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
     root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT,
-    job_key TEXT NOT NULL, job_event TEXT NOT NULL,  -- the event the job is taken from
-    win_terminal INTEGER NOT NULL,         -- the event deciding the state (runs.py):
-    win_key TEXT NOT NULL, decided_by TEXT NOT NULL,  -- terminal?, eventTime, event id
-    parent_key TEXT, parent_event TEXT     -- the event the parent is taken from
+    -- The events the job, the state and the parent are taken from (runs.py), ranked by
+    -- eventTime then event id. The ids only rank, so they are kept as their 32 bytes
+    -- (which sort as the hex does), not 64 characters each.
+    job_key TEXT NOT NULL, job_event {blob} NOT NULL,
+    win_terminal INTEGER NOT NULL,         -- the state's: terminal?, eventTime, event id
+    win_key TEXT NOT NULL, decided_by {blob} NOT NULL,
+    parent_key TEXT, parent_event {blob}
 ){without_rowid};
 CREATE INDEX {g}runs_job ON {g}runs (job_ns, job_name, latest_key);
 CREATE INDEX {g}runs_parent ON {g}runs (parent_run_id);
