@@ -150,10 +150,6 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     rows go as plain tuples in their record's field order (store/base.py ProjectionTx
     says why); the table is named by its record all the same."""
     tx.insert_missing(EventRow, changes.events)  # where each event was first seen
-    tx.insert_missing(DatasetRow, sorted(changes.datasets))
-    tx.insert_missing(FieldRow, sorted(changes.fields))
-    names = sorted({field for _ns, _name, field in changes.fields})
-    tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
     _insert_shapes(tx, changes)
     links = sorted(changes.links)
     link_rows = [
@@ -174,9 +170,19 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
 
 
 def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:
-    """Each shape the batch named, with its sets: content-addressed, so a shape stored
-    already (a job's earlier runs) inserts nothing new."""
-    shapes = changes.shapes.values()
+    """The shapes the batch named that the graph has not seen, with their sets and the
+    identities and fields they name: a shape is stored in the transaction that stores
+    all of these, so a stored one (a job's earlier runs) has them already."""
+    stored = tx.load(ShapeRow, [(k,) for k in sorted(changes.shapes)])
+    shapes = [u.shape for k, u in changes.shapes.items() if (k,) not in stored]
+    if not shapes:
+        return
+    datasets = {d for s in shapes for d in s.datasets}
+    fields = {f for s in shapes for f in s.fields}
+    tx.insert_missing(DatasetRow, sorted(datasets))
+    tx.insert_missing(FieldRow, sorted(fields))
+    names = sorted({field for _ns, _name, field in fields})
+    tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
     tx.insert_missing(ShapeRow, sorted(s.row for s in shapes))
     io_sets = {(s.row.io_key, *edge) for s in shapes if s.row.io_key for edge in s.edges}
     tx.insert_missing(IoSetRow, sorted(io_sets))

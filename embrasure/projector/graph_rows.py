@@ -64,30 +64,57 @@ class EdgeSpan:
         self.first = time if self.first is None else min(self.first, time)
         self.last = time if self.last is None else max(self.last, time)
 
+    def join(self, other: EdgeSpan) -> None:
+        """Widen to cover ``other``'s times too; the earlier first delivery stays."""
+        self.add(other.first)
+        self.add(other.last)
+        if other.seq is not None and (self.seq is None or other.seq < self.seq):
+            self.seq = other.seq
+
 
 EdgeKey = tuple[str, str, str, str, str, int]  # job ns, name, ds ns, name, direction, static
 ColumnKey = tuple[str, str, str, str, str, str, str, str, str]
 
 
 @dataclasses.dataclass
+class ShapeUse:
+    """What a batch's events of one shape add up to. Everything a shape contributes
+    (edges, links, column edges, job and dataset facets) is a join over its events' times,
+    runs and ids, so it is folded once per shape from these, not once per event."""
+
+    shape: Shape
+    span: EdgeSpan  # the known eventTimes; ``seq``: the first delivery naming the shape
+    first_key: str  # the earliest time key, '' (unknown) included: links
+    last_run: tuple[str, str] | None = None  # the latest (time key, runId)
+    best: tuple[str, str, EventTime | None] = ("", "", None)  # latest (time key, event id)
+
+    def add(self, time: EventTime | None, tkey: str, event_id: str, run_id: str | None) -> None:
+        self.span.add(time)
+        self.first_key = min(self.first_key, tkey)
+        if run_id is not None and (self.last_run is None or (tkey, run_id) > self.last_run):
+            self.last_run = (tkey, run_id)
+        if (tkey, event_id) > self.best[:2]:
+            self.best = (tkey, event_id, time)
+
+
+@dataclasses.dataclass
 class Contributions:
     events: list[Key] = dataclasses.field(default_factory=list)  # EventRow values
-    datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
-    fields: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
-    links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
-    # Each distinct shape the batch named, by key: its row and the sets it names
-    shapes: dict[bytes, Shape] = dataclasses.field(default_factory=dict)
-    jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    # Each distinct shape the batch named, by key, and what its events add up to
+    shapes: dict[bytes, ShapeUse] = dataclasses.field(default_factory=dict)
     runs: dict[str, RunPart] = dataclasses.field(default_factory=dict)
     # (run, job ns, job name, dataset ns, name, direction) → (version, its eventTime)
     run_io: dict[tuple[str, str, str, str, str, str], tuple[str | None, EventTime | None]] = (
         dataclasses.field(default_factory=dict)
     )
-    edges: dict[EdgeKey, EdgeSpan] = dataclasses.field(default_factory=dict)
-    edge_runs: dict[EdgeKey, tuple[str, str]] = dataclasses.field(default_factory=dict)
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
+    # Folded from ``shapes`` by ``fold_shapes``:
+    links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
+    jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    edges: dict[EdgeKey, EdgeSpan] = dataclasses.field(default_factory=dict)
+    edge_runs: dict[EdgeKey, tuple[str, str]] = dataclasses.field(default_factory=dict)
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
@@ -99,41 +126,14 @@ class Contributions:
         # (store/base.py ProjectionTx says why not a record).
         row = (facts.event_id, facts.event_type, tkey, time_text(time), facts.run_id, seq, idx)
         self.events.append((*row, shape.row.shape_key))
-        self.shapes[shape.row.shape_key] = shape
-        self.datasets.update(shape.datasets)
-        self.fields.update(shape.fields)
-        for link in shape.links:
-            old_key = self.links.get(link)
-            self.links[link] = tkey if old_key is None else min(old_key, tkey)
-        if job is not None:
-            key = (job.namespace, job.name)
-            old = self.jobs.get(key)
-            flags = shape.job_flags
-            self.jobs[key] = (
-                flags
-                if old is None
-                else (max(old[0], flags[0]), max(old[1], flags[1]), max(old[2], flags[2]))
-            )
-        run = (tkey, facts.run_id) if facts.run_id is not None else None
-        for edge_key in shape.edges:
-            span = self.edges.get(edge_key)
-            if span is None:
-                span = self.edges[edge_key] = EdgeSpan(seq=seq)
-            span.add(time)
-            if run is not None and run > self.edge_runs.get(edge_key, ("", "")):
-                self.edge_runs[edge_key] = run
-        if facts.run_id is not None and job is not None:
-            self._run(facts, job, shape)
-        self._facets(facts, shape)
-        for column_key, edge in shape.columns:
-            old_column = self.columns.get(column_key)
-            if old_column is None:
-                self.columns[column_key] = (edge, EdgeSpan(time, time))
-            else:
-                old_edge, span = old_column
-                span.add(time)
-                if old_edge is not edge:
-                    self.columns[column_key] = (column_lineage.merge_edges(old_edge, edge), span)
+        use = self.shapes.get(shape.row.shape_key)
+        if use is None:
+            use = self.shapes[shape.row.shape_key] = ShapeUse(shape, EdgeSpan(seq=seq), tkey)
+        use.add(time, tkey, facts.event_id, facts.run_id)
+        if facts.run_id is not None:
+            if job is not None:
+                self._run(facts, job, shape)
+            self._run_facets(facts, shape)
 
     def _run(self, facts: EventFacts, job: JobId, shape: Shape) -> None:
         run_id = facts.run_id
@@ -147,23 +147,66 @@ class Contributions:
                 self.run_io.get(key, (None, None)), (version, facts.time)
             )
 
-    def _facets(self, facts: EventFacts, shape: Shape) -> None:
-        # The job and dataset facets' history is the event's shape (facet_sets); run,
-        # input and output facets keep their current values only (docs/projection.md#facets).
-        records = list(shape.facets)
-        if facts.run_id is not None:
-            records += _facet_records(entity("run", facts.run_id), facts.run_facets, False)
-            for role, ds_ns, ds_name, role_records in shape.role_facets:
-                owner = entity(role, facts.run_id, ds_ns, ds_name)
-                records += [(owner, *record[1:]) for record in role_records]
-        time, event_id = facts.time, facts.event_id
+    def _run_facets(self, facts: EventFacts, shape: Shape) -> None:
+        # Run, input and output facets keep their current values only
+        # (docs/projection.md#facets); job and dataset facets are the shape's.
+        run_id = facts.run_id
+        assert run_id is not None
+        records = _facet_records(entity("run", run_id), facts.run_facets, False)
+        for role, ds_ns, ds_name, role_records in shape.role_facets:
+            owner = entity(role, run_id, ds_ns, ds_name)
+            records += [(owner, *record[1:]) for record in role_records]
+        self._fold_facets(records, facts.event_id, facts.time)
+
+    def _fold_facets(
+        self, records: Iterable[FacetRecordRow], event_id: str, time: EventTime | None
+    ) -> None:
+        slots = self.facet_slots
         for owner, name, canonical, _digest, value, deletion in records:
             item = facet_rules.FacetValue(value, event_id, time, canonical)
             slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
-            old = self.facet_slots.get((owner, name))
-            self.facet_slots[(owner, name)] = (
-                slot if old is None else facet_rules.merge_slots(old, slot)
-            )
+            old = slots.get((owner, name))
+            slots[(owner, name)] = slot if old is None else facet_rules.merge_slots(old, slot)
+
+    def fold_shapes(self) -> None:
+        """Fold what each shape contributes, once per shape. Each is the join its events
+        would give one by one: a span of their times, the earliest link time, the latest
+        run; and a facet value ranks by (eventTime, canonical JSON, event id) with the
+        JSON the same in every event of a shape, so its latest event stands for all."""
+        for use in self.shapes.values():
+            shape, span = use.shape, use.span
+            for link in shape.links:
+                old_key = self.links.get(link)
+                self.links[link] = use.first_key if old_key is None else min(old_key, use.first_key)
+            if shape.row.job_ns is not None and shape.row.job_name is not None:
+                key = (shape.row.job_ns, shape.row.job_name)
+                flags, old = shape.job_flags, self.jobs.get(key)
+                self.jobs[key] = (
+                    flags
+                    if old is None
+                    else (max(old[0], flags[0]), max(old[1], flags[1]), max(old[2], flags[2]))
+                )
+            for edge_key in shape.edges:
+                edge_span = self.edges.get(edge_key)
+                if edge_span is None:
+                    edge_span = self.edges[edge_key] = EdgeSpan(seq=span.seq)
+                edge_span.join(span)
+                if use.last_run is not None and use.last_run > self.edge_runs.get(
+                    edge_key, ("", "")
+                ):
+                    self.edge_runs[edge_key] = use.last_run
+            for column_key, edge in shape.columns:
+                old_column = self.columns.get(column_key)
+                if old_column is None:
+                    self.columns[column_key] = (edge, EdgeSpan(span.first, span.last))
+                else:
+                    old_edge, column_span = old_column
+                    column_span.join(span)
+                    if old_edge is not edge:
+                        merged = column_lineage.merge_edges(old_edge, edge)
+                        self.columns[column_key] = (merged, column_span)
+            _tkey, event_id, time = use.best
+            self._fold_facets(shape.facets, event_id, time)
 
 
 # owner, name, canonical JSON, its value_hash, the value, whether it is a deletion marker
@@ -348,6 +391,7 @@ def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contribu
     result = Contributions()
     for facts, seq, idx in new_events:
         result.add_event(facts, seq, idx)
+    result.fold_shapes()
     return result
 
 
