@@ -105,7 +105,7 @@ def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> ItemRow:
     """An item's outcome row, from what projecting it came to."""
     if isinstance(result, Quarantined):
         return ItemRow.quarantined(seq, idx, result.kind, result.reason, result.retriable)
-    warnings = orjson.dumps(list(result.warnings)).decode()
+    warnings = orjson.dumps(list(result.warnings)).decode() if result.warnings else "[]"
     return ItemRow.projected(seq, idx, result.kind, warnings, result.event_id)
 
 

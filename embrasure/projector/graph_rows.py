@@ -152,7 +152,7 @@ class Contributions:
         # (docs/projection.md#facets); job and dataset facets are the shape's.
         run_id = facts.run_id
         assert run_id is not None
-        records = _facet_records(entity("run", run_id), facts.run_facets, False)
+        records = _facet_records(entity("run", run_id), facts.run_facets, False, hashed=False)
         for role, ds_ns, ds_name, role_records in shape.role_facets:
             owner = entity(role, run_id, ds_ns, ds_name)
             records += [(owner, *record[1:]) for record in role_records]
@@ -261,13 +261,15 @@ def _hex(value: bytes) -> str:
 
 
 def _facet_records(
-    owner: str, values: dict[str, Any], honour_deleted: bool
+    owner: str, values: dict[str, Any], honour_deleted: bool, hashed: bool = True
 ) -> list[FacetRecordRow]:
+    """``hashed=False`` for values no facet set names (run facets): no value_hash."""
     records = []
     for name, value in values.items():
         canonical = canonical_json(value)
         deletion = honour_deleted and facet_rules.is_deletion(value)
-        records.append((owner, name, canonical, value_hash(canonical), value, deletion))
+        digest = value_hash(canonical) if hashed else b""
+        records.append((owner, name, canonical, digest, value, deletion))
     return records
 
 
@@ -336,7 +338,12 @@ def _read_shape(facts: EventFacts) -> Shape:
     for ds in facts.datasets:
         facets += _facet_records(entity("dataset", ds.id.namespace, ds.id.name), ds.facets, True)
     role_facets = tuple(
-        (ds.role, ds.id.namespace, ds.id.name, tuple(_facet_records("", ds.role_facets, False)))
+        (
+            ds.role,
+            ds.id.namespace,
+            ds.id.name,
+            tuple(_facet_records("", ds.role_facets, False, hashed=False)),
+        )
         for ds in facts.datasets
         if ds.role_facets
     )
