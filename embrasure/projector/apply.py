@@ -31,8 +31,8 @@ from embrasure.store.rows import (
     DeliveryOutcome,
     EdgeRow,
     EventRow,
-    FacetHistoryRow,
     FacetRow,
+    FacetSetRow,
     FacetValueRow,
     FieldNameRow,
     FieldRow,
@@ -43,6 +43,7 @@ from embrasure.store.rows import (
     LinkRow,
     RunIoRow,
     RunRow,
+    ShapeRow,
 )
 
 
@@ -104,7 +105,7 @@ def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> ItemRow:
     """An item's outcome row, from what projecting it came to."""
     if isinstance(result, Quarantined):
         return ItemRow.quarantined(seq, idx, result.kind, result.reason, result.retriable)
-    warnings = orjson.dumps(list(result.warnings)).decode()
+    warnings = orjson.dumps(list(result.warnings)).decode() if result.warnings else "[]"
     return ItemRow.projected(seq, idx, result.kind, warnings, result.event_id)
 
 
@@ -149,14 +150,7 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     rows go as plain tuples in their record's field order (store/base.py ProjectionTx
     says why); the table is named by its record all the same."""
     tx.insert_missing(EventRow, changes.events)  # where each event was first seen
-    tx.insert_missing(DatasetRow, sorted(changes.datasets))
-    tx.insert_missing(FieldRow, sorted(changes.fields))
-    names = sorted({field for _ns, _name, field in changes.fields})
-    tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
-    tx.insert_missing(
-        IoSetRow,
-        [(key, *edge) for key, edges in changes.io_sets.items() for edge in edges],
-    )
+    _insert_shapes(tx, changes)
     links = sorted(changes.links)
     link_rows = [
         LinkRow(k.a.namespace, k.a.name, k.b.namespace, k.b.name, k.kind, k.type, changes.links[k])
@@ -173,6 +167,34 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     _merge_columns(tx, changes)
     _resolve_identities(tx, new_links)
     return edges_created
+
+
+def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:
+    """The shapes the batch named that the graph has not seen, with their sets and the
+    identities and fields they name: a shape is stored in the transaction that stores
+    all of these, so a stored one (a job's earlier runs) has them already."""
+    stored = tx.load(ShapeRow, [(k,) for k in sorted(changes.shapes)])
+    shapes = [u.shape for k, u in changes.shapes.items() if (k,) not in stored]
+    if not shapes:
+        return
+    datasets = {d for s in shapes for d in s.datasets}
+    fields = {f for s in shapes for f in s.fields}
+    tx.insert_missing(DatasetRow, sorted(datasets))
+    tx.insert_missing(FieldRow, sorted(fields))
+    names = sorted({field for _ns, _name, field in fields})
+    tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
+    tx.insert_missing(ShapeRow, sorted(s.row for s in shapes))
+    io_sets = {(s.row.io_key, *edge) for s in shapes if s.row.io_key for edge in s.edges}
+    tx.insert_missing(IoSetRow, sorted(io_sets))
+    facet_sets, values = set(), {}
+    for shape in shapes:
+        for owner, name, canonical, digest, _value, _deletion in shape.history:
+            facet_sets.add((shape.row.facets_key, owner, name, digest))
+            values[digest] = canonical
+    tx.insert_missing(
+        FacetValueRow, [FacetValueRow(h, v.decode()) for h, v in sorted(values.items())]
+    )
+    tx.insert_missing(FacetSetRow, sorted(facet_sets))
 
 
 def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
@@ -212,11 +234,6 @@ def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
 
 
 def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
-    tx.insert_missing(
-        FacetValueRow,
-        [FacetValueRow(h, v.decode()) for h, v in sorted(changes.facet_values.items())],
-    )
-    tx.insert_missing(FacetHistoryRow, changes.facet_history)
     tx.merge(
         FacetRow,
         [(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()],

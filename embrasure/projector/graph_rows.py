@@ -1,7 +1,7 @@
 """From new events' facts to graph rows and merge contributions (pure, no I/O).
 
 ``Contributions`` gathers what a batch of events adds to the graph: rows that are only
-ever inserted (events, identities, links, facet history, run inputs/outputs) and partial
+ever inserted (events, their shapes, identities, links, run inputs/outputs) and partial
 values of merged rows (runs, edges, jobs, facets, column edges), already folded within
 the batch by the same order-independent rules the store then applies against what it
 holds. Dataset identities are kept as sent; aliases resolve when read.
@@ -31,7 +31,7 @@ from embrasure.projector.runs import (
 )
 from embrasure.projector.symlinks import Link, links_of
 from embrasure.store.base import Key
-from embrasure.store.rows import ColumnEdgeRow, EventRow, RunRow
+from embrasure.store.rows import ColumnEdgeRow, RunRow, ShapeRow
 
 SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
 
@@ -64,90 +64,76 @@ class EdgeSpan:
         self.first = time if self.first is None else min(self.first, time)
         self.last = time if self.last is None else max(self.last, time)
 
+    def join(self, other: EdgeSpan) -> None:
+        """Widen to cover ``other``'s times too; the earlier first delivery stays."""
+        self.add(other.first)
+        self.add(other.last)
+        if other.seq is not None and (self.seq is None or other.seq < self.seq):
+            self.seq = other.seq
+
 
 EdgeKey = tuple[str, str, str, str, str, int]  # job ns, name, ds ns, name, direction, static
 ColumnKey = tuple[str, str, str, str, str, str, str, str, str]
 
 
 @dataclasses.dataclass
+class ShapeUse:
+    """What a batch's events of one shape add up to. Everything a shape contributes
+    (edges, links, column edges, job and dataset facets) is a join over its events' times,
+    runs and ids, so it is folded once per shape from these, not once per event."""
+
+    shape: Shape
+    span: EdgeSpan  # the known eventTimes; ``seq``: the first delivery naming the shape
+    first_key: str  # the earliest time key, '' (unknown) included: links
+    last_run: tuple[str, str] | None = None  # the latest (time key, runId)
+    best: tuple[str, str, EventTime | None] = ("", "", None)  # latest (time key, event id)
+
+    def add(self, time: EventTime | None, tkey: str, event_id: str, run_id: str | None) -> None:
+        self.span.add(time)
+        self.first_key = min(self.first_key, tkey)
+        if run_id is not None and (self.last_run is None or (tkey, run_id) > self.last_run):
+            self.last_run = (tkey, run_id)
+        if (tkey, event_id) > self.best[:2]:
+            self.best = (tkey, event_id, time)
+
+
+@dataclasses.dataclass
 class Contributions:
-    events: list[EventRow] = dataclasses.field(default_factory=list)
-    datasets: set[tuple[str, str]] = dataclasses.field(default_factory=set)
-    fields: set[tuple[str, str, str]] = dataclasses.field(default_factory=set)
-    links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
-    io_sets: dict[bytes, tuple[EdgeKey, ...]] = dataclasses.field(default_factory=dict)
-    jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    events: list[Key] = dataclasses.field(default_factory=list)  # EventRow values
+    # Each distinct shape the batch named, by key, and what its events add up to
+    shapes: dict[bytes, ShapeUse] = dataclasses.field(default_factory=dict)
     runs: dict[str, RunPart] = dataclasses.field(default_factory=dict)
     # (run, job ns, job name, dataset ns, name, direction) → (version, its eventTime)
     run_io: dict[tuple[str, str, str, str, str, str], tuple[str | None, EventTime | None]] = (
         dataclasses.field(default_factory=dict)
     )
-    edges: dict[EdgeKey, EdgeSpan] = dataclasses.field(default_factory=dict)
-    edge_runs: dict[EdgeKey, tuple[str, str]] = dataclasses.field(default_factory=dict)
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
-    # FacetHistoryRow values: plain tuples, the bulkiest rows (store/base.py ProjectionTx)
-    facet_history: list[Key] = dataclasses.field(default_factory=list)
-    facet_values: dict[bytes, bytes] = dataclasses.field(default_factory=dict)  # hash → JSON
+    # Folded from ``shapes`` by ``fold_shapes``:
+    links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
+    jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
+    edges: dict[EdgeKey, EdgeSpan] = dataclasses.field(default_factory=dict)
+    edge_runs: dict[EdgeKey, tuple[str, str]] = dataclasses.field(default_factory=dict)
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
         time = facts.time
         job = facts.job
         shape = shape_of(facts)
-        self.events.append(
-            EventRow(
-                facts.event_id,
-                facts.kind,
-                facts.event_type,
-                time_key(time),
-                time_text(time),
-                job.namespace if job else None,
-                job.name if job else None,
-                facts.run_id,
-                seq,
-                idx,
-                shape.io_key,
-            )
-        )
-        if shape.io_key is not None:
-            self.io_sets[shape.io_key] = shape.edges
-        self.datasets.update(shape.datasets)
-        self.fields.update(shape.fields)
         tkey = time_key(time)
-        for link in shape.links:
-            old_key = self.links.get(link)
-            self.links[link] = tkey if old_key is None else min(old_key, tkey)
-        if job is not None:
-            key = (job.namespace, job.name)
-            old = self.jobs.get(key)
-            flags = shape.job_flags
-            self.jobs[key] = (
-                flags
-                if old is None
-                else (max(old[0], flags[0]), max(old[1], flags[1]), max(old[2], flags[2]))
-            )
-        run = (tkey, facts.run_id) if facts.run_id is not None else None
-        for edge_key in shape.edges:
-            span = self.edges.get(edge_key)
-            if span is None:
-                span = self.edges[edge_key] = EdgeSpan(seq=seq)
-            span.add(time)
-            if run is not None and run > self.edge_runs.get(edge_key, ("", "")):
-                self.edge_runs[edge_key] = run
-        if facts.run_id is not None and job is not None:
-            self._run(facts, job, shape)
-        self._facets(facts, shape)
-        for column_key, edge in shape.columns:
-            old_column = self.columns.get(column_key)
-            if old_column is None:
-                self.columns[column_key] = (edge, EdgeSpan(time, time))
-            else:
-                old_edge, span = old_column
-                span.add(time)
-                if old_edge is not edge:
-                    self.columns[column_key] = (column_lineage.merge_edges(old_edge, edge), span)
+        # A plain tuple in EventRow's field order: the one row every event adds
+        # (store/base.py ProjectionTx says why not a record).
+        row = (facts.event_id, facts.event_type, tkey, time_text(time), facts.run_id, seq, idx)
+        self.events.append((*row, shape.row.shape_key))
+        use = self.shapes.get(shape.row.shape_key)
+        if use is None:
+            use = self.shapes[shape.row.shape_key] = ShapeUse(shape, EdgeSpan(seq=seq), tkey)
+        use.add(time, tkey, facts.event_id, facts.run_id)
+        if facts.run_id is not None:
+            if job is not None:
+                self._run(facts, job, shape)
+            self._run_facets(facts, shape)
 
     def _run(self, facts: EventFacts, job: JobId, shape: Shape) -> None:
         run_id = facts.run_id
@@ -161,28 +147,66 @@ class Contributions:
                 self.run_io.get(key, (None, None)), (version, facts.time)
             )
 
-    def _facets(self, facts: EventFacts, shape: Shape) -> None:
-        records = list(shape.facets)
-        history = list(shape.history)
-        if facts.run_id is not None:
-            run_records = _facet_records(entity("run", facts.run_id), facts.run_facets, False)
-            for role, ds_ns, ds_name, role_records in shape.role_facets:
-                owner = entity(role, facts.run_id, ds_ns, ds_name)
-                run_records += [(owner, *record[1:]) for record in role_records]
-            records += run_records
-            history += _one_per_name(run_records) if shape.role_facets else run_records
-        time, event_id, tkey = facts.time, facts.event_id, time_key(facts.time)
-        values = self.facet_values
-        for owner, name, canonical, digest, _value, _deletion in history:
-            values[digest] = canonical
-            self.facet_history.append((owner, name, event_id, tkey, digest))
+    def _run_facets(self, facts: EventFacts, shape: Shape) -> None:
+        # Run, input and output facets keep their current values only
+        # (docs/projection.md#facets); job and dataset facets are the shape's.
+        run_id = facts.run_id
+        assert run_id is not None
+        records = _facet_records(entity("run", run_id), facts.run_facets, False, hashed=False)
+        for role, ds_ns, ds_name, role_records in shape.role_facets:
+            owner = entity(role, run_id, ds_ns, ds_name)
+            records += [(owner, *record[1:]) for record in role_records]
+        self._fold_facets(records, facts.event_id, facts.time)
+
+    def _fold_facets(
+        self, records: Iterable[FacetRecordRow], event_id: str, time: EventTime | None
+    ) -> None:
+        slots = self.facet_slots
         for owner, name, canonical, _digest, value, deletion in records:
             item = facet_rules.FacetValue(value, event_id, time, canonical)
             slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
-            old = self.facet_slots.get((owner, name))
-            self.facet_slots[(owner, name)] = (
-                slot if old is None else facet_rules.merge_slots(old, slot)
-            )
+            old = slots.get((owner, name))
+            slots[(owner, name)] = slot if old is None else facet_rules.merge_slots(old, slot)
+
+    def fold_shapes(self) -> None:
+        """Fold what each shape contributes, once per shape. Each is the join its events
+        would give one by one: a span of their times, the earliest link time, the latest
+        run; and a facet value ranks by (eventTime, canonical JSON, event id) with the
+        JSON the same in every event of a shape, so its latest event stands for all."""
+        for use in self.shapes.values():
+            shape, span = use.shape, use.span
+            for link in shape.links:
+                old_key = self.links.get(link)
+                self.links[link] = use.first_key if old_key is None else min(old_key, use.first_key)
+            if shape.row.job_ns is not None and shape.row.job_name is not None:
+                key = (shape.row.job_ns, shape.row.job_name)
+                flags, old = shape.job_flags, self.jobs.get(key)
+                self.jobs[key] = (
+                    flags
+                    if old is None
+                    else (max(old[0], flags[0]), max(old[1], flags[1]), max(old[2], flags[2]))
+                )
+            for edge_key in shape.edges:
+                edge_span = self.edges.get(edge_key)
+                if edge_span is None:
+                    edge_span = self.edges[edge_key] = EdgeSpan(seq=span.seq)
+                edge_span.join(span)
+                if use.last_run is not None and use.last_run > self.edge_runs.get(
+                    edge_key, ("", "")
+                ):
+                    self.edge_runs[edge_key] = use.last_run
+            for column_key, edge in shape.columns:
+                old_column = self.columns.get(column_key)
+                if old_column is None:
+                    self.columns[column_key] = (edge, EdgeSpan(span.first, span.last))
+                else:
+                    old_edge, column_span = old_column
+                    column_span.join(span)
+                    if old_edge is not edge:
+                        merged = column_lineage.merge_edges(old_edge, edge)
+                        self.columns[column_key] = (merged, column_span)
+            _tkey, event_id, time = use.best
+            self._fold_facets(shape.facets, event_id, time)
 
 
 # owner, name, canonical JSON, its value_hash, the value, whether it is a deletion marker
@@ -197,11 +221,11 @@ class Shape(NamedTuple):
     fields: tuple[tuple[str, str, str], ...]  # (ns, name, field): search finds fields
     links: tuple[Link, ...]
     job_flags: tuple[int, int, int]
-    edges: tuple[EdgeKey, ...]
-    io_key: bytes | None  # names ``edges`` in io_sets (None: no edges)
+    edges: tuple[EdgeKey, ...]  # io_sets under ``row.io_key`` (None: no edges)
     run_io: tuple[tuple[str, str, str, str | None], ...]  # ds ns, name, direction, version
     facets: tuple[FacetRecordRow, ...]  # job and dataset facets
-    history: tuple[FacetRecordRow, ...]  # the same, one per (owner, name)
+    history: tuple[FacetRecordRow, ...]  # facet_sets under ``row.facets_key``: one per name
+    row: ShapeRow
     role_facets: tuple[tuple[str, str, str, tuple[FacetRecordRow, ...]], ...]
     columns: tuple[tuple[ColumnKey, ColumnEdge], ...]
 
@@ -226,14 +250,26 @@ def value_hash(canonical: bytes) -> bytes:
     return hashlib.blake2b(canonical, digest_size=16).digest()
 
 
+def set_key(members: Any) -> bytes:
+    """The key of a content-addressed set or shape (BLAKE2b-128 of its members' JSON,
+    bytes as hex): equal content, equal key, whichever event or run names it."""
+    return hashlib.blake2b(orjson.dumps(members, default=_hex), digest_size=16).digest()
+
+
+def _hex(value: bytes) -> str:
+    return value.hex()
+
+
 def _facet_records(
-    owner: str, values: dict[str, Any], honour_deleted: bool
+    owner: str, values: dict[str, Any], honour_deleted: bool, hashed: bool = True
 ) -> list[FacetRecordRow]:
+    """``hashed=False`` for values no facet set names (run facets): no value_hash."""
     records = []
     for name, value in values.items():
         canonical = canonical_json(value)
         deletion = honour_deleted and facet_rules.is_deletion(value)
-        records.append((owner, name, canonical, value_hash(canonical), value, deletion))
+        digest = value_hash(canonical) if hashed else b""
+        records.append((owner, name, canonical, digest, value, deletion))
     return records
 
 
@@ -302,7 +338,12 @@ def _read_shape(facts: EventFacts) -> Shape:
     for ds in facts.datasets:
         facets += _facet_records(entity("dataset", ds.id.namespace, ds.id.name), ds.facets, True)
     role_facets = tuple(
-        (ds.role, ds.id.namespace, ds.id.name, tuple(_facet_records("", ds.role_facets, False)))
+        (
+            ds.role,
+            ds.id.namespace,
+            ds.id.name,
+            tuple(_facet_records("", ds.role_facets, False, hashed=False)),
+        )
         for ds in facts.datasets
         if ds.role_facets
     )
@@ -331,16 +372,23 @@ def _read_shape(facts: EventFacts) -> Shape:
     for fact in facts.columns:
         fields.add((fact.target.namespace, fact.target.name, fact.target_field))
         fields.add((fact.source.namespace, fact.source.name, fact.source_field))
+    io_key = set_key(sorted(edges)) if edges else None
+    # Sorted: a set's key must not depend on the order the event listed its datasets in.
+    history = tuple(sorted(_one_per_name(facets), key=lambda r: (r[0], r[1])))
+    facets_key = set_key([(r[0], r[1], r[3]) for r in history]) if history else None
+    job_ns_or_none, job_name_or_none = (job.namespace, job.name) if job else (None, None)
+    members = (facts.kind, job_ns_or_none, job_name_or_none, io_key, facets_key)
+    shape_key = set_key(members)
     return Shape(
         tuple(datasets),
         tuple(sorted(fields)),
         tuple(links),
         job_flags,
         edges,
-        hashlib.blake2b(orjson.dumps(edges), digest_size=16).digest() if edges else None,
         tuple((ds.id.namespace, ds.id.name, direction[ds.role], ds.version) for ds in used),
         tuple(facets),
-        _one_per_name(facets),
+        history,
+        ShapeRow(shape_key, *members),
         role_facets,
         tuple(columns.items()),
     )
@@ -350,6 +398,7 @@ def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contribu
     result = Contributions()
     for facts, seq, idx in new_events:
         result.add_event(facts, seq, idx)
+    result.fold_shapes()
     return result
 
 
@@ -388,6 +437,8 @@ def run_row(run_id: str, part: RunPart) -> RunRow:
     """A run's stored row."""
     state = part.state
     terminal, win_key = winner_key(state)
+    job_key, job_event = part.job_rank
+    parent_key, parent_event = part.parent_rank or (None, None)
     return RunRow(
         run_id,
         *part.job,
@@ -398,11 +449,13 @@ def run_row(run_id: str, part: RunPart) -> RunRow:
         time_text(state.ended_at),
         time_key(state.latest),
         *(part.parent or (None,) * 6),
-        *part.job_rank,
+        job_key,
+        bytes.fromhex(job_event),
         int(terminal),
         win_key,
-        state.decided_by,
-        *(part.parent_rank or (None, None)),
+        bytes.fromhex(state.decided_by),
+        parent_key,
+        None if parent_event is None else bytes.fromhex(parent_event),
     )
 
 

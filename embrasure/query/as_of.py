@@ -5,11 +5,15 @@ counts and job kinds alike. An event with an unknown eventTime orders before eve
 time, so it is always part of the past. The served graph is the merge of every event;
 this reads the history the projector keeps beside it instead:
 
-- ``events`` (each event's time, run, job, kind and ``io_key``) and ``io_sets`` (the job ↔
-  dataset edges an io_key names) give the edges at T, their first/last seen, their runs;
+- ``events`` (each event's time, run and shape), ``shapes`` (an event's kind, job,
+  ``io_key`` and ``facets_key``, shared by every event naming the same) and ``io_sets``
+  (the job ↔ dataset edges an io_key names) give the edges at T, their first/last seen,
+  their runs;
 - ``events`` by run give each run's state at T (projector/runs.py over those events);
 - ``links.first_key`` gives the aliases at T (projector/symlinks.py over those links);
-- ``facet_history`` gives the jobType facet at T (projector/facets.py over that history).
+- ``facet_sets`` (the job and dataset facet values a facets_key names) and the events of
+  the shapes naming them give the jobType facet at T (projector/facets.py over that
+  history).
 
 ``AsOfGraph`` answers the questions ``graph.Graph`` answers, so ``lineage.lineage`` walks
 it unchanged. It is slower than the served graph (it aggregates events on every hop):
@@ -30,7 +34,14 @@ from embrasure.projector.runs import RunEventFact, resolve_run
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.query.graph import Graph, Hop, MergedEdge, edge_order
 from embrasure.store.base import GraphReader, Key
-from embrasure.store.rows import EventRow, FacetHistoryRow, FacetValueRow, IoSetRow, LinkRow
+from embrasure.store.rows import (
+    EventRow,
+    FacetSetRow,
+    FacetValueRow,
+    IoSetRow,
+    LinkRow,
+    ShapeRow,
+)
 
 
 class AsOfIdentities:
@@ -114,14 +125,16 @@ class AsOfGraph(Graph):
         by_key: dict[bytes, list[IoSetRow]] = {}
         for row in io_rows:
             by_key.setdefault(row.io_key, []).append(row)
-        events = self._events(("io_key",), [(k,) for k in by_key])
+        shapes = self._shapes(("io_key",), [(k,) for k in by_key])
+        events = self._events_of(shapes)
         canonical = self.ids.canonical(DatasetId(r.ds_ns, r.ds_name) for r in io_rows)
         merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}
         runs: dict[tuple[JobId, DatasetId, str, bool], set[str]] = {}
         for event in events:
             time_key, time_text, run_id = event.time_key, event.time_text, event.run_id
-            assert event.io_key is not None  # found by it
-            for io in by_key[event.io_key]:
+            io_key = shapes[event.shape_key].io_key
+            assert io_key is not None  # found by it
+            for io in by_key[io_key]:
                 job, ds = JobId(io.job_ns, io.job_name), canonical[DatasetId(io.ds_ns, io.ds_name)]
                 static = bool(io.static)
                 key = (job, ds, io.direction, static)
@@ -136,6 +149,15 @@ class AsOfGraph(Graph):
         for key, edge_runs in runs.items():
             merged[key].run_count = len(edge_runs)
         return sorted(merged.values(), key=edge_order)
+
+    def _shapes(self, columns: tuple[str, ...], values: list[Key]) -> dict[bytes, ShapeRow]:
+        """Shapes whose ``columns`` equal one of ``values``, by key."""
+        rows = self.reader.rows(ShapeRow, columns, values) if values else []
+        return {r.shape_key: r for r in rows}
+
+    def _events_of(self, shapes: Iterable[bytes]) -> list[EventRow]:
+        """Events of one of ``shapes``, at or before the instant."""
+        return self._events(("shape_key",), [(k,) for k in sorted(shapes)])
 
     def _events(self, columns: tuple[str, ...], values: list[Key]) -> list[EventRow]:
         """Events whose ``columns`` equal one of ``values``, at or before the instant."""
@@ -172,30 +194,33 @@ class AsOfGraph(Graph):
         job_type = self._facet_at(entity("job", job.namespace, job.name), "jobType")
         if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
             return "service"
-        events = self._events(("job_ns", "job_name"), [(job.namespace, job.name)])
-        if not events or any(e.kind != JOB_EVENT for e in events):
+        shapes = self._shapes(("job_ns", "job_name"), [(job.namespace, job.name)])
+        events = self._events_of(shapes)
+        if not events or any(shapes[e.shape_key].kind != JOB_EVENT for e in events):
             return "job"
-        keys = [(e.io_key,) for e in events if e.io_key is not None]
+        io_keys = {shapes[e.shape_key].io_key for e in events}
+        keys = [(k,) for k in sorted(k for k in io_keys if k is not None)]
         io = self.reader.rows(IoSetRow, ("io_key",), keys) if keys else []
         writes = any(r.direction == "out" and JobId(r.job_ns, r.job_name) == job for r in io)
         return "job" if writes else "service"
 
     def _facet_at(self, owner: str, name: str) -> Any:
-        history = [
-            r
-            for r in self.reader.rows(FacetHistoryRow, ("entity", "name"), [(owner, name)])
-            if r.time_key <= self.key
-        ]
+        # The facet's history is every event whose shape's facet set holds a value for it.
+        in_sets = self.reader.rows(FacetSetRow, ("entity", "name"), [(owner, name)])
+        hash_of = {r.facets_key: r.value_hash for r in in_sets}
+        shapes = self._shapes(("facets_key",), [(k,) for k in sorted(hash_of)])
+        history = self._events_of(shapes)
         if not history:
             return None
-        hashes = [(h.value_hash,) for h in history]
+        value_of = {s.shape_key: hash_of[s.facets_key] for s in shapes.values() if s.facets_key}
+        hashes = [(h,) for h in sorted(set(value_of.values()))]
         values = {r.hash: r.value_json for r in self.reader.rows(FacetValueRow, ("hash",), hashes)}
         records = [
             (
                 name,
                 EventTime(r.time_key, r.time_key) if r.time_key else None,
                 r.event_id,
-                orjson.loads(values[r.value_hash]),
+                orjson.loads(values[value_of[r.shape_key]]),
             )
             for r in history
         ]

@@ -61,19 +61,30 @@ class FailureRow(NamedTuple):
 
 
 class EventRow(NamedTuple):
-    """``events``: an event, where it was first seen and the edges it names."""
+    """``events``: an event, where it was first seen, and its shape (what it names apart
+    from its run and time)."""
 
     event_id: str
-    kind: str
     event_type: str | None
     time_key: str
     time_text: str | None
-    job_ns: str | None
-    job_name: str | None
     run_id: str | None
     seq: int
     idx: int
+    shape_key: bytes
+
+
+class ShapeRow(NamedTuple):
+    """``shapes``: what an event names apart from its run and time — its kind, job, edges
+    (``io_sets``) and job and dataset facets (``facet_sets``). A job's runs name the same
+    shape, so it is stored once per distinct one."""
+
+    shape_key: bytes
+    kind: str
+    job_ns: str | None
+    job_name: str | None
     io_key: bytes | None
+    facets_key: bytes | None
 
 
 class IoSetRow(NamedTuple):
@@ -86,6 +97,15 @@ class IoSetRow(NamedTuple):
     ds_name: str
     direction: str
     static: int
+
+
+class FacetSetRow(NamedTuple):
+    """``facet_sets``: one job or dataset facet value of the set an event names."""
+
+    facets_key: bytes
+    entity: str
+    name: str
+    value_hash: bytes
 
 
 class DatasetRow(NamedTuple):
@@ -160,12 +180,12 @@ class RunRow(NamedTuple):
     root_job_ns: str | None
     root_job_name: str | None
     job_key: str
-    job_event: str
+    job_event: bytes  # event ids as their 32 bytes: they only rank (schema.py says why)
     win_terminal: int
     win_key: str
-    decided_by: str
+    decided_by: bytes
     parent_key: str | None
-    parent_event: str | None
+    parent_event: bytes | None
 
 
 class EdgeRow(NamedTuple):
@@ -212,16 +232,6 @@ class FacetRow(NamedTuple):
     deleted_text: str | None
     deleted_json: str | None
     deleted_event: str | None
-
-
-class FacetHistoryRow(NamedTuple):
-    """``facet_history``: a facet value one event sent."""
-
-    entity: str
-    name: str
-    event_id: str
-    time_key: str
-    value_hash: bytes
 
 
 class FacetValueRow(NamedTuple):
@@ -277,7 +287,9 @@ GRAPH_ROWS: dict[str, Table] = {
     "items": Table(ItemRow, 2),
     "failures": Table(FailureRow, 1),
     "events": Table(EventRow, 1),
+    "shapes": Table(ShapeRow, 1),
     "io_sets": Table(IoSetRow, 7),
+    "facet_sets": Table(FacetSetRow, 3),
     "datasets": Table(DatasetRow, 2),
     "fields": Table(FieldRow, 3),
     "field_names": Table(FieldNameRow, 1),
@@ -288,7 +300,6 @@ GRAPH_ROWS: dict[str, Table] = {
     "edges": Table(EdgeRow, 6),
     "run_io": Table(RunIoRow, 6),
     "facets": Table(FacetRow, 2),
-    "facet_history": Table(FacetHistoryRow, 3),
     "facet_values": Table(FacetValueRow, 1),
     "column_edges": Table(ColumnEdgeRow, 9),
     "hidden": Table(HiddenRow, 3),

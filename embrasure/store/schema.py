@@ -21,9 +21,9 @@ from embrasure.store.rows import GRAPH_ROWS, columns_of
 
 # The version of these tables and of the projection rules that fill them. A graph built by
 # another version is rebuilt from the log on start (worker.py), so a change to a table, or
-# to a rule that changes what old events project to, bumps it. 8: column lineage derived
-# from the job's SQL (projector/sql_lineage.py).
-GRAPH_VERSION = 8
+# to a rule that changes what old events project to, bumps it. 9: history written on
+# change — events name a shared shape; facet_history gave way to facet_sets.
+GRAPH_VERSION = 9
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
 # log's administrative entries: the latest entry for an entity (by log position) decides.
@@ -65,29 +65,41 @@ CREATE TABLE {g}items (
     event_id TEXT,
     PRIMARY KEY (seq, idx)
 ){without_rowid};
-CREATE INDEX {g}items_quarantined ON {g}items (outcome, seq);
+-- Quarantined items only: projected ones (nearly all) are never looked up by outcome.
+CREATE INDEX {g}items_quarantined ON {g}items (seq, idx) WHERE outcome = 'quarantined';
 CREATE TABLE {g}failures (
     seq {bigint} PRIMARY KEY,              -- a delivery the projector failed on
     attempts INTEGER NOT NULL,
     error TEXT NOT NULL
 );
+-- One row per event, and what asOf reads (docs/queries.md#asof): everything an event
+-- names apart from its run and time is its shape, stored once per distinct shape. A
+-- rowid table, unlike its neighbours: each of its indexes then ends in a rowid of a few
+-- bytes instead of the 64-character event id a WITHOUT ROWID table would repeat in each.
 CREATE TABLE {g}events (
     event_id TEXT PRIMARY KEY,             -- SHA-256 of the canonical JSON
-    kind TEXT NOT NULL,
     event_type TEXT,
     time_key TEXT NOT NULL,
     time_text TEXT,
-    job_ns TEXT,
-    job_name TEXT,
     run_id TEXT,
     seq {bigint} NOT NULL,                 -- where it was first seen (raw event reads)
     idx INTEGER NOT NULL,
-    io_key {blob}                          -- io_sets.io_key: the edges it names (asOf)
-){without_rowid};
+    shape_key {blob} NOT NULL              -- shapes.shape_key
+);
 CREATE INDEX {g}events_time ON {g}events (time_key);
-CREATE INDEX {g}events_io ON {g}events (io_key, time_key);
-CREATE INDEX {g}events_run ON {g}events (run_id, time_key);
-CREATE INDEX {g}events_job ON {g}events (job_ns, job_name, time_key);
+-- asOf reads every event of a run or a shape and keeps those up to T: no time in these.
+CREATE INDEX {g}events_run ON {g}events (run_id);
+CREATE INDEX {g}events_shape ON {g}events (shape_key);
+CREATE TABLE {g}shapes (                   -- what an event names apart from its run and
+    shape_key {blob} PRIMARY KEY,          -- time (a job's runs share one): BLAKE2b-128
+    kind TEXT NOT NULL,                    -- of the other columns
+    job_ns TEXT, job_name TEXT,
+    io_key {blob},                         -- io_sets.io_key: the edges it names
+    facets_key {blob}                      -- facet_sets.facets_key: its job and dataset facets
+){without_rowid};
+CREATE INDEX {g}shapes_job ON {g}shapes (job_ns, job_name);
+CREATE INDEX {g}shapes_io ON {g}shapes (io_key);
+CREATE INDEX {g}shapes_facets ON {g}shapes (facets_key);
 CREATE TABLE {g}io_sets (                  -- the job ↔ dataset edges one event names:
     io_key {blob} NOT NULL,                -- a job's runs name the same set, so it is
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,  -- stored once per distinct set
@@ -98,6 +110,14 @@ CREATE TABLE {g}io_sets (                  -- the job ↔ dataset edges one even
 ){without_rowid};
 CREATE INDEX {g}io_sets_ds ON {g}io_sets (ds_ns, ds_name);
 CREATE INDEX {g}io_sets_job ON {g}io_sets (job_ns, job_name);
+CREATE TABLE {g}facet_sets (               -- the job and dataset facet values one event
+    facets_key {blob} NOT NULL,            -- sends, one per (entity, name): stored once
+    entity TEXT NOT NULL,                  -- per distinct set, as io_sets
+    name TEXT NOT NULL,
+    value_hash {blob} NOT NULL,            -- facet_values.hash
+    PRIMARY KEY (facets_key, entity, name)
+){without_rowid};
+CREATE INDEX {g}facet_sets_entity ON {g}facet_sets (entity, name);
 CREATE TABLE {g}datasets (
     ns TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -144,10 +164,13 @@ CREATE TABLE {g}runs (
     latest_key TEXT NOT NULL,
     parent_run_id TEXT, parent_job_ns TEXT, parent_job_name TEXT,
     root_run_id TEXT, root_job_ns TEXT, root_job_name TEXT,
-    job_key TEXT NOT NULL, job_event TEXT NOT NULL,  -- the event the job is taken from
-    win_terminal INTEGER NOT NULL,         -- the event deciding the state (runs.py):
-    win_key TEXT NOT NULL, decided_by TEXT NOT NULL,  -- terminal?, eventTime, event id
-    parent_key TEXT, parent_event TEXT     -- the event the parent is taken from
+    -- The events the job, the state and the parent are taken from (runs.py), ranked by
+    -- eventTime then event id. The ids only rank, so they are kept as their 32 bytes
+    -- (which sort as the hex does), not 64 characters each.
+    job_key TEXT NOT NULL, job_event {blob} NOT NULL,
+    win_terminal INTEGER NOT NULL,         -- the state's: terminal?, eventTime, event id
+    win_key TEXT NOT NULL, decided_by {blob} NOT NULL,
+    parent_key TEXT, parent_event {blob}
 ){without_rowid};
 CREATE INDEX {g}runs_job ON {g}runs (job_ns, job_name, latest_key);
 CREATE INDEX {g}runs_parent ON {g}runs (parent_run_id);
@@ -183,14 +206,6 @@ CREATE TABLE {g}facets (
     deleted_json TEXT, deleted_event TEXT,
     PRIMARY KEY (entity, name)
 );
-CREATE TABLE {g}facet_history (
-    entity TEXT NOT NULL,
-    name TEXT NOT NULL,
-    event_id TEXT NOT NULL,
-    time_key TEXT NOT NULL,
-    value_hash {blob} NOT NULL,            -- facet_values.hash: a job's facets repeat
-    PRIMARY KEY (entity, name, event_id)   -- in every run, so they are stored once
-){without_rowid};
 CREATE TABLE {g}facet_values (
     hash {blob} PRIMARY KEY,               -- BLAKE2b-128 of the canonical JSON
     value_json TEXT NOT NULL
@@ -220,7 +235,9 @@ TABLES = (
     "items",
     "failures",
     "events",
+    "shapes",
     "io_sets",
+    "facet_sets",
     "datasets",
     "fields",
     "field_names",
@@ -231,7 +248,6 @@ TABLES = (
     "edges",
     "run_io",
     "facets",
-    "facet_history",
     "facet_values",
     "column_edges",
     "hidden",

@@ -1,0 +1,83 @@
+"""docs/projection.md#history-written-on-change: a job that runs again with the same
+inputs, outputs and facets adds its run and its events, not another copy of what its
+events name (shapes, io_sets, facet_sets, facet_values); a changed facet adds one set."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from embrasure.projector.worker import Projector
+from embrasure.store import Store, open_store
+from embrasure.store.rows import GRAPH_ROWS
+
+from event_strategies import deliveries
+from graph_api import SPARK, at, ds, facet, run_id
+
+SHARED = ("shapes", "io_sets", "facet_sets", "facet_values")
+PER_RUN = ("events", "runs", "run_io")
+
+
+def job_run(n: int, query: str = "INSERT INTO db.report SELECT * FROM db.orders") -> list[Any]:
+    """Run ``n`` of one hourly job: START then COMPLETE, the same job and dataset facets
+    each time; only the runId, the times and a run facet change."""
+    schema = facet("SchemaDatasetFacet", "1-1-1", fields=[{"name": "id", "type": "bigint"}])
+    event = {
+        "producer": SPARK,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {
+            "runId": run_id(n),
+            "facets": {
+                "nominalTime": facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=at(n))
+            },
+        },
+        "job": {
+            "namespace": "spark",
+            "name": "report",
+            "facets": {"sql": facet("SQLJobFacet", "1-1-0", query=query)},
+        },
+        "inputs": [ds("warehouse", "db.orders", schema=schema)],
+        "outputs": [ds("warehouse", "db.report", schema=schema)],
+    }
+    start, complete = copy.deepcopy(event), copy.deepcopy(event)
+    start.update(eventType="START", eventTime=at(n, 0))
+    complete.update(eventType="COMPLETE", eventTime=at(n, 5))
+    return [start, complete]
+
+
+def counts(store: Store) -> dict[str, int]:
+    with store.reader() as reader:
+        return {name: len(reader.rows(table.row)) for name, table in GRAPH_ROWS.items()}
+
+
+def project(store: Store, events: list[Any]) -> dict[str, int]:
+    for draft in deliveries([events]):
+        store.append([draft])
+    Projector(store).run_until_caught_up()
+    return counts(store)
+
+
+def test_a_repeated_job_adds_its_run_and_nothing_it_shares(db_url: str) -> None:
+    store = open_store(db_url)
+    try:
+        first = project(store, job_run(1))
+        assert all(first[t] > 0 for t in SHARED + PER_RUN), first
+        second = project(store, job_run(2))
+        for table in SHARED:
+            assert second[table] == first[table], table
+        assert second["events"] == first["events"] + 2
+        assert second["runs"] == first["runs"] + 1
+        assert second["run_io"] == first["run_io"] + 2  # one input, one output
+        # Hourly through the day: still one shape, one set of each.
+        for n in range(3, 23):
+            later = project(store, job_run(n))
+        assert {t: later[t] for t in SHARED} == {t: first[t] for t in SHARED}
+        assert later["events"] == 2 * 22
+        # A changed SQL facet is a new facet set (and shape), holding every facet again.
+        changed = project(store, job_run(23, "INSERT INTO db.report SELECT id FROM db.orders"))
+        assert changed["shapes"] == first["shapes"] + 1
+        assert changed["facet_sets"] == 2 * first["facet_sets"]
+        assert changed["facet_values"] == first["facet_values"] + 1
+        assert changed["io_sets"] == first["io_sets"]
+    finally:
+        store.close()
