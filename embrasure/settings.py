@@ -135,7 +135,8 @@ SETTINGS: tuple[Setting, ...] = (
         "retain_runs",
         "",
         "Keep runs (and their per-run rows) for this long after their latest eventTime;"
-        " empty keeps every run. Not applied yet.",
+        " empty keeps every run. Each job's latest run and all lineage stay; asOf before"
+        " the horizon answers 422.",
     ),
     Setting(
         "retention_interval",
@@ -227,6 +228,10 @@ class Settings:
     def log_horizon(self) -> datetime.timedelta | None:
         """How long bodies stay in the database, or None when every body stays."""
         return parse_duration(self.retain_log) if self.retain_log else None
+
+    def runs_horizon(self) -> datetime.timedelta | None:
+        """How long runs stay in the graph, or None when every run stays."""
+        return parse_duration(self.retain_runs) if self.retain_runs else None
 
     def retention_seconds(self) -> float:
         return parse_duration(self.retention_interval).total_seconds()

@@ -23,46 +23,66 @@ def retention_loop(settings: Settings, store: Store) -> Any:
     set, else None."""
     from embrasure.lifecycle.retention import RetentionLoop
 
-    horizon = settings.log_horizon()
-    if horizon is None:
+    horizon, runs = settings.log_horizon(), settings.runs_horizon()
+    if horizon is None and runs is None:
         return None
-    return RetentionLoop(store, settings.archive, horizon, settings.retention_seconds())
+    return RetentionLoop(
+        store, settings.archive, horizon, settings.retention_seconds(), retain_runs=runs
+    )
 
 
 @click.command()
-@setting_options("db", "retain_log", "archive", "db_pool_size", "log_level", "log_format")
+@setting_options(
+    "db", "retain_log", "archive", "retain_runs", "db_pool_size", "log_level", "log_format"
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what the pass did as JSON.")
 def retention(as_json: bool, **flags: Any) -> None:
     """Run one retention pass: move the bodies of projected deliveries received before
-    now - --retain-log to --archive, then give the space back. Exits 1 when the pass
+    now - --retain-log to --archive, then give the space back; with --retain-runs, remove
+    the runs whose latest eventTime is before now - --retain-runs. Exits 1 when the pass
     stopped early (the reason is printed; no body it had not archived was deleted)."""
     from embrasure import logs
     from embrasure.lifecycle.archive import Archive
     from embrasure.lifecycle.retention import run_pass
+    from embrasure.lifecycle.run_retention import horizon_key, trim_runs
     from embrasure.store import open_store
 
     settings = load_settings(flags)
     # What the pass did is printed; its log lines (the same at info) only when asked.
     asked = flags.get("log_level") is not None or BY_NAME["log_level"].env in os.environ
     logs.configure(settings.log_level if asked else "warning", settings.log_format)
-    horizon = settings.log_horizon()
-    if horizon is None:
-        fail("give --retain-log (EMBRASURE_RETAIN_LOG): how long bodies stay in the database")
+    horizon, runs_horizon = settings.log_horizon(), settings.runs_horizon()
+    if horizon is None and runs_horizon is None:
+        fail(
+            "give --retain-log (EMBRASURE_RETAIN_LOG), how long bodies stay in the database,"
+            " or --retain-runs (EMBRASURE_RETAIN_RUNS), how long runs stay in the graph"
+        )
     try:
         store = open_store(settings.db, pool_size=settings.db_pool_size)
     except EmbrasureError as exc:
         fail(str(exc))
+    report = runs = None
     try:
-        report = run_pass(store, Archive(settings.archive), horizon)
+        if horizon is not None:
+            report = run_pass(store, Archive(settings.archive), horizon)
+        if runs_horizon is not None:
+            runs = trim_runs(store, horizon_key(runs_horizon))
     except EmbrasureError as exc:
         fail(str(exc))
     finally:
         store.close()
     if as_json:
-        print_json(dataclasses.asdict(report))
+        print_json(
+            {
+                **(dataclasses.asdict(report) if report else {}),
+                **({"runs": dataclasses.asdict(runs)} if runs else {}),
+            }
+        )
     else:
-        click.echo(report.summary())
-    if report.error is not None:
+        for done in (report, runs):
+            if done is not None:
+                click.echo(done.summary())
+    if report is not None and report.error is not None:
         fail(f"retention pass stopped: {report.error}")
 
 

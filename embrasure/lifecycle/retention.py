@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 
 from embrasure.errors import ArchiveCorrupt, ArchiveError, EmbrasureError, StoreError
 from embrasure.lifecycle.archive import Archive, ArchivedDelivery, Segment
+from embrasure.lifecycle.run_retention import horizon_key, trim_runs
 from embrasure.lifecycle.segments import deliveries
 from embrasure.model import utc_now
 from embrasure.store import Store
@@ -229,6 +230,7 @@ class RetentionState:
     last: PassReport | None = None
     last_finished: float | None = None  # time.time() at the end of the last pass
     last_error: str | None = None  # the last pass's, None once one succeeds
+    runs_removed: int = 0  # by --retain-runs
 
 
 class RetentionLoop:
@@ -239,13 +241,15 @@ class RetentionLoop:
         self,
         store: Store,
         location: str,
-        retain: datetime.timedelta,
+        retain: datetime.timedelta | None,
         interval: float,
         open_archive: Callable[[str], Archive] = Archive,
+        retain_runs: datetime.timedelta | None = None,
     ) -> None:
         self.store = store
         self.location = location
         self.retain = retain
+        self.retain_runs = retain_runs
         self.interval = interval
         self.open_archive = open_archive
         self.state = RetentionState()
@@ -255,6 +259,10 @@ class RetentionLoop:
         self._thread: threading.Thread | None = None
 
     def run_once(self) -> PassReport:
+        if self.retain_runs is not None:
+            self._trim_runs(self.retain_runs)
+        if self.retain is None:
+            return PassReport(utc_now(), "")
         try:
             # Opened at the first pass, not at start-up: the server takes deliveries
             # while the archive is unreachable, and reports why (/readyz, /metrics).
@@ -272,6 +280,18 @@ class RetentionLoop:
             s.failures += report.error is not None
             s.last, s.last_finished, s.last_error = report, time.time(), report.error
         return report
+
+    def _trim_runs(self, retain: datetime.timedelta) -> None:
+        try:
+            report = trim_runs(self.store, horizon_key(retain))
+        except EmbrasureError as exc:
+            log.error("run retention could not run: %s", exc)
+            with self._lock:
+                self.state.failures += 1
+                self.state.last_error = str(exc)
+            return
+        with self._lock:
+            self.state.runs_removed += report.runs
 
     def snapshot(self) -> RetentionState:
         with self._lock:

@@ -32,6 +32,7 @@ from embrasure.errors import (
     StoreConflict,
     StoreUnavailable,
 )
+from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
 from embrasure.projector import admin
@@ -120,6 +121,12 @@ def reproject(
     new = store.create_generation()
     builder = Projector(store, limits, generation=new, archived=archived)
     builder.run_until_caught_up()
+    with store.reader() as reader:
+        horizon = reader.run_horizon()
+    if horizon is not None:
+        # The runs --retain-runs removed, the log brings back: remove them again (the
+        # few the swap's transaction still projects go at the next pass).
+        trim_runs(store, horizon, generation=new)
     with store.projection(new) as tx:
         # Holding the log, nothing new reaches it (and on PostgreSQL, deliveries other
         # projectors hold are waited for, not skipped): finish, then swap.

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from embrasure.errors import Problem
 from embrasure.model import JOB_EVENT, DatasetId, EventTime, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity, stored_time
@@ -83,6 +84,19 @@ class AsOfIdentities:
 class AsOfGraph(Graph):
     def __init__(self, reader: GraphReader, key: str) -> None:
         super().__init__(reader)
+        horizon = reader.run_horizon()
+        if horizon is not None and key < horizon:
+            # The runs (and their events) before the horizon were removed by
+            # --retain-runs: the graph as it was then cannot be built again.
+            raise Problem(
+                422,
+                "as-of-before-horizon",
+                "asOf before the run horizon",
+                f"Runs whose latest eventTime is before {horizon} were removed by"
+                " --retain-runs (docs/operations.md#retention-and-the-archive): ask for an"
+                f" asOf at or after {horizon}.",
+                horizon=horizon,
+            )
         self.key = key
         self.ids = AsOfIdentities(reader, key)
         self._run_states: dict[str, str] = {}  # run → its state at the instant

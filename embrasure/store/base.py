@@ -130,6 +130,20 @@ class ProjectionTx(abc.ABC):
         already.)"""
 
     @abc.abstractmethod
+    def trimmable_runs(self, horizon_key: str, limit: int) -> list[str]:
+        """Up to ``limit`` runs --retain-runs removes: latest eventTime key before
+        ``horizon_key``, and a later run of the same job (each job's latest run stays)."""
+
+    @abc.abstractmethod
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete runs with their per-run rows (run_io, events, run/input/output facets)."""
+
+    @abc.abstractmethod
+    def record_run_horizon(self, horizon_key: str, now: str) -> str:
+        """Move the run horizon (kept beside the log, for every generation) up to
+        ``horizon_key``, never down; return it."""
+
+    @abc.abstractmethod
     def serve_this_generation(self) -> int:
         """Make this transaction's generation the served one (at commit); return the
         generation served until now."""
@@ -229,6 +243,10 @@ class GraphReader(abc.ABC):
     ) -> list[EventPlace]:
         """Events with ``after_key <= time_key < before_key``, in (time_key, event_id)
         order after ``cursor``."""
+
+    @abc.abstractmethod
+    def run_horizon(self) -> str | None:
+        """The eventTime key before which --retain-runs removed runs (None: none removed)."""
 
     @abc.abstractmethod
     def runs_of_job(

@@ -243,6 +243,23 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        8,
+        "the run horizon",
+        """
+        -- Runs whose latest eventTime is before the horizon left the graph (--retain-runs,
+        -- lifecycle/run_retention.py). Kept beside the log, not in a graph generation:
+        -- a reprojection trims the runs the log brings back, and asOf before it is a 422.
+        CREATE TABLE run_horizon (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            horizon_key TEXT NOT NULL,       -- an eventTime key (projector/times.py)
+            set_at TEXT NOT NULL
+        )
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

@@ -32,6 +32,7 @@ from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import LinkRow, table_of
+from embrasure.store.run_retention import RunTrimming
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import (
     LOG_COLUMNS,
@@ -78,7 +79,7 @@ def _columns(rows: Sequence[Key], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
-class PostgresProjectionTx(TxReads, ProjectionTx):
+class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
     """Rows go to the server as arrays, one per column, and one statement a table
     (``INSERT … SELECT * FROM unnest(…) ON CONFLICT …``): a statement per row costs
     ~20 µs of driver work each, which at ~27 rows an event was most of a projection.

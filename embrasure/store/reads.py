@@ -26,6 +26,7 @@ from embrasure.store.rows import (
     maker,
     table_of,
 )
+from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import Connection, read_body, select_records, select_where_in
 
@@ -173,6 +174,9 @@ class SQLReader(GraphReader):
         return list(dict.fromkeys(r[0] for r in rows))
 
     # -- graph -----------------------------------------------------------------------------
+
+    def run_horizon(self) -> str | None:
+        return run_horizon(self.conn)
 
     def runs_of_job(
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.rows import table_of
+from embrasure.store.run_retention import RunTrimming
 from embrasure.store.sql import (
     TxReads,
     decode_rejections,
@@ -29,7 +30,7 @@ def _sql(prefix: str, table: Record) -> dict[str, str]:
     return table_sql(prefix, table_of(table), "sqlite")
 
 
-class SQLiteProjectionTx(TxReads, ProjectionTx):
+class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
     conn: sqlite3.Connection
 
     def __init__(self, conn: sqlite3.Connection, prefix: str, codec: BodyCodec) -> None:

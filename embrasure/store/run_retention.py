@@ -1,0 +1,76 @@
+"""SQL of --retain-runs (lifecycle/run_retention.py), both backends: runs whose latest
+eventTime is before the horizon leave the graph with their per-run rows, and the horizon
+is recorded beside the log (docs/operations.md#retention-and-the-archive).
+
+What goes: the ``runs`` row, its ``run_io`` rows, its ``events`` rows, and the facets
+of the run and of its inputs and outputs (entities ``run``, ``input`` and ``output`` with
+the run id first: projector/graph_rows.py ``entity``). What stays: datasets, jobs,
+services, edges (with their first and last seen and run counts), column edges, the
+current job and dataset facets, event shapes, and each job's latest run, which no horizon
+trims (a job page always shows its last run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from embrasure.store.sql import Connection
+
+SEP = "\x1f"  # projector/graph_rows.py SEP: entity parts are joined with it
+RUN_ENTITIES = ("input", "output")  # entities named by a run id then a dataset
+
+
+class RunTrimming:
+    """The run-retention statements of a projection transaction (base.ProjectionTx);
+    a backend's ProjectionTx lists this class among its bases."""
+
+    conn: Connection
+    prefix: str
+
+    def trimmable_runs(self, horizon_key: str, limit: int) -> list[str]:
+        """Up to ``limit`` runs whose latest eventTime key is before ``horizon_key`` and
+        whose job has a later run (each job's latest run stays)."""
+        g = self.prefix
+        rows = self.conn.execute(
+            f"SELECT r.run_id FROM {g}runs r WHERE r.latest_key < ? AND EXISTS"
+            f" (SELECT 1 FROM {g}runs l WHERE l.job_ns = r.job_ns AND l.job_name = r.job_name"
+            " AND (l.latest_key > r.latest_key"
+            " OR (l.latest_key = r.latest_key AND l.run_id > r.run_id)))"
+            " ORDER BY r.latest_key, r.run_id LIMIT ?",
+            (horizon_key, limit),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs and their per-run rows."""
+        g = self.prefix
+        one = [(r,) for r in run_ids]
+        for table in ("runs", "run_io", "events"):
+            self.conn.executemany(f"DELETE FROM {g}{table} WHERE run_id = ?", one)
+        self.conn.executemany(
+            f"DELETE FROM {g}facets WHERE entity = ?", [(SEP.join(("run", r)),) for r in run_ids]
+        )
+        # An input's or output's facets: entity 'input<SEP>run<SEP>ns<SEP>name', so every
+        # key from 'input<SEP>run<SEP>' up to (not including) the next character after SEP.
+        ranges = [
+            (f"{kind}{SEP}{r}{SEP}", f"{kind}{SEP}{r}{chr(ord(SEP) + 1)}")
+            for kind in RUN_ENTITIES
+            for r in run_ids
+        ]
+        self.conn.executemany(f"DELETE FROM {g}facets WHERE entity >= ? AND entity < ?", ranges)
+
+    def record_run_horizon(self, horizon_key: str, now: str) -> str:
+        """Move the recorded horizon up to ``horizon_key`` (never down); the horizon."""
+        self.conn.execute(
+            "INSERT INTO run_horizon (id, horizon_key, set_at) VALUES (1, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET horizon_key = excluded.horizon_key,"
+            " set_at = excluded.set_at WHERE excluded.horizon_key > run_horizon.horizon_key",
+            (horizon_key, now),
+        )
+        return run_horizon(self.conn) or horizon_key
+
+
+def run_horizon(conn: Connection) -> str | None:
+    """The recorded run horizon (an eventTime key), None before any --retain-runs pass."""
+    row = conn.execute("SELECT horizon_key FROM run_horizon WHERE id = 1").fetchone()
+    return None if row is None else str(row[0])

@@ -1,0 +1,124 @@
+"""--retain-runs (docs/operations.md#retention-and-the-archive), on both backends: runs
+before the horizon leave the graph with their per-run rows, the lineage stays, each
+job's latest run stays, asOf before the horizon is a 422, and a reprojection keeps them
+out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+from embrasure.lifecycle.run_retention import trim_runs
+from embrasure.projector.worker import reproject
+from embrasure.store.rows import EventRow, FacetRow, RunIoRow, RunRow
+
+from graph_api import REPORT, Api, at, dataset_id, ds, facet, run_event, run_id
+
+HORIZON = "2026-11-30T11:00:00.000000000Z"  # an eventTime key (projector/times.py)
+DAILY = "daily"
+
+
+def runs(api: Api) -> list[str]:
+    """Every run id in the served graph."""
+    with api.store.reader() as reader:
+        return sorted(r.run_id for r in reader.rows(RunRow))
+
+
+def history(api: Api) -> None:
+    """spark/daily runs at 09:00, 10:00 and 12:00 (reading orders, writing the report);
+    spark/weekly's only run at 08:00."""
+    nominal = facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=at(8))
+    for n, hour in ((1, 9), (2, 10), (3, 12)):
+        api.ingest(
+            run_event("START", DAILY, run_id(n), at(hour), run_facets={"nominalTime": nominal}),
+            run_event(
+                "COMPLETE",
+                DAILY,
+                run_id(n),
+                at(hour, 30),
+                inputs=[ds("postgres://db:5432", "public.orders")],
+                outputs=[ds(*REPORT)],
+            ),
+        )
+    api.ingest(run_event("COMPLETE", "weekly", run_id(9), at(8), outputs=[ds("s3://lake", "w")]))
+
+
+def lineage(api: Api, **params: str) -> dict[str, object]:
+    return dict(api.lineage(*REPORT, depth="3", **params))
+
+
+def test_runs_before_the_horizon_go_their_lineage_stays(api: Api) -> None:
+    history(api)
+    before = lineage(api)
+    report = trim_runs(api.store, HORIZON)
+    assert report.runs == 2
+    # daily's 09:00 and 10:00 runs went; its latest (12:00) and weekly's only run stay.
+    assert runs(api) == sorted([run_id(3), run_id(9)])
+    after = lineage(api)
+    assert after["nodes"] == before["nodes"]
+    assert [(e["source"], e["target"], e["run_count"]) for e in after["edges"]] == [  # type: ignore[index, union-attr]
+        (e["source"], e["target"], e["run_count"])
+        for e in before["edges"]  # type: ignore[index, union-attr]
+    ]
+    api.problem("GET", f"/api/v1/runs/{run_id(1)}", 404)
+    assert run_id(3) in str(api.run(run_id(3)))
+    with api.store.reader() as reader:
+        events = {e.run_id for e in reader.rows(EventRow)}
+        run_io = {r.run_id for r in reader.rows(RunIoRow)}
+        facets = [f.entity for f in reader.rows(FacetRow)]
+    assert events == run_io | {run_id(3)} == {run_id(3), run_id(9)}
+    assert not [e for e in facets if run_id(1) in e or run_id(2) in e]
+    assert [e for e in facets if run_id(3) in e], "the kept run keeps its facets"
+
+
+def test_as_of_before_the_horizon_is_a_422_naming_it(api: Api) -> None:
+    history(api)
+    api.lineage(*REPORT, asOf=at(10))  # answered while nothing is trimmed
+    trim_runs(api.store, HORIZON)
+    problem = api.problem(
+        "GET",
+        "/api/v1/lineage",
+        422,
+        type="dataset",
+        namespace=REPORT[0],
+        name=REPORT[1],
+        asOf=at(10),
+    )
+    assert problem["type"].endswith("/as-of-before-horizon")
+    assert problem["horizon"] == HORIZON and HORIZON in problem["detail"]
+    assert dataset_id(*REPORT) in {n["id"] for n in lineage(api, asOf=at(12, 45))["nodes"]}  # type: ignore[union-attr]
+
+
+def test_the_horizon_only_moves_up_and_reproject_keeps_the_runs_out(api: Api) -> None:
+    history(api)
+    trim_runs(api.store, HORIZON)
+    assert trim_runs(api.store, "2026-11-30T09:30:00.000000000Z").horizon == HORIZON
+    exported = api.export()
+    reproject(api.store)
+    assert runs(api) == sorted([run_id(3), run_id(9)])
+    assert api.export() == exported
+
+
+def test_the_retention_command_removes_old_runs(api: Api, db_url: str) -> None:
+    history(api)
+    db = db_url
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "embrasure",
+            "retention",
+            "--db",
+            db,
+            "--retain-runs",
+            "0s",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    assert orjson.loads(out.stdout)["runs"]["runs"] == 2
+    assert runs(api) == sorted([run_id(3), run_id(9)])
