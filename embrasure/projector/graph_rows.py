@@ -202,7 +202,7 @@ class Contributions:
                 else:
                     old_edge, column_span = old_column
                     column_span.join(span)
-                    if old_edge is not edge:
+                    if old_edge is not edge and old_edge != edge:  # the key is the same
                         merged = column_lineage.merge_edges(old_edge, edge)
                         self.columns[column_key] = (merged, column_span)
             _tkey, event_id, time = use.best
