@@ -378,10 +378,14 @@ def _read_shape(facts: EventFacts) -> Shape:
     facets_key = set_key([(r[0], r[1], r[3]) for r in history]) if history else None
     job_ns_or_none, job_name_or_none = (job.namespace, job.name) if job else (None, None)
     members = (facts.kind, job_ns_or_none, job_name_or_none, io_key, facets_key)
-    shape_key = set_key(members)
+    # The identities and fields too: a stored shape stands for them (apply skips them),
+    # and one facet set can come with others — a dataset named twice with two schemas
+    # keeps one value per name in its set, yet names the fields of both.
+    identities = sorted(datasets), sorted(fields)
+    shape_key = set_key((members, identities))
     return Shape(
         tuple(datasets),
-        tuple(sorted(fields)),
+        tuple(identities[1]),
         tuple(links),
         job_flags,
         edges,
