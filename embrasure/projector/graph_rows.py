@@ -202,7 +202,7 @@ class Contributions:
                 else:
                     old_edge, column_span = old_column
                     column_span.join(span)
-                    if old_edge is not edge:
+                    if old_edge is not edge and old_edge != edge:  # the key is the same
                         merged = column_lineage.merge_edges(old_edge, edge)
                         self.columns[column_key] = (merged, column_span)
             _tkey, event_id, time = use.best
@@ -378,10 +378,14 @@ def _read_shape(facts: EventFacts) -> Shape:
     facets_key = set_key([(r[0], r[1], r[3]) for r in history]) if history else None
     job_ns_or_none, job_name_or_none = (job.namespace, job.name) if job else (None, None)
     members = (facts.kind, job_ns_or_none, job_name_or_none, io_key, facets_key)
-    shape_key = set_key(members)
+    # The identities and fields too: a stored shape stands for them (apply skips them),
+    # and one facet set can come with others — a dataset named twice with two schemas
+    # keeps one value per name in its set, yet names the fields of both.
+    identities = sorted(datasets), sorted(fields)
+    shape_key = set_key((members, identities))
     return Shape(
         tuple(datasets),
-        tuple(sorted(fields)),
+        tuple(identities[1]),
         tuple(links),
         job_flags,
         edges,

@@ -91,8 +91,8 @@ CREATE INDEX {g}events_time ON {g}events (time_key);
 CREATE INDEX {g}events_run ON {g}events (run_id);
 CREATE INDEX {g}events_shape ON {g}events (shape_key);
 CREATE TABLE {g}shapes (                   -- what an event names apart from its run and
-    shape_key {blob} PRIMARY KEY,          -- time (a job's runs share one): BLAKE2b-128
-    kind TEXT NOT NULL,                    -- of the other columns
+    shape_key {blob} PRIMARY KEY,          -- time (a job's runs share one): BLAKE2b-128 of
+    kind TEXT NOT NULL,                    -- the others and the identities and fields named
     job_ns TEXT, job_name TEXT,
     io_key {blob},                         -- io_sets.io_key: the edges it names
     facets_key {blob}                      -- facet_sets.facets_key: its job and dataset facets

@@ -5,11 +5,13 @@ events name (shapes, io_sets, facet_sets, facet_values); a changed facet adds on
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
+from embrasure.projector.canonical import canonical_json
 from embrasure.projector.worker import Projector
 from embrasure.store import Store, open_store
-from embrasure.store.rows import GRAPH_ROWS
+from embrasure.store.rows import GRAPH_ROWS, FieldRow
 
 from event_strategies import deliveries
 from graph_api import SPARK, at, ds, facet, run_id
@@ -81,3 +83,35 @@ def test_a_repeated_job_adds_its_run_and_nothing_it_shares(db_url: str) -> None:
         assert changed["io_sets"] == first["io_sets"]
     finally:
         store.close()
+
+
+def test_a_stored_shape_stands_for_every_field_it_names(fresh_db: Callable[[], str]) -> None:
+    """A dataset named twice with two schemas keeps one value per facet name in its set
+    (the larger canonical JSON: here the narrow one), yet names the fields of both: an
+    event that differs from another only there is another shape, so each event's fields
+    arrive whichever comes first."""
+    narrow = facet("SchemaDatasetFacet", "1-1-1", fields=[{"name": "id", "type": "bigint"}])
+    wide = facet(
+        "SchemaDatasetFacet",
+        "1-1-1",
+        fields=[{"name": "id", "type": "bigint"}, {"name": "zz", "type": "text"}],
+    )
+    assert canonical_json(narrow) > canonical_json(wide)
+    both, one = job_run(1), job_run(2)
+    for event in both:  # reads the wide schema, writes the narrow one
+        event["inputs"] = [ds("warehouse", "db.same", schema=wide)]
+        event["outputs"] = [ds("warehouse", "db.same", schema=narrow)]
+    for event in one:  # the narrow one both ways: the same facet set as ``both``
+        event["inputs"] = [ds("warehouse", "db.same", schema=narrow)]
+        event["outputs"] = [ds("warehouse", "db.same", schema=narrow)]
+    wanted = {("warehouse", "db.same", "id"), ("warehouse", "db.same", "zz")}
+    for order in ((one, both), (both, one)):
+        store = open_store(fresh_db())
+        try:
+            for events in order:
+                project(store, events)
+            with store.reader() as reader:
+                fields = {(r.ns, r.name, r.field) for r in reader.rows(FieldRow)}
+            assert fields == wanted
+        finally:
+            store.close()
