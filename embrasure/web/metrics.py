@@ -7,6 +7,8 @@ Two sources:
   projectors on one PostgreSQL every process reports the same figures;
 - this process: request latency histograms by method, route template and status (the
   ingest routes' 202/429/503 included), from an ASGI middleware.
+- this process's retention passes, when it runs them (``serve --retain-log``): passes,
+  failures, bodies archived, bytes freed (docs/operations.md#retention-and-the-archive).
 
 A registry per app, not prometheus_client's global one: tests build many apps in one
 process, and each server reports only its own traffic.
