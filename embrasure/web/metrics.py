@@ -1,7 +1,7 @@
 """``GET /metrics`` (docs/operations.md#metrics): Prometheus text format, every name
 prefixed ``embrasure_``.
 
-Two sources:
+Three sources:
 - the database, read at scrape time (deliveries by state, items by outcome, backlog,
   projection lag, free disk): the deployment's truth, so with several receivers and
   projectors on one PostgreSQL every process reports the same figures;
