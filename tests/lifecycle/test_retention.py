@@ -137,6 +137,7 @@ def test_a_pass_moves_bodies_and_every_reader_still_answers(
     trimmed = list(trimmed_deliveries(api.store))
     assert trimmed == [(s, hashlib.sha256(bodies[s] or b"").hexdigest()) for s in seqs]
     assert Archive(str(archive_dir), create=False).verify(trimmed).ok
+    assert cli("archive", "verify", "--archive", str(archive_dir), check=True).returncode == 0
     # The rows stay: status lookups, the graph, and events read from the archive.
     assert [api.delivery(d) for d in ids] == views
     assert api.export() == exported
