@@ -1,12 +1,14 @@
 """``GET /metrics`` (docs/operations.md#metrics): Prometheus text format, every name
 prefixed ``embrasure_``.
 
-Two sources:
+Three sources:
 - the database, read at scrape time (deliveries by state, items by outcome, backlog,
   projection lag, free disk): the deployment's truth, so with several receivers and
   projectors on one PostgreSQL every process reports the same figures;
 - this process: request latency histograms by method, route template and status (the
   ingest routes' 202/429/503 included), from an ASGI middleware.
+- this process's retention passes, when it runs them (``serve --retain-log``): passes,
+  failures, bodies archived, bytes freed (docs/operations.md#retention-and-the-archive).
 
 A registry per app, not prometheus_client's global one: tests build many apps in one
 process, and each server reports only its own traffic.

@@ -28,7 +28,7 @@ from embrasure.settings import Settings, parse_duration
 from embrasure.store import Store, open_store
 
 from conftest import ServerProcess, run_sql
-from graph_api import Api, daily_run, export_events
+from graph_api import ORDERS, REPORT, Api, daily_run, export_events
 
 ZERO = datetime.timedelta(0)
 
@@ -137,6 +137,7 @@ def test_a_pass_moves_bodies_and_every_reader_still_answers(
     trimmed = list(trimmed_deliveries(api.store))
     assert trimmed == [(s, hashlib.sha256(bodies[s] or b"").hexdigest()) for s in seqs]
     assert Archive(str(archive_dir), create=False).verify(trimmed).ok
+    assert cli("archive", "verify", "--archive", str(archive_dir), check=True).returncode == 0
     # The rows stay: status lookups, the graph, and events read from the archive.
     assert [api.delivery(d) for d in ids] == views
     assert api.export() == exported
@@ -485,3 +486,24 @@ def test_sqlite_gives_the_space_back(tmp_path: Path, archive_dir: Path) -> None:
         assert report.bytes_given_back >= report.bytes_trimmed // 2
         assert run_sql(url, "PRAGMA freelist_count") == [(0,)]
     api.store.close()
+
+
+def test_an_archived_hide_still_holds_after_a_rebuild(served: Api, archive_dir: Path) -> None:
+    api = served
+    api.post(daily_run(1), single=True)
+    api.project()  # the dataset is known: it may be hidden
+    r = api.client.post(
+        "/api/v1/admin/hide",
+        content=orjson.dumps(
+            {"type": "dataset", "namespace": REPORT[0], "name": REPORT[1], "reason": "t"}
+        ),
+    )
+    assert r.status_code == 202, r.text
+    api.project()
+    exported = api.export()
+    listed = [d["name"] for d in api.get("/api/v1/datasets")["datasets"]]
+    assert listed == [ORDERS[1]]  # the report is hidden
+    assert run_pass(api.store, Archive(str(archive_dir)), ZERO).bodies == 2  # the hide too
+    reproject(api.store, archived=ArchivedBodies(str(archive_dir)))
+    assert api.export() == exported
+    assert [d["name"] for d in api.get("/api/v1/datasets")["datasets"]] == listed

@@ -277,7 +277,13 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
     run_sql(db_url, f"ALTER TABLE deliveries ADD COLUMN body {blob}")
     for body, seq in bodies:
         run_sql(db_url, "UPDATE deliveries SET body = ? WHERE seq = ?", (body, seq))
-    for table in ("delivery_bodies", "log_dictionaries", "g1_hidden", "delivery_totals"):
+    for table in (
+        "log_segments",
+        "delivery_bodies",
+        "log_dictionaries",
+        "g1_hidden",
+        "delivery_totals",
+    ):
         run_sql(db_url, f"DROP TABLE {table}")
     run_sql(db_url, "DELETE FROM embrasure_schema WHERE version > 3")
     store = open_store(db_url, upgrade=True)
