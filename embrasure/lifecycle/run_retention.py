@@ -6,6 +6,10 @@ job's latest run). The horizon is recorded beside the log: asOf before it answer
 (query/as_of.py), and a reprojection trims again the runs the log brings back
 (projector/worker.py).
 
+What the removed runs gave each edge (first and last seen, run count, the last run and
+its state) is kept, folded, in ``trimmed_edges``: asOf at or after the horizon adds it to
+what the events left give, so its answers stay those of the whole history.
+
 A late event of a removed run projects it anew (with what that event says); the next
 pass removes it again. Transactions of BATCH runs keep the log's appends moving.
 """
@@ -16,13 +20,17 @@ import dataclasses
 import datetime
 import logging
 import time
+from collections.abc import Iterable, Mapping
 
 from embrasure.model import utc_now
 from embrasure.store import Store
+from embrasure.store.base import ProjectionTx
+from embrasure.store.rows import EventRow, IoSetRow, RunRow, ShapeRow, TrimmedEdgeRow
 
 log = logging.getLogger("embrasure.retention")
 
 BATCH = 1000  # runs per transaction
+EdgeKey = tuple[str, str, str, str, str]  # job ns, job name, dataset ns, name, direction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +65,7 @@ def trim_runs(
     while True:
         with store.projection(generation) as tx:
             runs = tx.trimmable_runs(horizon, batch)
+            tx.merge(TrimmedEdgeRow, _removed_edges(tx, runs))
             tx.delete_runs(runs)
         removed += len(runs)
         if len(runs) < batch:
@@ -64,3 +73,68 @@ def trim_runs(
     report = RunsReport(horizon, removed, time.monotonic() - started)
     log.info("run retention: %s", report.summary())
     return report
+
+
+def _removed_edges(tx: ProjectionTx, runs: list[str]) -> list[TrimmedEdgeRow]:
+    if not runs:
+        return []
+    keys = [(r,) for r in runs]
+    events = tx.select_by(EventRow, ("run_id",), keys)
+    shapes = tx.load(ShapeRow, {(e.shape_key,) for e in events})
+    io_keys = {(s.io_key,) for s in shapes.values() if s.io_key is not None}
+    io = tx.select_by(IoSetRow, ("io_key",), io_keys) if io_keys else []
+    states = {r.run_id: r.state for r in tx.load(RunRow, keys).values()}
+    return removed_edges(events, {k[0]: s for k, s in shapes.items()}, io, states)
+
+
+def removed_edges(
+    events: Iterable[EventRow],
+    shapes: Mapping[bytes, ShapeRow],
+    io_rows: Iterable[IoSetRow],
+    states: Mapping[str, str | None],
+) -> list[TrimmedEdgeRow]:
+    """What the removed runs' ``events`` gave each edge their shapes name (as
+    query/as_of.py folds events into edges), one row per edge, in key order. Static
+    edges (JobEvents) have no run and are never removed."""
+    by_io: dict[bytes, list[IoSetRow]] = {}
+    for row in io_rows:
+        if not row.static:
+            by_io.setdefault(row.io_key, []).append(row)
+    spans: dict[EdgeKey, list[tuple[str, str]]] = {}
+    runs: dict[EdgeKey, set[str]] = {}
+    last: dict[EdgeKey, tuple[str, str]] = {}
+    for event in events:
+        io_key = shapes[event.shape_key].io_key
+        if io_key is None or event.run_id is None:
+            continue
+        for io in by_io.get(io_key, ()):
+            key: EdgeKey = (io.job_ns, io.job_name, io.ds_ns, io.ds_name, io.direction)
+            if event.time_key and event.time_text is not None:  # '' and NULL: unknown
+                spans.setdefault(key, []).append((event.time_key, event.time_text))
+            runs.setdefault(key, set()).add(event.run_id)
+            last[key] = max(last.get(key, ("", "")), (event.time_key, event.run_id))
+    out = []
+    for key in sorted(runs):
+        known = spans.get(key)
+        first: tuple[str | None, str | None] = min(known) if known else (None, None)
+        latest: tuple[str | None, str | None] = max(known) if known else (None, None)
+        last_key, last_run = last[key]
+        job_ns, job_name, ds_ns, ds_name, direction = key
+        out.append(
+            TrimmedEdgeRow(
+                job_ns,
+                job_name,
+                ds_ns,
+                ds_name,
+                direction,
+                first[0],
+                first[1],
+                latest[0],
+                latest[1],
+                len(runs[key]),
+                last_key,
+                last_run,
+                states.get(last_run),
+            )
+        )
+    return out

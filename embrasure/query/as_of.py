@@ -42,6 +42,7 @@ from embrasure.store.rows import (
     IoSetRow,
     LinkRow,
     ShapeRow,
+    TrimmedEdgeRow,
 )
 
 
@@ -98,8 +99,9 @@ class AsOfGraph(Graph):
                 horizon=horizon,
             )
         self.key = key
+        self.horizon = horizon
         self.ids = AsOfIdentities(reader, key)
-        self._run_states: dict[str, str] = {}  # run → its state at the instant
+        self._run_states: dict[str, str | None] = {}  # run → its state at the instant
         self._whole: dict[tuple[JobId, DatasetId, str, bool], MergedEdge] = {}  # by Hop.key
 
     # -- edges ------------------------------------------------------------------------------
@@ -162,7 +164,34 @@ class AsOfGraph(Graph):
                     edge.last_run = max(edge.last_run, (time_key, run_id))
         for key, edge_runs in runs.items():
             merged[key].run_count = len(edge_runs)
+        if self.horizon is not None:
+            self._add_removed_runs(io_rows, canonical, merged)
         return sorted(merged.values(), key=edge_order)
+
+    def _add_removed_runs(
+        self,
+        io_rows: list[IoSetRow],
+        canonical: dict[DatasetId, DatasetId],
+        merged: dict[tuple[JobId, DatasetId, str, bool], MergedEdge],
+    ) -> None:
+        """What the runs --retain-runs removed gave these edges (lifecycle/run_retention.py):
+        every one of them ended before the horizon, so before the instant."""
+        wanted = {(r.job_ns, r.job_name, r.ds_ns, r.ds_name, r.direction) for r in io_rows}
+        columns = ("job_ns", "job_name", "ds_ns", "ds_name", "direction")
+        for row in self.reader.rows(TrimmedEdgeRow, columns, sorted(wanted)):
+            job, ds = JobId(row.job_ns, row.job_name), canonical[DatasetId(row.ds_ns, row.ds_name)]
+            key = (job, ds, row.direction, False)
+            edge = merged.setdefault(key, MergedEdge(job, ds, row.direction, False))
+            if row.first_key and row.first_text is not None:
+                first = (row.first_key, row.first_text)
+                edge.first = first if edge.first is None or first < edge.first else edge.first
+            if row.last_key and row.last_text is not None:
+                last = (row.last_key, row.last_text)
+                edge.last = last if edge.last is None or last > edge.last else edge.last
+            edge.run_count += row.run_count  # runs apart from those the events left
+            edge.last_run = max(edge.last_run, (row.last_run_key, row.last_run))
+            if edge.last_run == (row.last_run_key, row.last_run):
+                self._run_states[row.last_run] = row.last_state
 
     def _shapes(self, columns: tuple[str, ...], values: list[Key]) -> dict[bytes, ShapeRow]:
         """Shapes whose ``columns`` equal one of ``values``, by key."""

@@ -206,6 +206,25 @@ class EdgeRow(NamedTuple):
     last_run: str
 
 
+class TrimmedEdgeRow(NamedTuple):
+    """``trimmed_edges``: what the runs --retain-runs removed contributed to an edge
+    (lifecycle/run_retention.py), for asOf after the run horizon (query/as_of.py)."""
+
+    job_ns: str
+    job_name: str
+    ds_ns: str
+    ds_name: str
+    direction: str
+    first_key: str | None
+    first_text: str | None
+    last_key: str | None
+    last_text: str | None
+    run_count: int
+    last_run_key: str
+    last_run: str
+    last_state: str | None  # the state the last of those runs ended in
+
+
 class RunIoRow(NamedTuple):
     """``run_io``: a dataset a run read or wrote, and the version it named."""
 
@@ -298,6 +317,7 @@ GRAPH_ROWS: dict[str, Table] = {
     "jobs": Table(JobRow, 2),
     "runs": Table(RunRow, 1),
     "edges": Table(EdgeRow, 6),
+    "trimmed_edges": Table(TrimmedEdgeRow, 5),
     "run_io": Table(RunIoRow, 6),
     "facets": Table(FacetRow, 2),
     "facet_values": Table(FacetValueRow, 1),

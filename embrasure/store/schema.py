@@ -187,6 +187,18 @@ CREATE TABLE {g}edges (
     PRIMARY KEY (job_ns, job_name, ds_ns, ds_name, direction, static)
 ){without_rowid};
 CREATE INDEX {g}edges_ds ON {g}edges (ds_ns, ds_name, direction);
+CREATE TABLE {g}trimmed_edges (            -- what runs --retain-runs removed gave an
+    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,  -- edge: asOf after the horizon reads
+    ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,    -- it beside the events left
+    direction TEXT NOT NULL,
+    first_key TEXT, first_text TEXT,
+    last_key TEXT, last_text TEXT,
+    run_count INTEGER NOT NULL,
+    last_run_key TEXT NOT NULL, last_run TEXT NOT NULL,
+    last_state TEXT,
+    PRIMARY KEY (job_ns, job_name, ds_ns, ds_name, direction)
+){without_rowid};
+CREATE INDEX {g}trimmed_edges_ds ON {g}trimmed_edges (ds_ns, ds_name);
 CREATE TABLE {g}run_io (
     run_id TEXT NOT NULL,
     job_ns TEXT NOT NULL, job_name TEXT NOT NULL,  -- the job of the event naming it
@@ -246,6 +258,7 @@ TABLES = (
     "jobs",
     "runs",
     "edges",
+    "trimmed_edges",
     "run_io",
     "facets",
     "facet_values",
@@ -359,6 +372,12 @@ MERGES: dict[str, dict[str, str]] = {
         ),
     },
     # The version named by the latest event (eventTime key, then version).
+    # lifecycle/run_retention.removed_edges: as edges, the state with the last run.
+    "trimmed_edges": {
+        **_span(),
+        "run_count": "run_count + excluded.run_count",
+        **_later(("last_run_key", "last_run", "last_state"), ("last_run_key", "last_run")),
+    },
     "run_io": _later(("version", "version_key"), ("version_key", "version"), "version"),
     # facets.merge_slots: the best value and the latest deletion marker, each ranked by
     # (eventTime, canonical JSON, event id).
