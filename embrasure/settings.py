@@ -112,12 +112,6 @@ SETTINGS: tuple[Setting, ...] = (
         "Most events one projection transaction takes on (whole deliveries, at least one).",
     ),
     Setting(
-        "reproject_processes",
-        0,
-        "Worker processes a reprojection validates and folds the log in, while one commits"
-        " (0: one per CPU but one, at least 1).",
-    ),
-    Setting(
         "log_compression",
         "zstd",
         "How the receiver stores bodies: zstd (with dictionaries trained from the log), or"
@@ -205,7 +199,6 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
-    reproject_processes: int = BY_NAME["reproject_processes"].default
     log_compression: str = BY_NAME["log_compression"].default
     retain_log: str = BY_NAME["retain_log"].default
     archive: str = BY_NAME["archive"].default

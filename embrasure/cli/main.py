@@ -63,7 +63,6 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
-    "reproject_processes",
     "log_compression",
     "retain_log",
     "archive",
@@ -135,13 +134,9 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
 
 
 def projector_limits(settings: Settings) -> Any:
-    from embrasure.projector.parallel import auto_processes
     from embrasure.projector.worker import ProjectorLimits
 
-    processes = settings.reproject_processes or auto_processes()
-    return ProjectorLimits(
-        batch_events=settings.projector_batch_events, rebuild_processes=processes
-    )
+    return ProjectorLimits(batch_events=settings.projector_batch_events)
 
 
 def open_db(flags: dict[str, Any]) -> Any:
@@ -161,7 +156,6 @@ def open_db(flags: dict[str, Any]) -> Any:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
-    "reproject_processes",
     "retain_log",
     "archive",
     "retention_interval",
@@ -194,7 +188,7 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db", "projector_batch_events", "archive", "reproject_processes")
+@setting_options("db", "projector_batch_events", "archive")
 def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it.
     Bodies retention moved out of the database are read from --archive."""

@@ -35,7 +35,7 @@ from embrasure.errors import (
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
-from embrasure.projector import admin, parallel
+from embrasure.projector import admin
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
 from embrasure.store.base import LogEntry, ProjectionTx, Store
@@ -57,7 +57,6 @@ class ProjectorLimits:
     batch_events: int = 2000  # items per transaction (at least one delivery)
     batch_bytes: int = 16 * 1024 * 1024  # bodies per transaction
     idle_seconds: float = 0.05  # how long to sleep when the log has nothing new
-    rebuild_processes: int = 0  # a reprojection's worker processes (0: none, all in this one)
 
 
 def replay_item(
@@ -112,21 +111,15 @@ def replay_item(
 
 
 def reproject(
-    store: Store,
-    limits: ProjectorLimits | None = None,
-    archived: ArchivedBodies = NO_ARCHIVE,
+    store: Store, limits: ProjectorLimits | None = None, archived: ArchivedBodies = NO_ARCHIVE
 ) -> int:
     """docs/architecture.md#reprojection-a-new-generation-then-a-swap: build the graph again
     from the whole log beside the served one, then swap. Readers see the old graph until the
     swap's commit, the new one after; the live projector follows the swap (it reads the
     served generation in each transaction). Bodies retention trimmed are read from
-    ``archived``, so the rebuild covers all of history. With ``limits.rebuild_processes``,
-    worker processes validate and fold batches while this one commits
-    (projector/parallel.py). Returns the new generation."""
+    ``archived``, so the rebuild covers all of history. Returns the new generation."""
     new = store.create_generation()
     builder = Projector(store, limits, generation=new, archived=archived)
-    if builder.limits.rebuild_processes > 0:
-        parallel.build(store, new, builder.read, builder.limits.rebuild_processes)
     builder.run_until_caught_up()
     with store.reader() as reader:
         horizon = reader.run_horizon()

@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 
 import orjson
-import pytest
 
-from embrasure.projector.worker import Projector, ProjectorLimits, reproject
+from embrasure.projector.worker import Projector, reproject
 from embrasure.store.schema import GRAPH_VERSION
 
 from conftest import make_client, run_sql
@@ -83,22 +82,6 @@ def test_reproject_leaves_the_graph_identical(api: Api, db_url: str) -> None:
     # The projector carries on from the new generation's position.
     api.ingest(run_event("COMPLETE", "late", run_id(20), at(20), inputs=[ds(*REPORT)]))
     assert job_id("spark", "late") in node_ids(api.lineage(*REPORT, direction="downstream"))
-
-
-def test_a_rebuild_in_worker_processes_gives_the_sequential_graph(
-    api: Api, caplog: pytest.LogCaptureFixture
-) -> None:
-    """projector/parallel.py: batches prepared in two spawned processes, committed in
-    log order, give the same graph and the same outcome for every delivery."""
-    events = export_events()
-    bad = daily_run(9)
-    bad["run"]["runId"] = "nope"
-    views = api.ingest_each(*events, bad, *(daily_run(n, time=at(n % 24)) for n in range(30, 70)))
-    sequential = api.export()
-    reproject(api.store, ProjectorLimits(batch_deliveries=3, rebuild_processes=2))
-    assert not [r for r in caplog.records if "worker failed" in r.getMessage()]
-    assert api.export() == sequential
-    assert [api.delivery(v["delivery_id"]) for v in views] == views
 
 
 def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_url: str) -> None:
