@@ -117,6 +117,11 @@ class RetentionCollector(Collector):
             value=state.bodies_archived,
         )
         yield CounterMetricFamily(
+            "embrasure_retention_runs_removed",
+            "Runs this process's passes removed from the graph (--retain-runs).",
+            value=state.runs_removed,
+        )
+        yield CounterMetricFamily(
             "embrasure_retention_freed_bytes",
             "Bytes of stored bodies deleted from the database, and of space given back"
             " (SQLite pages, dropped PostgreSQL partitions).",

@@ -5,14 +5,21 @@ out."""
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 from typing import Any
 
 import orjson
+import pytest
+from starlette.testclient import TestClient
 
+from embrasure.app import build_app
+from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.worker import reproject
+from embrasure.settings import Settings
+from embrasure.store import open_store
 from embrasure.store.rows import EventRow, FacetRow, RunIoRow, RunRow
 
 from graph_api import REPORT, Api, at, dataset_id, ds, facet, run_event, run_id
@@ -144,3 +151,19 @@ def test_the_retention_command_removes_old_runs(api: Api, db_url: str) -> None:
     )
     assert orjson.loads(out.stdout)["runs"]["runs"] == 3
     assert runs(api) == KEPT
+
+
+def test_serve_passes_remove_runs_and_metrics_count_them(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(db_url)
+    loop = RetentionLoop(store, "", None, 3600, retain_runs=datetime.timedelta(0))
+    monkeypatch.setattr(loop, "start", lambda: None)  # passes run when the test says
+    with TestClient(build_app(Settings(db=db_url), store, retention=loop)) as client:
+        api = Api(client)
+        history(api)
+        loop.run_once()
+        assert runs(api) == KEPT
+        metrics = client.get("/metrics").text
+        assert "embrasure_retention_runs_removed_total 3.0" in metrics
+    store.close()
