@@ -124,11 +124,15 @@ def read(
     parameters: list[Schema],
     schema_name: str,
     not_found: str | None = None,
+    unprocessable: str | None = None,
 ) -> dict[str, Operation]:
-    """A GET of the read API: 200 JSON, 400 for parameters, and 404 where it looks up."""
+    """A GET of the read API: 200 JSON, 400 for parameters, 404 where it looks up, 422
+    where a well-formed question cannot be answered."""
     responses = {"200": json_body(schema_name, summary), "400": BAD_PARAMETER}
     if not_found:
         responses["404"] = problem(not_found)
+    if unprocessable:
+        responses["422"] = problem(unprocessable)
     return {"get": operation(operation_id, tag, summary, description, parameters, responses)}
 
 
@@ -232,6 +236,8 @@ def _graph() -> dict[str, dict[str, Operation]]:
             ],
             "LineageGraph",
             not_found="No such dataset or job.",
+            unprocessable="`asOf` before the run horizon (`as-of-before-horizon`): the runs"
+            " before it were removed by --retain-runs.",
         ),
         "/api/v1/column-lineage": read(
             "getColumnLineage",
