@@ -1,6 +1,7 @@
 """`embrasure archive verify` (docs/operations.md#retention-and-the-archive): reads every
 segment of an archive and checks it against the manifest. It needs the archive only, not
-a server or a database, so a copy of an archive can be checked anywhere."""
+a server or a database, so a copy of an archive can be checked anywhere; with --db it also
+finds every delivery the database trimmed, with its SHA-256."""
 
 from __future__ import annotations
 
@@ -24,18 +25,36 @@ def archive() -> None:
 
 @archive.command()
 @setting_options("archive")
-def verify(**flags: Any) -> None:
+@click.option(
+    "--db",
+    "db",
+    default=None,
+    help="Also check that every delivery this database trimmed is in the archive with"
+    " its body's SHA-256.",
+)
+def verify(db: str | None, **flags: Any) -> None:
     """Check every segment of --archive: its SHA-256 and contents against the manifest,
     and every delivery in exactly one segment. Exit 0 when clean, 1 when not."""
     from embrasure.lifecycle.archive import Archive
+    from embrasure.lifecycle.retention import trimmed_deliveries
+    from embrasure.store import open_store
 
     settings = load_settings(flags)
     if not settings.archive:
         fail("--archive (or EMBRASURE_ARCHIVE) is required: the archive's directory or URL")
+    store = None
     try:
-        report = Archive(settings.archive, create=False).verify()
+        archive_ = Archive(settings.archive, create=False)
+        if db is None:
+            report = archive_.verify()
+        else:
+            store = open_store(db)
+            report = archive_.verify(trimmed_deliveries(store))
     except EmbrasureError as exc:
         fail(str(exc))
+    finally:
+        if store is not None:
+            store.close()
     show(report)
     if not report.ok:
         sys.exit(1)

@@ -4,6 +4,7 @@ read them still answers the same."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import subprocess
@@ -138,6 +139,8 @@ def test_a_pass_moves_bodies_and_every_reader_still_answers(
     assert trimmed == [(s, hashlib.sha256(bodies[s] or b"").hexdigest()) for s in seqs]
     assert Archive(str(archive_dir), create=False).verify(trimmed).ok
     assert cli("archive", "verify", "--archive", str(archive_dir), check=True).returncode == 0
+    checked = cli("archive", "verify", "--archive", str(archive_dir), "--db", db_url, check=True)
+    assert f"{len(ids)} trimmed in the database, checked: ok" in checked.stdout.decode()
     # The rows stay: status lookups, the graph, and events read from the archive.
     assert [api.delivery(d) for d in ids] == views
     assert api.export() == exported
@@ -178,6 +181,22 @@ def test_without_an_archive_a_trimmed_body_is_a_clear_problem(db_url: str, tmp_p
         assert r.status_code == 503 and r.json()["type"].endswith("/archive-unavailable")
         assert api.delivery(receipt["delivery_id"])["state"] == "quarantined"
     api.store.close()
+
+
+def test_archive_verify_with_the_database_names_a_trimmed_delivery_it_lacks(
+    served: Api, db_url: str, archive_dir: Path, tmp_path: Path
+) -> None:
+    served.ingest(*export_events()[:2])
+    run_pass(served.store, Archive(str(archive_dir)), ZERO)
+    # Another archive, holding an other body under the same seq: the database's SHA-256
+    # for it is not the archived body's.
+    other = tmp_path / "other"
+    (delivery,) = Archive(str(archive_dir)).bodies([1]).values()
+    Archive(str(other)).write_segment([dataclasses.replace(delivery, body=b"[]")])
+    out = cli("archive", "verify", "--archive", str(other), "--db", db_url)
+    assert out.returncode == 1
+    assert "SHA-256 is not the one the database recorded: seqs 1" in out.stdout.decode()
+    assert "1 trimmed in the database, checked: 1 problem" in out.stderr.decode()
 
 
 def test_an_archive_missing_a_trimmed_body_names_it(served: Api, archive_dir: Path) -> None:
