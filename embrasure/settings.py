@@ -141,7 +141,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "retention_interval",
         "1h",
-        "How often serve and project run a retention pass when --retain-log is set.",
+        "How often serve and project run a retention pass when --retain-log or --retain-runs"
+        " is set.",
     ),
 )
 
