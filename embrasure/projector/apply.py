@@ -21,6 +21,7 @@ from embrasure.model import DatasetId, EventFacts, Quarantined
 from embrasure.projector import admin, graph_rows
 from embrasure.projector.graph_rows import Contributions, time_key
 from embrasure.projector.pipeline import project_event
+from embrasure.projector.shapes import EdgeKey
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.projector.validate import Invalid
 from embrasure.store.base import LogEntry, ProjectionTx
@@ -200,7 +201,7 @@ def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:
 def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     # run_count counts distinct runs: a (run, job, dataset, direction) seen for the first
     # time adds one to that job's edge with the dataset.
-    runs_added: dict[graph_rows.EdgeKey, int] = {}
+    runs_added: dict[EdgeKey, int] = {}
     io_keys = sorted(changes.run_io)
     inserted = tx.insert_new(RunIoRow, [(*k, None, None) for k in io_keys])
     for io_key, is_new in zip(io_keys, inserted, strict=True):

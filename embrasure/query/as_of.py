@@ -30,8 +30,9 @@ import orjson
 from embrasure.errors import Problem
 from embrasure.model import JOB_EVENT, DatasetId, EventTime, JobId
 from embrasure.projector import facets as facet_rules
-from embrasure.projector.graph_rows import entity, stored_time
+from embrasure.projector.graph_rows import stored_time
 from embrasure.projector.runs import RunEventFact, resolve_run
+from embrasure.projector.shapes import entity
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.query.graph import Graph, Hop, MergedEdge, edge_order
 from embrasure.store.base import GraphReader, Key
