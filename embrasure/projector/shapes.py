@@ -97,6 +97,12 @@ def facet_records(
     return records
 
 
+# The facets whose history asOf reads (query/as_of.py: a job's kind at the instant): the
+# graph keeps what it serves, and a reader of another facet's history would bump
+# GRAPH_VERSION and rebuild it from the log (docs/projection.md#history-written-on-change).
+HISTORY_FACETS = frozenset({"jobType"})
+
+
 def _one_per_name(records: list[FacetRecordRow]) -> tuple[FacetRecordRow, ...]:
     """One record per (owner, name): an event naming one dataset twice (as an input and
     an output, say) still writes one history row per facet — a value before a deletion
@@ -198,7 +204,8 @@ def _read_shape(facts: EventFacts) -> Shape:
         fields.add((fact.source.namespace, fact.source.name, fact.source_field))
     io_key = set_key(sorted(edges)) if edges else None
     # Sorted: a set's key must not depend on the order the event listed its datasets in.
-    history = tuple(sorted(_one_per_name(facets), key=lambda r: (r[0], r[1])))
+    kept = [r for r in facets if r[1] in HISTORY_FACETS]
+    history = tuple(sorted(_one_per_name(kept), key=lambda r: (r[0], r[1])))
     facets_key = set_key([(r[0], r[1], r[3]) for r in history]) if history else None
     job_ns_or_none, job_name_or_none = (job.namespace, job.name) if job else (None, None)
     members = (facts.kind, job_ns_or_none, job_name_or_none, io_key, facets_key)

@@ -20,9 +20,14 @@ SHARED = ("shapes", "io_sets", "facet_sets", "facet_values")
 PER_RUN = ("events", "runs", "run_io")
 
 
-def job_run(n: int, query: str = "INSERT INTO db.report SELECT * FROM db.orders") -> list[Any]:
+def job_run(
+    n: int,
+    query: str = "INSERT INTO db.report SELECT * FROM db.orders",
+    processing: str = "BATCH",
+) -> list[Any]:
     """Run ``n`` of one hourly job: START then COMPLETE, the same job and dataset facets
     each time; only the runId, the times and a run facet change."""
+    job_type = facet("JobTypeJobFacet", "2-0-3", processingType=processing, integration="SPARK")
     schema = facet("SchemaDatasetFacet", "1-1-1", fields=[{"name": "id", "type": "bigint"}])
     event = {
         "producer": SPARK,
@@ -36,7 +41,10 @@ def job_run(n: int, query: str = "INSERT INTO db.report SELECT * FROM db.orders"
         "job": {
             "namespace": "spark",
             "name": "report",
-            "facets": {"sql": facet("SQLJobFacet", "1-1-0", query=query)},
+            "facets": {
+                "sql": facet("SQLJobFacet", "1-1-0", query=query),
+                "jobType": job_type,
+            },
         },
         "inputs": [ds("warehouse", "db.orders", schema=schema)],
         "outputs": [ds("warehouse", "db.report", schema=schema)],
@@ -75,10 +83,13 @@ def test_a_repeated_job_adds_its_run_and_nothing_it_shares(db_url: str) -> None:
             later = project(store, job_run(n))
         assert {t: later[t] for t in SHARED} == {t: first[t] for t in SHARED}
         assert later["events"] == 2 * 22
-        # A changed SQL facet is a new facet set (and shape), holding every facet again.
-        changed = project(store, job_run(23, "INSERT INTO db.report SELECT id FROM db.orders"))
+        # A changed SQL facet changes no history: asOf reads jobType alone.
+        sql = project(store, job_run(23, "INSERT INTO db.report SELECT id FROM db.orders"))
+        assert {t: sql[t] for t in SHARED} == {t: first[t] for t in SHARED}
+        # A changed jobType is a new facet set (and shape).
+        changed = project(store, job_run(0, processing="STREAMING"))
         assert changed["shapes"] == first["shapes"] + 1
-        assert changed["facet_sets"] == 2 * first["facet_sets"]
+        assert changed["facet_sets"] == 2 * first["facet_sets"] == 2
         assert changed["facet_values"] == first["facet_values"] + 1
         assert changed["io_sets"] == first["io_sets"]
     finally:
