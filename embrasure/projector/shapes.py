@@ -213,7 +213,11 @@ def _read_shape(facts: EventFacts) -> Shape:
     # and one facet set can come with others — a dataset named twice with two schemas
     # keeps one value per name in its set, yet names the fields of both.
     identities = sorted(datasets), sorted(fields)
-    shape_key = set_key((members, identities))
+    # And every job and dataset facet value: a shape's facets and column edges are
+    # folded once per batch (graph_rows), so two events whose facets differ outside the
+    # history (HISTORY_FACETS) are two shapes all the same.
+    values = sorted((r[0], r[1], r[3] or r[2]) for r in facets)
+    shape_key = set_key((members, identities, values))
     return Shape(
         tuple(datasets),
         tuple(identities[1]),

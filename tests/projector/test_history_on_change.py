@@ -83,12 +83,15 @@ def test_a_repeated_job_adds_its_run_and_nothing_it_shares(db_url: str) -> None:
             later = project(store, job_run(n))
         assert {t: later[t] for t in SHARED} == {t: first[t] for t in SHARED}
         assert later["events"] == 2 * 22
-        # A changed SQL facet changes no history: asOf reads jobType alone.
+        # A changed SQL facet is a new shape, but no history: asOf reads jobType alone.
         sql = project(store, job_run(23, "INSERT INTO db.report SELECT id FROM db.orders"))
-        assert {t: sql[t] for t in SHARED} == {t: first[t] for t in SHARED}
+        assert sql["shapes"] == first["shapes"] + 1
+        assert {t: sql[t] for t in ("io_sets", "facet_sets", "facet_values")} == {
+            t: first[t] for t in ("io_sets", "facet_sets", "facet_values")
+        }
         # A changed jobType is a new facet set (and shape).
         changed = project(store, job_run(0, processing="STREAMING"))
-        assert changed["shapes"] == first["shapes"] + 1
+        assert changed["shapes"] == first["shapes"] + 2
         assert changed["facet_sets"] == 2 * first["facet_sets"] == 2
         assert changed["facet_values"] == first["facet_values"] + 1
         assert changed["io_sets"] == first["io_sets"]
