@@ -12,12 +12,18 @@ The codec is used by the appending thread (group commit: zstd releases the GIL w
 compresses, so the event loop keeps running) and by any reader thread; zstd's compressor
 and decompressor objects are not thread-safe, so each thread builds its own.
 
-Dictionaries: the first is trained once ``train_after`` small bodies have been appended;
-a new one when the traffic changes — when the bodies compressed with the newest
-dictionary come out ``retrain_ratio`` times larger, relative to their size, than they did
-just after it was adopted. Training runs on a thread of its own (~0.1 s for 2,000
-samples), so no delivery waits for it. Dictionaries are never deleted: old bodies name
-theirs.
+Dictionaries: the first is trained once ``train_after`` (200) small bodies have been
+appended, so that a small log benefits too, and the bodies stored before it are
+compressed again with it (``recompress``, on a thread of its own; an append that
+compressed its bodies before the dictionary came and committed after asks for another
+such pass: ``appended``); a dictionary trained on fewer than SAMPLES
+bodies is trained again once SAMPLES more have come (more samples, a better one: 2.9%
+against 3.4% on the bench events); and a new one when the traffic changes — when the
+bodies compressed with the newest dictionary come out ``retrain_ratio`` times larger,
+relative to their size, than they did just after it was adopted. Its size follows the
+samples (a sixteenth of their bytes, 4 to 64 KiB): a 64 KiB dictionary would be 5% of
+a log of 900 events. Training runs on a thread of its own (~0.1 s for 2,000 samples),
+so no delivery waits for it. Dictionaries are never deleted: old bodies name theirs.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ import zstandard
 log = logging.getLogger("embrasure.log")
 
 LEVEL = 3  # zstd's default: ~150k small bodies/s a core, within 3% of level 6's ratio
-DICT_SIZE = 64 * 1024
+DICT_SIZE = 64 * 1024  # the most; less for fewer samples (dictionary_size)
+MIN_DICT_SIZE = 4 * 1024
 SAMPLE_MAX = 128 * 1024  # bodies up to this size train dictionaries (batches need none)
 SAMPLES = 2000  # the most recent small bodies a dictionary is trained from
 WINDOW = 1000  # small bodies a ratio is measured over
@@ -44,6 +51,12 @@ NO_DICTIONARY = 0  # dict_id of a body compressed without a dictionary
 SaveDictionary = Callable[[bytes, int], int]
 # Loads a dictionary another process trained, by id.
 LoadDictionary = Callable[[int], bytes]
+# Compresses again, with the current dictionary, the bodies stored without one.
+Recompress = Callable[[], None]
+
+
+def dictionary_size(samples: list[bytes | bytearray | memoryview]) -> int:
+    return max(MIN_DICT_SIZE, min(DICT_SIZE, sum(len(s) for s in samples) // 16))
 
 
 class BodyCodec:
@@ -51,7 +64,7 @@ class BodyCodec:
         self,
         enabled: bool = True,
         *,
-        train_after: int = SAMPLES,
+        train_after: int = 200,
         retrain_ratio: float = 1.5,
         window: int = WINDOW,
         check_every: int = 5 * WINDOW,
@@ -70,6 +83,10 @@ class BodyCodec:
         self._since_adopted = 0
         self._training: threading.Thread | None = None
         self._save: SaveDictionary | None = None
+        self._recompress: Recompress | None = None
+        self._recompressing: threading.Thread | None = None
+        self._recompress_again = False
+        self._trained_on = SAMPLES  # samples behind the current dictionary (loaded: enough)
         self.trained = 0  # dictionaries this process trained
 
     # -- dictionaries ----------------------------------------------------------------------
@@ -81,9 +98,11 @@ class BodyCodec:
         if dictionaries:
             self._adopt(max(dict_id for dict_id, _ in dictionaries))
 
-    def train_with(self, save: SaveDictionary) -> None:
-        """Let the codec train dictionaries, ``save`` storing each one."""
+    def train_with(self, save: SaveDictionary, recompress: Recompress | None = None) -> None:
+        """Let the codec train dictionaries, ``save`` storing each one; after the first,
+        ``recompress`` compresses again the bodies stored without a dictionary."""
         self._save = save
+        self._recompress = recompress
 
     def _add(self, dict_id: int, content: bytes) -> zstandard.ZstdCompressionDict:
         with self._lock:
@@ -157,6 +176,8 @@ class BodyCodec:
             return False
         if self._current == NO_DICTIONARY:
             return self._since_adopted >= self.train_after
+        if self._trained_on < SAMPLES and self._since_adopted >= SAMPLES:
+            return True  # more samples since: a better dictionary
         if len(self._window) < (self._window.maxlen or 0):
             return False
         ratio = sum(p for _, p in self._window) / sum(r for r, _ in self._window)
@@ -177,8 +198,9 @@ class BodyCodec:
     def _train(self, samples: list[bytes | bytearray | memoryview]) -> None:
         save = self._save
         assert save is not None
+        first = self._current == NO_DICTIONARY
         try:
-            trained = zstandard.train_dictionary(DICT_SIZE, samples, level=LEVEL)
+            trained = zstandard.train_dictionary(dictionary_size(samples), samples, level=LEVEL)
             content = trained.as_bytes()
             dict_id = save(content, len(samples))
         except Exception:  # a dictionary is an optimisation: the log goes on without it
@@ -188,10 +210,48 @@ class BodyCodec:
             return
         self._add(dict_id, content)
         self._adopt(dict_id)
+        self._trained_on = len(samples)
         self.trained += 1
         log.info("log bodies now compressed with zstd dictionary %d", dict_id)
+        if first:
+            self._start_recompress()
+
+    # -- the bodies stored before the first dictionary -------------------------------------
+
+    def appended(self, packed: list[tuple[int | None, bytes]]) -> None:
+        """After an append commits: bodies it compressed without a dictionary, once one
+        exists, were compressed while it was being trained; compress them again."""
+        if self._current != NO_DICTIONARY and any(d == NO_DICTIONARY for d, _ in packed):
+            self._start_recompress()
+
+    def _start_recompress(self) -> None:
+        if self._recompress is None:
+            return
+        with self._lock:
+            if self._recompressing is not None and self._recompressing.is_alive():
+                self._recompress_again = True  # it may have passed them already
+                return
+            self._recompressing = threading.Thread(
+                target=self._run_recompress, name="embrasure-zstd-recompress", daemon=True
+            )
+            self._recompressing.start()
+
+    def _run_recompress(self) -> None:
+        assert self._recompress is not None
+        while True:
+            try:
+                self._recompress()
+            except Exception:  # they stay readable as they are
+                log.exception("compressing bodies again with the dictionary failed")
+            with self._lock:
+                if not self._recompress_again:
+                    return
+                self._recompress_again = False
 
     def wait_for_training(self, timeout: float = 30.0) -> None:
-        """Tests and benchmarks: let a running training finish."""
+        """Tests and benchmarks: let a running training, and the compression again of
+        the bodies before the first dictionary, finish."""
         if self._training is not None:
             self._training.join(timeout)
+        if self._recompressing is not None:  # started by the training, when it ends
+            self._recompressing.join(timeout)

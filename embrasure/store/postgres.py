@@ -91,7 +91,7 @@ class PostgresStore(Store):
         self.codec = BodyCodec(compress)
         with self._transaction("BEGIN READ ONLY", "reading the log's dictionaries") as conn:
             self.codec.load(sql.dictionaries(conn))
-        self.codec.train_with(self._save_dictionary)
+        self.codec.train_with(self._save_dictionary, self._compress_bodies)
         self._days_made: str = ""  # the last UTC day with a body partition made
         self._make_partitions(utc_now())
         if migrations.BODIES_MOVED in applied:
@@ -164,12 +164,13 @@ class PostgresStore(Store):
             return sql.save_dictionary(conn, content, samples, utc_now())
 
     def _compress_bodies(self) -> None:
-        """Compress the bodies an older version stored as received (migration 6 moved
-        them), a transaction per thousand."""
+        """Compress again the bodies stored without a dictionary (as received by a
+        version before migration 6, or before the first dictionary), a transaction per
+        thousand: sql.compress_again."""
         seq = 0
         while True:
             with self._transaction("BEGIN", "compressing the log's bodies") as conn:
-                seq = sql.compress_raw_bodies(conn, self.codec, seq, 1000)
+                seq = sql.compress_again(conn, self.codec, seq, 1000)
             if not seq:
                 return
 
@@ -190,6 +191,7 @@ class PostgresStore(Store):
             raise
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from exc
+        self.codec.appended(packed)
         return results
 
     def read_log(

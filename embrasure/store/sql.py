@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 from embrasure.errors import IdempotencyConflict, StoreError
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.base import AppendResult, Key, LogEntry
-from embrasure.store.compression import BodyCodec, LoadDictionary
+from embrasure.store.compression import NO_DICTIONARY, BodyCodec, LoadDictionary
 from embrasure.store.migrations import DIALECT_TOKENS
 from embrasure.store.rows import LinkRow, R, maker, table_of
 from embrasure.store.schema import COLUMNS, GRAPH_VERSION, MERGES
@@ -223,20 +223,23 @@ def make_body_partition(conn: Connection, day: datetime.date) -> None:
     )
 
 
-def compress_raw_bodies(conn: Connection, codec: BodyCodec, after_seq: int, limit: int) -> int:
-    """Compress up to ``limit`` bodies after ``after_seq`` stored as received (the ones
-    an upgrade moved into delivery_bodies), in the caller's transaction. Returns the last
-    seq looked at, 0 when none was left (a body compression does not shrink stays)."""
+def compress_again(conn: Connection, codec: BodyCodec, after_seq: int, limit: int) -> int:
+    """Compress again, with the codec's current dictionary, up to ``limit`` bodies after
+    ``after_seq`` stored without one: as received (an upgrade moved them into
+    delivery_bodies) or with zstd alone (appended before the first dictionary). In the
+    caller's transaction; a body is rewritten only when it gets smaller. Returns the last
+    seq looked at, 0 when none was left."""
     rows = conn.execute(
-        "SELECT seq, received_at, body FROM delivery_bodies WHERE dict_id IS NULL"
-        " AND seq > ? ORDER BY seq LIMIT ?",
-        (after_seq, limit),
+        "SELECT seq, received_at, dict_id, body FROM delivery_bodies"
+        " WHERE (dict_id IS NULL OR dict_id = ?) AND seq > ? ORDER BY seq LIMIT ?",
+        (NO_DICTIONARY, after_seq, limit),
     ).fetchall()
+    load = dictionary_loader(conn)
     updates = []
-    for seq, received_at, body in rows:
-        dict_id, stored = codec.compress(bytes(body))
-        if dict_id is not None:
-            updates.append((dict_id, stored, seq, received_at))
+    for seq, received_at, dict_id, stored in rows:
+        new_id, packed = codec.compress(codec.decompress(dict_id, stored, load))
+        if new_id != dict_id and len(packed) < len(stored):
+            updates.append((new_id, packed, seq, received_at))
     conn.executemany(
         "UPDATE delivery_bodies SET dict_id = ?, body = ? WHERE seq = ? AND received_at = ?",
         updates,

@@ -64,7 +64,7 @@ class SQLiteStore(Store):
         self._ids = DeliveryIds()
         self.codec = BodyCodec(compress)
         self.codec.load(sql.dictionaries(self._writer))
-        self.codec.train_with(self._save_dictionary)
+        self.codec.train_with(self._save_dictionary, self._compress_bodies)
         self._local = threading.local()
         if migrations.BODIES_MOVED in applied:
             self._compress_bodies()
@@ -89,12 +89,13 @@ class SQLiteStore(Store):
         return applied
 
     def _compress_bodies(self, batch: int = 1000) -> None:
-        """Compress the bodies stored as received (by a version before migration 6),
-        ``batch`` a transaction."""
+        """Compress again the bodies stored without a dictionary (as received by a
+        version before migration 6, or before the first dictionary), ``batch`` a
+        transaction: sql.compress_again."""
         seq = 0
         while True:
             with self._short_write() as conn:
-                seq = sql.compress_raw_bodies(conn, self.codec, seq, batch)
+                seq = sql.compress_again(conn, self.codec, seq, batch)
             if not seq:
                 return
 
@@ -129,6 +130,7 @@ class SQLiteStore(Store):
                 with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have rolled back
                     conn.execute("ROLLBACK")
             raise StoreUnavailable(f"the delivery log could not commit: {exc}") from exc
+        self.codec.appended(packed)
         return results
 
     # -- reads ------------------------------------------------------------------------

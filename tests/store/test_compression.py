@@ -92,24 +92,30 @@ def test_every_body_reads_back_byte_identical(store: Store, bodies: list[bytes])
 
 
 def test_bodies_are_stored_compressed_with_a_trained_dictionary(store: Store, db_url: str) -> None:
-    bodies = [job_event(i, "orders", 40) for i in range(3000)]
-    seqs = append(store, bodies)
-    store.codec.wait_for_training()  # type: ignore[attr-defined]
-    later = append(store, [job_event(i, "orders", 40) for i in range(3000, 3500)])
-    assert read_back(store, seqs + later) == bodies + [
-        job_event(i, "orders", 40) for i in range(3000, 3500)
-    ]
+    codec = store.codec  # type: ignore[attr-defined]
+    # The first dictionary comes after 200 bodies, and the bodies before it are
+    # compressed again with it: a small log benefits too.
+    first = [job_event(i, "orders", 40) for i in range(200)]
+    seqs = append(store, first)
+    codec.wait_for_training()
+    assert codec.current == 1
+    assert run_sql(db_url, "SELECT DISTINCT dict_id FROM delivery_bodies") == [(1,)]
+    # Trained on 200 bodies, it is trained again once 2,000 more have come.
+    more = [job_event(i, "orders", 40) for i in range(200, 2600)]
+    seqs += append(store, more)
+    codec.wait_for_training()
+    later = [job_event(i, "orders", 40) for i in range(2600, 3000)]
+    last = append(store, later)
+    assert read_back(store, seqs + last) == first + more + later
     [(dictionaries,)] = run_sql(db_url, "SELECT COUNT(*) FROM log_dictionaries")
-    assert dictionaries == 1
+    assert dictionaries == 2
     rows = run_sql(
         db_url,
         "SELECT dict_id, size, length(body) FROM delivery_bodies WHERE seq >= ?",
-        (later[0],),
+        (last[0],),
     )
-    assert {r[0] for r in rows} == {1}, "bodies after the training name the dictionary"
+    assert {r[0] for r in rows} == {2}, "bodies after the second training name it"
     ratio = sum(r[2] for r in rows) / sum(r[1] for r in rows)
-    first = run_sql(db_url, "SELECT dict_id FROM delivery_bodies WHERE seq = ?", (seqs[0],))
-    assert first == [(NO_DICTIONARY,)]
     assert ratio < 0.1, f"bodies with the dictionary are {ratio:.1%} of their size"
 
 
