@@ -48,6 +48,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -257,6 +258,8 @@ def timed(side: ab.Side, work: Path, args: Sequence[str], timeout_s: float) -> d
     projection.wait_for_quiet(30)
     argv = [sys.executable, "-m", "embrasure", *args]
     busy, started = projection.system_busy_seconds(), time.monotonic()
+    # The command's own CPU: the children's rusage grows by it once it has been waited for.
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(
         argv,
         cwd=work,
@@ -272,17 +275,21 @@ def timed(side: ab.Side, work: Path, args: Sequence[str], timeout_s: float) -> d
         output, _ = proc.communicate()
         raise RuntimeError(f"embrasure {args[0]} took over {timeout_s:.0f} s") from None
     seconds = time.monotonic() - started
+    machine = projection.system_busy_seconds() - busy
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if proc.returncode != 0:
         raise RuntimeError(f"embrasure {' '.join(args)} failed ({proc.returncode}):\n{output}")
     return {
         "seconds": seconds,
-        "machine_busy_cores": (projection.system_busy_seconds() - busy) / seconds,
+        "cpu_seconds": cpu,
+        "others_busy_cores": max(0.0, machine - cpu) / seconds,
         "output": output.strip()[-2000:],
     }
 
 
 def reproject_rounds(
-    cfg: Config, side: ab.Side, work: Path, log: Path, events: int
+    cfg: Config, side: ab.Side, work: Path, log: Path, events: int, extra: Sequence[str] = ()
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rounds of ``embrasure reproject`` on fresh copies of ``log``; the last copy is
     kept (projected) at ``work / "reprojected.db"``, its graph's row counts returned."""
@@ -291,13 +298,17 @@ def reproject_rounds(
     for round_ in range(cfg.reproject_rounds):
         projection.copy_db(log, target)
         run = timed(
-            side, work, ["reproject", "--db", f"sqlite:///{target}"], cfg.reproject_timeout_s
+            side,
+            work,
+            ["reproject", "--db", f"sqlite:///{target}", *extra],
+            cfg.reproject_timeout_s,
         )
         run["events_per_s"] = events / run["seconds"]
         runs.append(run)
         print(
             f"    round {round_ + 1}: {run['seconds']:,.1f} s ({run['events_per_s']:,.0f} "
-            f"events/s), machine busy {run['machine_busy_cores']:.2f} cores",
+            f"events/s), CPU {run['cpu_seconds']:,.1f} s, others {run['others_busy_cores']:.2f} "
+            "cores",
             flush=True,
         )
     facts = query.graph_facts(target)
@@ -355,7 +366,10 @@ def reproject_from_archive(
         "archive_bytes": sum(p.stat().st_size for p in archive.rglob("*") if p.is_file()),
     }
     print(f"  {side.label}: reproject from archive + log", flush=True)
-    runs, after = reproject_rounds(cfg, side, work, trimmed, events)
+    # Told where the archive is, if reproject takes the flag (else it knows from the DB).
+    takes = "--archive" in cli(side, work, "reproject", "--help").stdout
+    extra = ["--archive", str(archive)] if takes else []
+    runs, after = reproject_rounds(cfg, side, work, trimmed, events, extra)
     projection.remove_db(trimmed)
     shutil.rmtree(archive, ignore_errors=True)
     return {
@@ -461,14 +475,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(part, flush=True)
             part_started = time.monotonic()
             result = runs[part]()
+            # What the part ran, beside its figures: parts measured in separate runs
+            # share one report, each with its own date, revisions and settings.
             parts[part] = result | {
-                "seconds": time.monotonic() - part_started,
-                "measured": servers.machine_facts("")["date"],
-                "sides": {k: {"rev": s.rev, "code": s.code} for k, s in sides.items()},
-                "config": {
-                    k: str(v) if isinstance(v, Path) else v
-                    for k, v in dataclasses.asdict(cfg).items()
-                },
+                "run": {
+                    "seconds": time.monotonic() - part_started,
+                    "measured": servers.machine_facts("")["date"],
+                    "sides": {k: {"rev": s.rev, "code": s.code} for k, s in sides.items()},
+                    "config": {
+                        k: str(v) if isinstance(v, Path) else v
+                        for k, v in dataclasses.asdict(cfg).items()
+                    },
+                }
             }
     finally:
         shutil.rmtree(work, ignore_errors=True)

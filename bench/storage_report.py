@@ -279,13 +279,14 @@ def reproject_md(part: dict[str, Any]) -> list[str]:
 
 def _minutes(m: dict[str, Any], events: int) -> str:
     seconds = m["median_seconds"]
-    busy = max(r["machine_busy_cores"] for r in m["runs"])
-    return f"{seconds / 60:,.2f} min ({events / seconds:,.0f}/s, busy ≤ {busy:.2f})"
+    others = max(r["others_busy_cores"] for r in m["runs"])
+    return f"{seconds / 60:,.2f} min ({events / seconds:,.0f}/s, others ≤ {others:.2f})"
 
 
 def soak_md(s: dict[str, Any]) -> list[str]:
-    c, o, r, p = s["config"], s["overall"], s["receipts"], s["passes"]
+    c, o, r, p = s["soak_config"], s["overall"], s["receipts"], s["passes"]
     size, rss = s["size_mib"], s["rss_mib"]
+    flags = " ".join(s["retention_flags"]) or "(no retention flags: the control)"
     rows = [
         ["events acknowledged / s (after the first tenth)", _f(o["events_acknowledged_per_s"])],
         ["non-202 answers", str(o["non_202"] or "none")],
@@ -312,7 +313,7 @@ def soak_md(s: dict[str, Any]) -> list[str]:
         "## Soak",
         "",
         f"{c['minutes']:g} minutes at {c['rate']} events/s in {c['batch']}-event POSTs (open "
-        f"loop), `serve {' '.join(s['flags'][:8])}`; size = DB + WAL, sampled every "
+        f"loop), `serve {flags}`; size = DB + WAL, sampled every "
         f"{c['sample_s']:g} s.",
         "",
         *_table(["figure", "value"], rows),
@@ -328,9 +329,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"runs). Machine: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}, SQLite "
         f"{m['sqlite']}. Parts and when each was measured: "
         + "; ".join(
-            f"{name} {p['measured']} ("
-            + ", ".join(f"{k} `{v['rev']}` = {v['code']}" for k, v in p["sides"].items())
-            + f", {p['seconds'] / 60:.1f} min{', quick' if p['config']['quick'] else ''})"
+            f"{name} {p['run']['measured']} ("
+            + ", ".join(f"{k} `{v['rev']}` = {v['code']}" for k, v in p["run"]["sides"].items())
+            + f", {p['run']['seconds'] / 60:.1f} min"
+            + (", quick" if p["run"]["config"]["quick"] else "")
+            + ")"
             for name, p in parts.items()
         )
         + ".",

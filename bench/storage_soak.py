@@ -56,6 +56,7 @@ class SoakConfig:
     interval: str
     sample_s: float
     quiet_wait_s: float
+    retention: bool  # False: the same load without the retention flags (a control)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,6 +67,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retain-runs", help="serve's --retain-runs (default 10m; quick 1m)")
     p.add_argument("--retention-interval", help="default 1m; quick 6s")
     p.add_argument("--soak-sample", type=float, help="seconds between samples (5; quick 2)")
+    p.add_argument(
+        "--soak-without-retention",
+        action="store_true",
+        help="the soak's load without the retention flags: a control (how fast it grows)",
+    )
 
 
 def soak_config(args: argparse.Namespace, quick: bool) -> SoakConfig:
@@ -79,6 +85,7 @@ def soak_config(args: argparse.Namespace, quick: bool) -> SoakConfig:
         interval=args.retention_interval or ("6s" if quick else "1m"),
         sample_s=args.soak_sample or (2.0 if quick else 5.0),
         quiet_wait_s=10 if quick else 60,
+        retention=not args.soak_without_retention,
     )
 
 
@@ -249,7 +256,7 @@ def receipts_by_pass(
 
 def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
     db, archive = work / "soak.db", work / "soak-archive"
-    flags = [
+    retention = [
         "--retain-log",
         cfg.retain_log,
         "--retain-runs",
@@ -258,12 +265,10 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
         cfg.interval,
         "--archive",
         str(archive),
-        # Info-level JSON lines: the retention passes are found in them.
-        "--log-format",
-        "json",
-        "--log-level",
-        "info",
     ]
+    retention = retention if cfg.retention else []
+    # Info-level JSON lines: the retention passes are found in them.
+    flags = [*retention, "--log-format", "json", "--log-level", "info"]
     projection.wait_for_quiet(cfg.quiet_wait_s)
     try:
         server = servers.start_embrasure(work, db, side.source, projector=True, extra=flags)
@@ -276,7 +281,7 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
     count = round(seconds * cfg.rate / cfg.batch)
     print(
         f"  {cfg.minutes:g} min at {cfg.rate} events/s ({cfg.batch}-event POSTs), "
-        f"{' '.join(flags[:8])}",
+        f"{' '.join(retention) or 'no retention flags (the control)'}",
         flush=True,
     )
     sampler = Sampler(server, db, cfg.sample_s)
@@ -293,7 +298,7 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
         exit_code = server.stop()
     return summarise(cfg, posts, watcher, start, sampler, server, archive) | {
         "server_exit_code": exit_code,
-        "flags": flags,
+        "retention_flags": retention,
     }
 
 
@@ -332,7 +337,7 @@ def summarise(
         cores = {k: (samples[-1][k] - samples[0][k]) / wall for k in cores}
     overall = projection._lag_summary(posts, watcher, (start + tenth, start + seconds), cfg.batch)
     return {
-        "config": dataclasses.asdict(cfg),
+        "soak_config": dataclasses.asdict(cfg),
         "offered_events": len(posts) * cfg.batch,
         "overall": overall,
         "size_mib": {
