@@ -358,13 +358,28 @@ def reproject_from_archive(
     projection.copy_db(work / "reprojected.db", trimmed)
     before = projection.db_size(trimmed)
     print(f"  {side.label}: retention --retain-log 0s --archive {archive}", flush=True)
-    args = ["retention", "--db", f"sqlite:///{trimmed}", "--retain-log", "0s"]
-    retention = timed(side, work, [*args, "--archive", str(archive)], cfg.reproject_timeout_s)
+    url = f"sqlite:///{trimmed}"
+    args = ["retention", "--db", url, "--retain-log", "0s", "--archive", str(archive)]
+    try:
+        retention = timed(side, work, args, cfg.reproject_timeout_s)
+    except RuntimeError as error:  # reported, not raised: the log-only figures stand
+        print(f"    {error}", flush=True)
+        projection.remove_db(trimmed)
+        return {"retention": {"error": str(error)[-2000:]}, "from_archive": None}
+    verify = cli(side, work, "archive", "verify", "--archive", str(archive), "--db", url)
     retention |= {
         "db_bytes_before": before,
         "db_bytes_after": projection.db_size(trimmed),
         "archive_bytes": sum(p.stat().st_size for p in archive.rglob("*") if p.is_file()),
+        "archive_verify": {"exit_code": verify.returncode, "output": verify.stdout[-1000:]},
     }
+    print(
+        f"    {retention['seconds']:,.1f} s; DB {before / 2**20:,.0f} → "
+        f"{retention['db_bytes_after'] / 2**20:,.0f} MiB, archive "
+        f"{retention['archive_bytes'] / 2**20:,.0f} MiB; archive verify exit "
+        f"{verify.returncode}",
+        flush=True,
+    )
     print(f"  {side.label}: reproject from archive + log", flush=True)
     # Told where the archive is, if reproject takes the flag (else it knows from the DB).
     takes = "--archive" in cli(side, work, "reproject", "--help").stdout

@@ -255,17 +255,23 @@ def reproject_md(part: dict[str, Any]) -> list[str]:
     ]
     headers = ["side", "fill", "log on disk", "from the log", "retention pass"]
     headers += ["DB before → after retention", "archive", "from archive + log", "same graph"]
-    rows = []
+    rows, failed = [], []
     for label, s in part["sides"].items():
         fill, log = s["fill"], s["from_log"]
         ret, arch = s.get("retention"), s.get("from_archive")
+        if ret and "error" in ret:
+            said = " ".join(ret["error"].split())[-300:]
+            failed.append(f"- side {label}: the retention pass failed: {said}")
+            ret = None
         rows.append(
             [
                 label,
                 f"{fill['seconds']:,.0f} s",
                 f"{fill['db_bytes'] / 2**30:,.2f} GiB",
                 _minutes(log, part["events"]),
-                f"{ret['seconds']:,.0f} s" if ret else "no retention command",
+                f"{ret['seconds']:,.0f} s, verify exit {ret['archive_verify']['exit_code']}"
+                if ret
+                else "none",
                 f"{_mib(ret['db_bytes_before'])} → {_mib(ret['db_bytes_after'])} MiB"
                 if ret
                 else "",
@@ -274,7 +280,7 @@ def reproject_md(part: dict[str, Any]) -> list[str]:
                 ("yes" if s["same_graph"] else "**no**") if ret else "",
             ]
         )
-    return lines + _table(headers, rows)
+    return lines + _table(headers, rows) + ([*failed, ""] if failed else [])
 
 
 def _minutes(m: dict[str, Any], events: int) -> str:
@@ -293,6 +299,10 @@ def soak_md(s: dict[str, Any]) -> list[str]:
         ["receipt p50 / p99 ms (all)", f"{_f(o['ack_ms_p50'], 1)} / {_f(o['ack_ms_p99'], 1)}"],
         ["projection lag p99 s", _f(o["lag_s_p99"], 2)],
         ["retention passes found", f"{p['count']} (from the {p['found_by'] or '-'})"],
+        [
+            "passes that logged an error or warning",
+            f"{p['failed']}" + (f": **{p['failure_example']}**" if p["failed"] else ""),
+        ],
         [
             "receipt p99 ms during passes / between",
             f"{_f(r['during']['p99_ms'], 1)} ({r['during']['posts']} POSTs) / "

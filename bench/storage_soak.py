@@ -64,7 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--soak-rate", type=int, default=500, help="events/s offered")
     p.add_argument("--soak-batch", type=int, default=50, help="events per POST")
     p.add_argument("--retain-log", help="serve's --retain-log (default 5m; quick 30s)")
-    p.add_argument("--retain-runs", help="serve's --retain-runs (default 10m; quick 1m)")
+    p.add_argument(
+        "--retain-runs", help="serve's --retain-runs (default 10m; quick 1m; off: not given)"
+    )
     p.add_argument("--retention-interval", help="default 1m; quick 6s")
     p.add_argument("--soak-sample", type=float, help="seconds between samples (5; quick 2)")
     p.add_argument(
@@ -259,8 +261,7 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
     retention = [
         "--retain-log",
         cfg.retain_log,
-        "--retain-runs",
-        cfg.retain_runs,
+        *(["--retain-runs", cfg.retain_runs] if cfg.retain_runs != "off" else []),
         "--retention-interval",
         cfg.interval,
         "--archive",
@@ -327,6 +328,7 @@ def summarise(
     last_third = [(t, v) for t, v in size if t >= seconds * 2 / 3]
     tenth = seconds / 10
     lines = _log_lines(server.log_path.read_text(errors="replace"))
+    failed = [line for line in lines if line.get("level") in ("error", "warning", "critical")]
     windows, found_by = passes_from_log(lines), "server log"
     if not windows:
         windows, found_by = passes_from_metrics(samples), "/metrics counter"
@@ -358,6 +360,9 @@ def summarise(
         "passes": {
             "found_by": found_by if windows else None,
             "count": len(windows),
+            # A pass that stopped (archive or store failure) logs an error or a warning.
+            "failed": len(failed),
+            "failure_example": failed[0].get("message") if failed else None,
             "seconds": [end - begin for begin, end in windows],
             "log_lines": len(lines),
             "log_examples": [{k: v for k, v in line.items() if k != "t"} for line in lines[:3]],
