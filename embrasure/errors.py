@@ -3,7 +3,9 @@
 ``Problem`` is what an HTTP client sees: an RFC 9457 problem detail with its status.
 ``StoreError`` and its children are the storage layer's neutral errors; each backend
 translates its driver's exceptions into them so nothing above ``store/`` imports a driver.
-``ReplayError`` and its children are the projector's refusals of a replay. Routes raise
+``ReplayError`` and its children are the projector's refusals of a replay. ``ArchiveError``
+and its children are the archive's (lifecycle/archive.py): the location cannot be used, or
+a segment in it is damaged. Routes raise
 all of these; web/responses.py renders each kind once (app.build_app registers it).
 """
 
@@ -85,6 +87,11 @@ class LogUnavailable(StoreUnavailable):
     nothing was stored or acknowledged. The message says so in the route's words."""
 
 
+class BodyArchived(StoreError):
+    """A delivery's body is no longer in the database: retention moved it to the archive
+    (docs/operations.md#retention-and-the-archive), which the reader has to be given."""
+
+
 class SchemaError(StoreError):
     """The database's schema is not one this version can use without an upgrade."""
 
@@ -116,3 +123,17 @@ class NotReplayable(ReplayError):
 
 class NotQuarantined(ReplayError):
     """The item is projected, or not projected yet: there is nothing to replay."""
+
+
+class ArchiveError(EmbrasureError):
+    """The archive of trimmed bodies (docs/operations.md#retention-and-the-archive) failed."""
+
+
+class ArchiveUnavailable(ArchiveError):
+    """The archive's location cannot be written or read (read-only, full, missing, no
+    credentials): nothing was archived. The message says what failed, where and why."""
+
+
+class ArchiveCorrupt(ArchiveError):
+    """A segment does not hold what its manifest entry says (hash mismatch, truncated,
+    missing, undecodable), or a manifest entry cannot be read: the message names it."""

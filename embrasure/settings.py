@@ -109,6 +109,18 @@ SETTINGS: tuple[Setting, ...] = (
         2000,
         "Most events one projection transaction takes on (whole deliveries, at least one).",
     ),
+    Setting(
+        "log_compression",
+        "zstd",
+        "How the receiver stores bodies: zstd (with dictionaries trained from the log), or"
+        " off (as received; bodies stored already stay readable either way).",
+    ),
+    Setting(
+        "archive",
+        "",
+        "Where trimmed delivery bodies go: a directory or an fsspec URL (file://…,"
+        " s3://bucket/prefix with s3fs installed). See docs/operations.md.",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -145,6 +157,8 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
+    log_compression: str = BY_NAME["log_compression"].default
+    archive: str = BY_NAME["archive"].default
 
     @classmethod
     def load(

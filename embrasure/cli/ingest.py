@@ -15,6 +15,7 @@ import click
 
 from embrasure.cli import event_files as ingesting
 from embrasure.cli.options import (
+    byte_size,
     client_options,
     connected,
     console,
@@ -159,14 +160,6 @@ def demo(as_json: bool, **flags: Any) -> None:
         click.echo(f"  open {client.target.rstrip('/')}/ in a browser (the web UI)")
 
 
-def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
-
-
 @click.command()
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @setting_options("db")
@@ -201,7 +194,7 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
     except EmbrasureError as exc:
         fail(str(exc))
     click.echo(
-        f"backed up {db} to {path}: {_size(path.stat().st_size)} "
+        f"backed up {db} to {path}: {byte_size(path.stat().st_size)} "
         f"in {time.monotonic() - started:.2f} s"
     )
 

@@ -13,6 +13,7 @@ import click
 
 from embrasure import logs
 from embrasure.cli import admin as cli_admin
+from embrasure.cli import archive as cli_archive
 from embrasure.cli import graph as cli_graph
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import tokens as cli_tokens
@@ -61,6 +62,7 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "log_compression",
 )
 @click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
 @click.option(
@@ -80,7 +82,12 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     try:
-        store = open_store(settings.db, upgrade=upgrade, pool_size=settings.db_pool_size)
+        store = open_store(
+            settings.db,
+            upgrade=upgrade,
+            pool_size=settings.db_pool_size,
+            compression=settings.log_compression,
+        )
     except EmbrasureError as exc:
         fail(str(exc))
     # docs/security.md: no token means auth is off, which only loopback may get away with.
@@ -231,7 +238,13 @@ def upgrade(**flags: Any) -> None:
     click.echo(f"{redact(settings.db)}: schema is up to date")
 
 
-for command in cli_ingest.COMMANDS + cli_graph.COMMANDS + cli_tokens.COMMANDS + cli_admin.COMMANDS:
+for command in (
+    cli_ingest.COMMANDS
+    + cli_graph.COMMANDS
+    + cli_tokens.COMMANDS
+    + cli_admin.COMMANDS
+    + cli_archive.COMMANDS
+):
     main.add_command(command)
 
 

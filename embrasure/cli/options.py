@@ -52,6 +52,15 @@ def fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+def byte_size(n: int) -> str:
+    """A size for people: "812 bytes", "264.0 KiB"."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
 def load_settings(flags: dict[str, Any]) -> Settings:
     try:
         return Settings.load(flags)

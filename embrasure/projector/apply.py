@@ -48,7 +48,7 @@ from embrasure.store.rows import (
 
 def split_items(entry: LogEntry) -> list[Any]:
     """The delivery's items, parsed (the receiver already checked the bytes)."""
-    doc = orjson.loads(entry.body)
+    doc = orjson.loads(entry.stored_body())
     if entry.route in ("single", admin.ROUTE):
         return [doc]
     items = doc["events"] if isinstance(doc, dict) else doc
@@ -92,7 +92,7 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
 def _admin(entry: LogEntry, hidden: list[HiddenRow]) -> ItemRow:
     """An administrative entry's outcome row; its hidden row goes to ``hidden``."""
     try:
-        parsed = admin.AdminEntry.parse(orjson.loads(entry.body))
+        parsed = admin.AdminEntry.parse(orjson.loads(entry.stored_body()))
     except (Invalid, orjson.JSONDecodeError) as exc:
         reason = exc.reason if isinstance(exc, Invalid) else f"not JSON: {exc}"
         return ItemRow.quarantined(entry.seq, 0, admin.ROUTE, reason)

@@ -13,18 +13,27 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
-def open_store(url: str, *, upgrade: bool = False, pool_size: int = 10) -> Store:
+COMPRESSION = ("zstd", "off")
+
+
+def open_store(
+    url: str, *, upgrade: bool = False, pool_size: int = 10, compression: str = "zstd"
+) -> Store:
     """Open the store named by ``url``: an empty database gets the schema, an older
     schema is upgraded only when ``upgrade`` is true (else SchemaError). ``pool_size``:
-    most connections a PostgreSQL store opens (settings.db_pool_size)."""
+    most connections a PostgreSQL store opens (settings.db_pool_size); ``compression``:
+    how new bodies are stored (settings.log_compression)."""
+    if compression not in COMPRESSION:
+        raise EmbrasureError(f"log compression {compression!r} is not one of zstd, off")
+    compress = compression == "zstd"
     if url.startswith("sqlite:///"):
         from embrasure.store.sqlite import SQLiteStore
 
-        return SQLiteStore(url.removeprefix("sqlite:///"), upgrade=upgrade)
+        return SQLiteStore(url.removeprefix("sqlite:///"), upgrade=upgrade, compress=compress)
     if url.startswith(("postgresql://", "postgres://")):
         from embrasure.store.postgres import PostgresStore
 
-        return PostgresStore(url, upgrade=upgrade, pool_size=pool_size)
+        return PostgresStore(url, upgrade=upgrade, pool_size=pool_size, compress=compress)
     raise EmbrasureError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://…")
 
 

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from embrasure.errors import IdempotencyConflict
+from embrasure.errors import BodyArchived, IdempotencyConflict
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.rows import (
     Backlog,
@@ -37,14 +37,24 @@ Record = type[tuple[Any, ...]]  # a graph table's record class (rows.GRAPH_ROWS)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogEntry:
-    """A delivery as the projector reads it from the log."""
+    """A delivery as the projector reads it from the log. ``body`` is None once
+    retention moved it to the archive (docs/operations.md#retention-and-the-archive)."""
 
     seq: int
     delivery_id: str
     route: str
-    body: bytes
+    body: bytes | None
     item_count: int
     rejections: tuple[Rejection, ...]
+
+    def stored_body(self) -> bytes:
+        """The body, which the projector needs: BodyArchived when it is not here."""
+        if self.body is None:
+            raise BodyArchived(
+                f"the body of delivery {self.delivery_id} (seq {self.seq}) was moved to the"
+                " archive by retention: give the archive (--archive) to read it"
+            )
+        return self.body
 
 
 class ProjectionTx(abc.ABC):
@@ -184,7 +194,8 @@ class GraphReader(abc.ABC):
 
     @abc.abstractmethod
     def body(self, seq: int) -> bytes | None:
-        """A delivery's stored body."""
+        """A delivery's body as received; None when the delivery is not stored or
+        retention moved its body to the archive."""
 
     @abc.abstractmethod
     def outcome_totals(self) -> list[OutcomeTotal]:

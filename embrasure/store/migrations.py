@@ -32,6 +32,8 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         " json_each(subtypes) UNION SELECT value FROM json_each(excluded.subtypes)"
         " ORDER BY value))",
         "functions": "",
+        "bodies_key": "seq",
+        "bodies_partitions": "",
     },
     "postgresql": {
         "serial_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
@@ -51,6 +53,14 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         # (lower case: its arguments take the caller's collation, see render).
         "functions": ";\nCREATE FUNCTION instr(haystack text, needle text) RETURNS integer"
         " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT strpos(haystack, needle)'",
+        # Bodies in a table partitioned by receipt time (a partition per UTC day, made
+        # ahead by postgres.py): retention drops a day's partition rather than deleting
+        # its rows one by one (docs/operations.md#retention-and-the-archive). The
+        # partition key is part of every unique key; rows no day partition takes (a
+        # clock far off, a day not made yet) land in the DEFAULT one.
+        "bodies_key": "seq, received_at",
+        "bodies_partitions": " PARTITION BY RANGE (received_at);\n"
+        "CREATE TABLE delivery_bodies_default PARTITION OF delivery_bodies DEFAULT",
     },
 }
 
@@ -182,6 +192,38 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        6,
+        "compressed log bodies",
+        """
+        -- zstd dictionaries trained from the log (store/compression.py); never deleted:
+        -- every body names the one it was compressed with.
+        CREATE TABLE log_dictionaries (
+            dict_id {serial_pk},
+            created_at TEXT NOT NULL,
+            samples INTEGER NOT NULL,        -- how many bodies it was trained from
+            content {blob} NOT NULL
+        );
+        -- The bodies, out of the deliveries rows: a delivery's row (receipt, dedupe key,
+        -- state) stays for good, its body leaves when retention archives it.
+        CREATE TABLE delivery_bodies (
+            seq {bigint} NOT NULL,           -- deliveries.seq
+            received_at TEXT NOT NULL,       -- deliveries.received_at (the partition key)
+            dict_id INTEGER,                 -- NULL as received, 0 zstd, N log_dictionaries
+            size {bigint} NOT NULL,          -- bytes as received
+            body {blob} NOT NULL,
+            PRIMARY KEY ({bodies_key})
+        ){bodies_partitions};
+        -- Existing bodies move as they are; `embrasure db upgrade` compresses them after.
+        INSERT INTO delivery_bodies (seq, received_at, dict_id, size, body)
+            SELECT seq, received_at, NULL, length(body), body FROM deliveries;
+        ALTER TABLE deliveries DROP COLUMN body
+    """,
+    ),
+)
+
+BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 
 SCHEMA_TABLE = """

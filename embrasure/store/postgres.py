@@ -26,6 +26,8 @@ appends do not have it.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -36,6 +38,7 @@ from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
 from embrasure.store import migrations, redact, schema, sql
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.compression import BodyCodec
 from embrasure.store.postgres_conn import PgConnection, neutral, one_line
 from embrasure.store.postgres_graph import (
     LOG_LOCK,
@@ -47,7 +50,10 @@ from embrasure.store.postgres_graph import (
 )
 from embrasure.store.reads import SQLReader
 
+log = logging.getLogger("embrasure.log")
+
 CONNECT_TIMEOUT = 10  # seconds to reach the server
+PARTITION_DAYS_AHEAD = 2  # body partitions made before their day comes
 POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
 
 
@@ -55,12 +61,14 @@ class PostgresStore(Store):
     dialect = "postgresql"
     concurrent_projectors = True
 
-    def __init__(self, url: str, *, upgrade: bool = False, pool_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, upgrade: bool = False, pool_size: int = 10, compress: bool = True
+    ) -> None:
         self.url = url
         self.name = redact(url)  # for messages
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-                self._migrate(PgConnection(conn), upgrade)
+                applied = self._migrate(PgConnection(conn), upgrade)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open {self.name}: {one_line(exc)}") from exc
         self._pool = ConnectionPool(
@@ -73,6 +81,14 @@ class PostgresStore(Store):
             open=True,
         )
         self._ids = DeliveryIds()
+        self.codec = BodyCodec(compress)
+        with self._transaction("BEGIN READ ONLY", "reading the log's dictionaries") as conn:
+            self.codec.load(sql.dictionaries(conn))
+        self.codec.train_with(self._save_dictionary)
+        self._days_made: str = ""  # the last UTC day with a body partition made
+        self._make_partitions(utc_now())
+        if migrations.BODIES_MOVED in applied:
+            self._compress_bodies()
         self._types: ColumnTypes | None = None  # read once, at the first projection
         self._reproject_lock: psycopg.Connection[Any] | None = None
 
@@ -97,18 +113,19 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise neutral(exc, f"{doing} on {self.name}") from exc
 
-    def _migrate(self, conn: PgConnection, upgrade: bool) -> None:
+    def _migrate(self, conn: PgConnection, upgrade: bool) -> list[int]:
         conn.execute("BEGIN")
         try:
             # The migration lock: one process at a time, the others wait, then find
             # nothing to do (docs/architecture.md#storage).
             conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
-            migrations.upgrade(conn.execute, "postgresql", self.name, upgrade, utc_now())
+            applied = migrations.upgrade(conn.execute, "postgresql", self.name, upgrade, utc_now())
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
             raise
+        return applied
 
     def schema_version(self) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the schema version") as conn:
@@ -116,7 +133,43 @@ class PostgresStore(Store):
 
     # -- the log ----------------------------------------------------------------------------
 
+    def _make_partitions(self, now: str) -> None:
+        """Make the body partitions of today and the next PARTITION_DAYS_AHEAD days
+        (once a day: the appender calls this before each append). A day whose bodies
+        are in the DEFAULT partition already (a database upgraded that day) stays there."""
+        today = now[:10]
+        if self._days_made > today:
+            return
+        days = [
+            (datetime.date.fromisoformat(today) + datetime.timedelta(days=n))
+            for n in range(PARTITION_DAYS_AHEAD + 1)
+        ]
+        for day in days:
+            try:
+                with self._transaction("BEGIN", "making a body partition") as conn:
+                    sql.make_body_partition(conn, day)
+            except StoreError as exc:
+                log.warning("bodies of %s stay in the default partition: %s", day, exc)
+        self._days_made = days[-1].isoformat()
+
+    def _save_dictionary(self, content: bytes, samples: int) -> int:
+        with self._transaction("BEGIN", "storing a zstd dictionary") as conn:
+            return sql.save_dictionary(conn, content, samples, utc_now())
+
+    def _compress_bodies(self) -> None:
+        """Compress the bodies an older version stored as received (migration 6 moved
+        them), a transaction per thousand."""
+        seq = 0
+        while True:
+            with self._transaction("BEGIN", "compressing the log's bodies") as conn:
+                seq = sql.compress_raw_bodies(conn, self.codec, seq, 1000)
+            if not seq:
+                return
+
     def append(self, drafts: Sequence[DeliveryDraft]) -> list[AppendResult]:
+        self._make_partitions(drafts[0].received_at if drafts else utc_now())
+        # Compressed before the log's lock, which serializes every receiver's appends.
+        packed = [self.codec.compress(d.body) for d in drafts]
         try:
             with self._transaction("BEGIN", "the delivery log could not commit") as conn:
                 # Durable before the receipt, whatever the server's default; and seq
@@ -125,9 +178,7 @@ class PostgresStore(Store):
                     "SELECT set_config('synchronous_commit', 'on', true), pg_advisory_xact_lock(?)",
                     (LOG_LOCK,),
                 )
-                results, rows = sql.plan_append(conn, drafts, self._ids.new)
-                conn.executemany(sql.INSERT_DELIVERY, rows)
-                sql.record_totals(conn)
+                results = sql.append(conn, drafts, packed, self._ids.new)
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -138,7 +189,7 @@ class PostgresStore(Store):
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
     ) -> list[LogEntry]:
         with self._transaction("BEGIN READ ONLY", "reading the log") as conn:
-            return sql.read_log(conn, after_seq, limit, max_bytes, max_items)
+            return sql.read_log(conn, self.codec, after_seq, limit, max_bytes, max_items)
 
     # -- the graph --------------------------------------------------------------------------
 
@@ -168,7 +219,7 @@ class PostgresStore(Store):
             prefix = schema.prefix(gen)
             if self._types is None:
                 self._types = column_types(conn, prefix)
-            yield PostgresProjectionTx(conn, prefix, self._types)
+            yield PostgresProjectionTx(conn, prefix, self._types, self.codec)
 
     def graph_version(self) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the graph version") as conn:
@@ -218,7 +269,7 @@ class PostgresStore(Store):
     def reader(self) -> Iterator[GraphReader]:
         # One snapshot for every query of the request.
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
-            yield SQLReader(conn, schema.prefix(self._generation(conn)))
+            yield SQLReader(conn, schema.prefix(self._generation(conn)), self.codec)
 
     # -- tokens -------------------------------------------------------------------------
 

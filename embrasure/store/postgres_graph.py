@@ -29,10 +29,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
+from embrasure.store.compression import BodyCodec
 from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import LinkRow, table_of
 from embrasure.store.schema import COLUMNS
-from embrasure.store.sql import LOG_COLUMNS, TxReads, log_entries, serve_generation, table_sql
+from embrasure.store.sql import (
+    LOG_COLUMNS,
+    WITH_BODIES,
+    TxReads,
+    dictionary_loader,
+    log_entries,
+    serve_generation,
+    table_sql,
+)
 
 # pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
@@ -78,10 +87,13 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
 
     conn: PgConnection
 
-    def __init__(self, conn: PgConnection, prefix: str, types: ColumnTypes) -> None:
+    def __init__(
+        self, conn: PgConnection, prefix: str, types: ColumnTypes, codec: BodyCodec
+    ) -> None:
         self.conn = conn
         self.prefix = prefix
         self.types = types
+        self.codec = codec
         self._holding = False
         self._identity_locked = False
 
@@ -156,9 +168,9 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
     def position(self) -> int:
         return int(self.conn.execute(f"SELECT seq FROM {self.prefix}position").fetchone()[0])
 
-    def _unprojected(self, columns: str) -> str:
+    def _unprojected(self, columns: str, source: str = "deliveries d") -> str:
         return (
-            f"SELECT {columns} FROM deliveries d WHERE d.seq > ? AND NOT EXISTS"
+            f"SELECT {columns} FROM {source} WHERE d.seq > ? AND NOT EXISTS"
             f" (SELECT 1 FROM {self.prefix}deliveries p WHERE p.seq = d.seq) ORDER BY d.seq"
         )
 
@@ -170,7 +182,7 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
         # will not project.
         count = size = items = 0
         for item_count, length in self.conn.execute(
-            self._unprojected("d.item_count, octet_length(d.body)") + " LIMIT ?",
+            self._unprojected("d.item_count, COALESCE(b.size, 0)", WITH_BODIES) + " LIMIT ?",
             (after_seq, limit),
         ):
             count, size, items = count + 1, size + length, items + item_count
@@ -181,7 +193,7 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
             return []
         skip = "" if self._holding else " SKIP LOCKED"
         rows = self.conn.execute(
-            self._unprojected(LOG_COLUMNS) + f" LIMIT ? FOR UPDATE OF d{skip}",
+            self._unprojected(LOG_COLUMNS, WITH_BODIES) + f" LIMIT ? FOR UPDATE OF d{skip}",
             (after_seq, count),
         ).fetchall()
         if not rows:
@@ -196,7 +208,8 @@ class PostgresProjectionTx(TxReads, ProjectionTx):
                 ([r[0] for r in rows],),
             )
         }
-        return log_entries([r for r in rows if r[0] not in done], max_bytes, max_items)
+        fresh = [r for r in rows if r[0] not in done]
+        return log_entries(fresh, self.codec, dictionary_loader(self.conn), max_bytes, max_items)
 
     def set_position(self, seq: int) -> None:
         self._advance()

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from embrasure.store.base import GraphReader, Key, Record
+from embrasure.store.compression import BodyCodec
 from embrasure.store.rows import (
     Backlog,
     DeliveryRow,
@@ -26,7 +27,7 @@ from embrasure.store.rows import (
     table_of,
 )
 from embrasure.store.schema import COLUMNS
-from embrasure.store.sql import Connection, select_records, select_where_in
+from embrasure.store.sql import Connection, read_body, select_records, select_where_in
 
 DELIVERY_COLUMNS = (
     "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
@@ -44,9 +45,10 @@ STATE_SQL = """CASE
 
 
 class SQLReader(GraphReader):
-    def __init__(self, conn: Connection, prefix: str) -> None:
+    def __init__(self, conn: Connection, prefix: str, codec: BodyCodec) -> None:
         self.conn = conn
         self.g = prefix
+        self.codec = codec
 
     # -- generic -------------------------------------------------------------------------
 
@@ -132,8 +134,7 @@ class SQLReader(GraphReader):
         return [QuarantinedItem._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
     def body(self, seq: int) -> bytes | None:
-        row = self.conn.execute("SELECT body FROM deliveries WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else bytes(row[0])
+        return read_body(self.conn, self.codec, seq)
 
     def outcome_totals(self) -> list[OutcomeTotal]:
         sql = (

@@ -10,15 +10,17 @@ the paramstyle and that spelling differ. Everything here takes any connection wi
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from embrasure.errors import IdempotencyConflict
+from embrasure.errors import IdempotencyConflict, StoreError
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.base import AppendResult, Key, LogEntry
+from embrasure.store.compression import BodyCodec, LoadDictionary
 from embrasure.store.migrations import DIALECT_TOKENS
 from embrasure.store.rows import LinkRow, R, maker, table_of
 from embrasure.store.schema import COLUMNS, GRAPH_VERSION, MERGES
@@ -164,27 +166,101 @@ def serve_generation(conn: Connection, prefix: str) -> int:
 
 # -- the delivery log ----------------------------------------------------------------------
 
-LOG_COLUMNS = "seq, delivery_id, route, body, item_count, rejections"
+# A delivery's log columns with its stored body (NULL, NULL once retention archived it).
+# The join names received_at too: PostgreSQL then searches only the body's day partition.
+LOG_COLUMNS = "d.seq, d.delivery_id, d.route, b.dict_id, b.body, d.item_count, d.rejections"
+WITH_BODIES = (
+    "deliveries d LEFT JOIN delivery_bodies b ON b.seq = d.seq AND b.received_at = d.received_at"
+)
 
 
 def decode_rejections(text: str) -> tuple[Rejection, ...]:
     return tuple(Rejection(index, kind, reason) for index, kind, reason in json.loads(text))
 
 
+def dictionary_loader(conn: Connection) -> LoadDictionary:
+    """Loads a dictionary another process trained since this one read them."""
+
+    def load(dict_id: int) -> bytes:
+        row = conn.execute(
+            "SELECT content FROM log_dictionaries WHERE dict_id = ?", (dict_id,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"a log body names zstd dictionary {dict_id}, which is not stored")
+        return bytes(row[0])
+
+    return load
+
+
+def dictionaries(conn: Connection) -> list[tuple[int, bytes]]:
+    return [
+        (int(i), bytes(c))
+        for i, c in conn.execute("SELECT dict_id, content FROM log_dictionaries ORDER BY dict_id")
+    ]
+
+
+def save_dictionary(conn: Connection, content: bytes, samples: int, now: str) -> int:
+    """Store a trained dictionary (in the caller's transaction); its new id."""
+    row = conn.execute(
+        "INSERT INTO log_dictionaries (created_at, samples, content) VALUES (?, ?, ?)"
+        " RETURNING dict_id",
+        (now, samples, content),
+    ).fetchone()
+    return int(row[0])
+
+
+def body_partition(day: datetime.date) -> str:
+    return f"delivery_bodies_d{day:%Y%m%d}"
+
+
+def make_body_partition(conn: Connection, day: datetime.date) -> None:
+    """PostgreSQL: the partition of delivery_bodies holding the bodies received on
+    ``day`` (UTC; received_at is RFC 3339 text, which sorts as time)."""
+    after = day + datetime.timedelta(days=1)
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {body_partition(day)} PARTITION OF delivery_bodies"
+        f" FOR VALUES FROM ('{day.isoformat()}') TO ('{after.isoformat()}')"
+    )
+
+
+def compress_raw_bodies(conn: Connection, codec: BodyCodec, after_seq: int, limit: int) -> int:
+    """Compress up to ``limit`` bodies after ``after_seq`` stored as received (the ones
+    an upgrade moved into delivery_bodies), in the caller's transaction. Returns the last
+    seq looked at, 0 when none was left (a body compression does not shrink stays)."""
+    rows = conn.execute(
+        "SELECT seq, received_at, body FROM delivery_bodies WHERE dict_id IS NULL"
+        " AND seq > ? ORDER BY seq LIMIT ?",
+        (after_seq, limit),
+    ).fetchall()
+    updates = []
+    for seq, received_at, body in rows:
+        dict_id, stored = codec.compress(bytes(body))
+        if dict_id is not None:
+            updates.append((dict_id, stored, seq, received_at))
+    conn.executemany(
+        "UPDATE delivery_bodies SET dict_id = ?, body = ? WHERE seq = ? AND received_at = ?",
+        updates,
+    )
+    return int(rows[-1][0]) if rows else 0
+
+
 def log_entries(
-    rows: Iterable[Sequence[Any]], max_bytes: int, max_items: int | None = None
+    rows: Iterable[Sequence[Any]],
+    codec: BodyCodec,
+    load: LoadDictionary,
+    max_bytes: int,
+    max_items: int | None = None,
 ) -> list[LogEntry]:
     """Log rows (LOG_COLUMNS) → entries, stopping after the one that brings the bodies
     past ``max_bytes`` or the items past ``max_items``."""
     entries: list[LogEntry] = []
     size = items = 0
-    for seq, delivery_id, route, body, item_count, rejections in rows:
+    for seq, delivery_id, route, dict_id, stored, item_count, rejections in rows:
+        body = None if stored is None else codec.decompress(dict_id, stored, load)
         entries.append(
-            LogEntry(
-                seq, delivery_id, route, bytes(body), item_count, decode_rejections(rejections)
-            )
+            LogEntry(seq, delivery_id, route, body, item_count, decode_rejections(rejections))
         )
-        size += len(body)
+        size += len(body or b"")
         items += item_count
         if size >= max_bytes or (max_items is not None and items >= max_items):
             break
@@ -192,20 +268,64 @@ def log_entries(
 
 
 def read_log(
-    conn: Connection, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
+    conn: Connection,
+    codec: BodyCodec,
+    after_seq: int,
+    limit: int,
+    max_bytes: int,
+    max_items: int | None = None,
 ) -> list[LogEntry]:
     rows = conn.execute(
-        f"SELECT {LOG_COLUMNS} FROM deliveries WHERE seq > ? ORDER BY seq LIMIT ?",
+        f"SELECT {LOG_COLUMNS} FROM {WITH_BODIES} WHERE d.seq > ? ORDER BY d.seq LIMIT ?",
         (after_seq, limit),
     )
-    return log_entries(rows, max_bytes, max_items)
+    return log_entries(rows, codec, dictionary_loader(conn), max_bytes, max_items)
+
+
+def read_body(conn: Connection, codec: BodyCodec, seq: int) -> bytes | None:
+    """A delivery's body as received; None when there is no such delivery or retention
+    archived its body."""
+    row = conn.execute("SELECT dict_id, body FROM delivery_bodies WHERE seq = ?", (seq,)).fetchone()
+    return None if row is None else codec.decompress(row[0], row[1], dictionary_loader(conn))
 
 
 INSERT_DELIVERY = (
     "INSERT INTO deliveries (delivery_id, provider_key, idempotency_key, dedupe_key,"
-    " body_sha256, received_at, route, body, item_count, invalid_item_count,"
-    " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " body_sha256, received_at, route, item_count, invalid_item_count,"
+    " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+INSERT_BODY = (
+    "INSERT INTO delivery_bodies (seq, received_at, dict_id, size, body) VALUES (?, ?, ?, ?, ?)"
+)
+
+# A body as the appender stores it: (dict_id, stored bytes), from BodyCodec.compress.
+Packed = tuple[int | None, bytes]
+
+
+def append(
+    conn: Connection,
+    drafts: Sequence[DeliveryDraft],
+    packed: Sequence[Packed],
+    new_id: Callable[[], str],
+) -> list[AppendResult]:
+    """Inside the append transaction (the log's lock held): the deliveries new to the
+    log, their bodies (compressed before the lock: ``packed``, one per draft) and the
+    running totals."""
+    results, rows, fresh = plan_append(conn, drafts, new_id)
+    conn.executemany(INSERT_DELIVERY, rows)
+    if fresh:
+        ids = [(row[0],) for row in rows]
+        seqs: dict[str, int] = dict(
+            select_where_in(conn, "deliveries", ("delivery_id", "seq"), ("delivery_id",), ids)
+        )
+        bodies = []
+        for row, index in zip(rows, fresh, strict=True):
+            dict_id, stored = packed[index]
+            draft = drafts[index]
+            bodies.append((seqs[row[0]], draft.received_at, dict_id, len(draft.body), stored))
+        conn.executemany(INSERT_BODY, bodies)
+    record_totals(conn)
+    return results
 
 
 def record_totals(conn: Connection) -> None:
@@ -231,10 +351,11 @@ def record_totals(conn: Connection) -> None:
 
 def plan_append(
     conn: Connection, drafts: Sequence[DeliveryDraft], new_id: Callable[[], str]
-) -> tuple[list[AppendResult], list[tuple[Any, ...]]]:
-    """Inside the append transaction: one result per draft, and the INSERT_DELIVERY rows
-    of the new ones. A draft whose identity is stored already, or earlier in ``drafts``,
-    repeats the first receipt, or conflicts when its body differs (docs/receiver.md#idempotency)."""
+) -> tuple[list[AppendResult], list[tuple[Any, ...]], list[int]]:
+    """Inside the append transaction: one result per draft, the INSERT_DELIVERY rows of
+    the new ones, and which drafts those are (their indexes). A draft whose identity is
+    stored already, or earlier in ``drafts``, repeats the first receipt, or conflicts
+    when its body differs (docs/receiver.md#idempotency)."""
     known = {
         (r[0], r[1]): r[2:]
         for r in select_where_in(
@@ -255,7 +376,8 @@ def plan_append(
     }
     results: list[AppendResult] = []
     rows = []
-    for draft in drafts:
+    fresh: list[int] = []
+    for index, draft in enumerate(drafts):
         identity = (draft.provider_key, draft.dedupe_key)
         if identity in known:
             delivery_id, sha, state, item_count, invalid = known[identity]
@@ -276,16 +398,16 @@ def plan_append(
                 draft.body_sha256,
                 draft.received_at,
                 draft.route,
-                draft.body,
                 draft.item_count,
                 invalid,
                 json.dumps([[r.index, r.kind, r.reason] for r in draft.rejections]),
                 draft.state,
             )
         )
+        fresh.append(index)
         known[identity] = (delivery_id, draft.body_sha256, draft.state, draft.item_count, invalid)
         results.append(Receipt(delivery_id, draft.state, False, draft.item_count, invalid))
-    return results, rows
+    return results, rows, fresh
 
 
 # -- bearer tokens (web/auth.py) -----------------------------------------------------------------

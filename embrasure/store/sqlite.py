@@ -18,6 +18,7 @@ from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
 from embrasure.store import migrations, schema, sql
 from embrasure.store.base import AppendResult, GraphReader, LogEntry, ProjectionTx, Store
+from embrasure.store.compression import BodyCodec
 from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
 
@@ -25,11 +26,16 @@ BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024
 # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_CANTOPEN (primary result codes)
 UNAVAILABLE_CODES = frozenset({5, 6, 10, 14})
+INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 
 
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # Pages freed by retention go back to the filesystem (an incremental vacuum after
+    # each pass) instead of staying in the file. Takes effect only in a new database,
+    # before its first table: `embrasure db upgrade` converts an older one (VACUUM).
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     return conn
@@ -38,18 +44,24 @@ def _connect(path: str) -> sqlite3.Connection:
 class SQLiteStore(Store):
     dialect = "sqlite"
 
-    def __init__(self, path: str, *, upgrade: bool = False) -> None:
+    def __init__(self, path: str, *, upgrade: bool = False, compress: bool = True) -> None:
         self.path = path
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise StoreError(f"cannot open {path}: directory {parent} does not exist")
         try:
             self._writer = _connect(path)
-            self._migrate(upgrade)
+            applied = self._migrate(upgrade)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {path}: {exc}") from exc
         self._ids = DeliveryIds()
+        self.codec = BodyCodec(compress)
+        self.codec.load(sql.dictionaries(self._writer))
+        self.codec.train_with(self._save_dictionary)
         self._local = threading.local()
+        if migrations.BODIES_MOVED in applied:
+            self._compress_bodies()
+            self.give_space_back()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._projector: sqlite3.Connection | None = None
@@ -57,16 +69,38 @@ class SQLiteStore(Store):
 
     # -- schema ---------------------------------------------------------------------
 
-    def _migrate(self, upgrade: bool) -> None:
+    def _migrate(self, upgrade: bool) -> list[int]:
         conn = self._writer
         conn.execute("BEGIN IMMEDIATE")  # the migration lock: one process at a time
         try:
             name = f"sqlite:///{self.path}"
-            migrations.upgrade(conn.execute, "sqlite", name, upgrade, utc_now())
+            applied = migrations.upgrade(conn.execute, "sqlite", name, upgrade, utc_now())
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        return applied
+
+    def _compress_bodies(self, batch: int = 1000) -> None:
+        """Compress the bodies stored as received (by a version before migration 6),
+        ``batch`` a transaction."""
+        seq = 0
+        while True:
+            with self._short_write() as conn:
+                seq = sql.compress_raw_bodies(conn, self.codec, seq, batch)
+            if not seq:
+                return
+
+    def give_space_back(self) -> None:
+        """Return the file's free pages to the filesystem. A database created before
+        migration 6 has auto_vacuum off, which only a rewrite of the whole file changes
+        (https://www.sqlite.org/pragma.html#pragma_auto_vacuum): VACUUM it once."""
+        conn = self._writer
+        if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != INCREMENTAL:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            conn.execute("VACUUM")
+        else:
+            conn.execute("PRAGMA incremental_vacuum").fetchall()
 
     def schema_version(self) -> int:
         row = self._read().execute("SELECT MAX(version) FROM embrasure_schema").fetchone()
@@ -78,11 +112,10 @@ class SQLiteStore(Store):
         # A handful of statements per group, whatever its size: the group-commit thread
         # takes the GIL back after each one, and the event loop holds it most of the time.
         conn = self._writer
+        packed = [self.codec.compress(d.body) for d in drafts]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            results, rows = sql.plan_append(conn, drafts, self._ids.new)
-            conn.executemany(sql.INSERT_DELIVERY, rows)
-            sql.record_totals(conn)
+            results = sql.append(conn, drafts, packed, self._ids.new)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -121,7 +154,7 @@ class SQLiteStore(Store):
     def read_log(
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
     ) -> list[LogEntry]:
-        return sql.read_log(self._read(), after_seq, limit, max_bytes, max_items)
+        return sql.read_log(self._read(), self.codec, after_seq, limit, max_bytes, max_items)
 
     def free_disk_bytes(self) -> int | None:
         stat = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
@@ -149,7 +182,7 @@ class SQLiteStore(Store):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 gen = self.generation(conn) if generation is None else generation
-                tx = SQLiteProjectionTx(conn, schema.prefix(gen))
+                tx = SQLiteProjectionTx(conn, schema.prefix(gen), self.codec)
                 yield tx
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -197,7 +230,7 @@ class SQLiteStore(Store):
             conn = self._read()
             conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
             try:
-                yield SQLReader(conn, schema.prefix(self.generation(conn)))
+                yield SQLReader(conn, schema.prefix(self.generation(conn)), self.codec)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
@@ -235,6 +268,10 @@ class SQLiteStore(Store):
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def _save_dictionary(self, content: bytes, samples: int) -> int:
+        with self._short_write() as conn:
+            return sql.save_dictionary(conn, content, samples, utc_now())
 
     def ping(self) -> None:
         try:

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
+from embrasure.store.compression import BodyCodec
 from embrasure.store.rows import table_of
 from embrasure.store.sql import (
     TxReads,
@@ -31,9 +32,10 @@ def _sql(prefix: str, table: Record) -> dict[str, str]:
 class SQLiteProjectionTx(TxReads, ProjectionTx):
     conn: sqlite3.Connection
 
-    def __init__(self, conn: sqlite3.Connection, prefix: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, prefix: str, codec: BodyCodec) -> None:
         self.conn = conn
         self.prefix = prefix
+        self.codec = codec
 
     def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
         sql = _sql(self.prefix, table)["insert_new"]
@@ -66,7 +68,7 @@ class SQLiteProjectionTx(TxReads, ProjectionTx):
     ) -> list[LogEntry]:
         # The write lock (BEGIN IMMEDIATE) keeps every other projector out: the log after
         # the position is this transaction's to project.
-        return read_log(self.conn, after_seq, limit, max_bytes, max_items)
+        return read_log(self.conn, self.codec, after_seq, limit, max_bytes, max_items)
 
     def hold_log(self) -> None:
         pass  # BEGIN IMMEDIATE holds SQLite's only write lock: the log waits already

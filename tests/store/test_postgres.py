@@ -63,8 +63,8 @@ def test_sequence_values_become_visible_out_of_order_on_raw_sql(store: Store, pg
     first and a reader tailing ``seq > cursor`` would skip the earlier one."""
     insert = (
         "INSERT INTO deliveries (delivery_id, provider_key, dedupe_key, body_sha256,"
-        " received_at, route, body, item_count, invalid_item_count, rejections, state)"
-        " VALUES (%s, 'p', %s, '', '', 'single', '', 0, 0, '[]', 'accepted') RETURNING seq"
+        " received_at, route, item_count, invalid_item_count, rejections, state)"
+        " VALUES (%s, 'p', %s, '', '', 'single', 0, 0, '[]', 'accepted') RETURNING seq"
     )
     with psycopg.connect(pg_db) as a, psycopg.connect(pg_db) as b:
         seq_a = a.execute(insert, ("a", "a")).fetchone()[0]  # type: ignore[index]
@@ -83,8 +83,8 @@ def test_an_append_waits_for_the_append_in_flight_before_it(store: Store, pg_db:
         held.execute("SELECT pg_advisory_xact_lock(%s)", (LOG_LOCK,))
         first = held.execute(
             "INSERT INTO deliveries (delivery_id, provider_key, dedupe_key, body_sha256,"
-            " received_at, route, body, item_count, invalid_item_count, rejections, state)"
-            " VALUES ('held', 'p', 'held', '', '', 'single', '', 0, 0, '[]', 'accepted')"
+            " received_at, route, item_count, invalid_item_count, rejections, state)"
+            " VALUES ('held', 'p', 'held', '', '', 'single', 0, 0, '[]', 'accepted')"
             " RETURNING seq"
         ).fetchone()[0]  # type: ignore[index]
         results: list[Any] = []

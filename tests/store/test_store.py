@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -83,13 +84,18 @@ def test_duplicates_and_conflicts_within_one_group(store: Store) -> None:
     assert keyed_other.delivery_id == keyed.delivery_id
 
 
+def incompressible(size: int) -> bytes:
+    """A JSON string body that zstd cannot make much smaller (the log compresses bodies)."""
+    return b'"' + os.urandom(size // 2).hex().encode() + b'"'
+
+
 def test_a_failed_commit_stores_nothing_and_the_log_recovers(sqlite_store: SQLiteStore) -> None:
     store = sqlite_store
     [first] = store.append([draft(b'"small"')])
     # A real SQLite failure, not a mock: cap the file so the next transaction cannot fit.
     pages = store._writer.execute("PRAGMA page_count").fetchone()[0]
     store._writer.execute(f"PRAGMA max_page_count = {pages + 2}")
-    big = [draft(b'"' + bytes([65 + i]) * 100_000 + b'"') for i in range(3)]
+    big = [draft(incompressible(100_000)) for _ in range(3)]
     with pytest.raises(StoreUnavailable, match="full"):
         store.append(big)
     assert not store._writer.in_transaction
@@ -107,11 +113,11 @@ def test_a_failed_commit_stores_nothing_and_the_log_recovers_on_postgresql(pg_db
     try:
         [first] = store.append([draft(b'"small"')])
         # A real PostgreSQL failure, not a mock: a constraint the next bodies break.
-        run_sql(db_url, "ALTER TABLE deliveries ADD CONSTRAINT small CHECK (length(body) < 1000)")
+        run_sql(db_url, "ALTER TABLE delivery_bodies ADD CONSTRAINT small CHECK (size < 1000)")
         big = [draft(b'"' + bytes([65 + i]) * 100_000 + b'"') for i in range(3)]
         with pytest.raises(StoreUnavailable, match="small"):
             store.append(big)
-        run_sql(db_url, "ALTER TABLE deliveries DROP CONSTRAINT small")
+        run_sql(db_url, "ALTER TABLE delivery_bodies DROP CONSTRAINT small")
         assert run_sql(db_url, "SELECT COUNT(*) FROM deliveries") == [(1,)]
         results = store.append(big)
         assert all(isinstance(r, Receipt) and not r.duplicate for r in results)

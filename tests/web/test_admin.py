@@ -263,13 +263,22 @@ def test_the_cli_hides_lists_and_unhides(admin: Admin, db_url: str) -> None:
 
 def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> None:
     """Migration 4 adds the hidden table to the served graph; 5 backfills the log's
-    running totals (sql.record_totals), so the backlog of an older log is right."""
+    running totals (sql.record_totals), so the backlog of an older log is right; 6
+    moves the bodies out of the deliveries rows, and they still read back."""
     api = Admin(client)
     api.ingest(*platform())  # projected
     api.post(*export_events())  # pending
     api.post(export_events()[0], 7)  # one pending item, one rejected on receipt
-    run_sql(db_url, "DROP TABLE g1_hidden")
-    run_sql(db_url, "DROP TABLE delivery_totals")
+    # Undo migration 6: the bodies back in the deliveries rows, as received.
+    with api.store.reader() as reader:
+        seqs = [seq for (seq,) in run_sql(db_url, "SELECT seq FROM deliveries")]
+        bodies = [(reader.body(seq), seq) for seq in seqs]
+    blob = "BYTEA" if db_url.startswith("postgresql") else "BLOB"
+    run_sql(db_url, f"ALTER TABLE deliveries ADD COLUMN body {blob}")
+    for body, seq in bodies:
+        run_sql(db_url, "UPDATE deliveries SET body = ? WHERE seq = ?", (body, seq))
+    for table in ("delivery_bodies", "log_dictionaries", "g1_hidden", "delivery_totals"):
+        run_sql(db_url, f"DROP TABLE {table}")
     run_sql(db_url, "DELETE FROM embrasure_schema WHERE version > 3")
     store = open_store(db_url, upgrade=True)
     try:
@@ -279,6 +288,8 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
             pending, items, oldest, rejected = reader.backlog()
         assert (pending, items, rejected) == (2, len(export_events()) + 1, 0)
         assert oldest is not None
+        with store.reader() as reader:
+            assert [(reader.body(seq), seq) for seq in seqs] == bodies
     finally:
         store.close()
     api.hide("job", "spark", "daily")  # the upgraded database is served as usual
