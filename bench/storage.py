@@ -48,11 +48,8 @@ import contextlib
 import dataclasses
 import json
 import os
-import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -61,10 +58,9 @@ from typing import Any
 
 import ab
 import ingest
-import projection
-import query
 import servers
 import storage_report
+import storage_reproject
 import storage_sizes
 import storage_soak
 from ingest_load import BATCH, SINGLE, ensure_wrk, event_template
@@ -96,9 +92,7 @@ class Config:
     platform_scale: float
     ingest_s: int
     warmup_s: int
-    reproject_events: int
-    reproject_rounds: int
-    reproject_timeout_s: float
+    reproject: storage_reproject.ReprojectConfig
     soak: storage_soak.SoakConfig
     quiet_wait_s: int
     out: Path
@@ -125,7 +119,8 @@ def run_sizes(cfg: Config, sides: dict[str, ab.Side], work: Path) -> dict[str, A
                 found.append(r | {"side": label})
                 print(
                     f"{r['load']['events']:,} events, raw {r['raw_bytes'] / 2**20:,.1f} MiB: "
-                    f"log {r['log_ratio']:.3f}x, database {r['db_ratio']:.3f}x "
+                    f"bodies {r['body_ratio']:.3f}x, log {r['log_ratio']:.3f}x, database "
+                    f"{r['db_ratio']:.3f}x "
                     f"({r['file_bytes'] / 2**20:,.1f} MiB)",
                     flush=True,
                 )
@@ -239,162 +234,6 @@ def run_projection(cfg: Config, sides: dict[str, ab.Side], work: Path) -> dict[s
     return {"summary": ab.summarise(records, cfg.order), "records": records}
 
 
-# -- reproject ------------------------------------------------------------------------
-
-
-def cli(side: ab.Side, work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "embrasure", *args]
-    env = projection.child_env(side.source)
-    return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
-
-
-def has_command(side: ab.Side, work: Path, command: str) -> bool:
-    return cli(side, work, command, "--help").returncode == 0
-
-
-def timed(side: ab.Side, work: Path, args: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    """``embrasure ARGS`` timed from outside (process start included), with the CPU the
-    whole machine used meanwhile."""
-    projection.wait_for_quiet(30)
-    argv = [sys.executable, "-m", "embrasure", *args]
-    busy, started = projection.system_busy_seconds(), time.monotonic()
-    # The command's own CPU: the children's rusage grows by it once it has been waited for.
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.Popen(
-        argv,
-        cwd=work,
-        env=projection.child_env(side.source),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()  # our own child, by its handle
-        output, _ = proc.communicate()
-        raise RuntimeError(f"embrasure {args[0]} took over {timeout_s:.0f} s") from None
-    seconds = time.monotonic() - started
-    machine = projection.system_busy_seconds() - busy
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    if proc.returncode != 0:
-        raise RuntimeError(f"embrasure {' '.join(args)} failed ({proc.returncode}):\n{output}")
-    return {
-        "seconds": seconds,
-        "cpu_seconds": cpu,
-        "others_busy_cores": max(0.0, machine - cpu) / seconds,
-        "output": output.strip()[-2000:],
-    }
-
-
-def reproject_rounds(
-    cfg: Config, side: ab.Side, work: Path, log: Path, events: int, extra: Sequence[str] = ()
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rounds of ``embrasure reproject`` on fresh copies of ``log``; the last copy is
-    kept (projected) at ``work / "reprojected.db"``, its graph's row counts returned."""
-    runs = []
-    target = work / "reprojected.db"
-    for round_ in range(cfg.reproject_rounds):
-        projection.copy_db(log, target)
-        run = timed(
-            side,
-            work,
-            ["reproject", "--db", f"sqlite:///{target}", *extra],
-            cfg.reproject_timeout_s,
-        )
-        run["events_per_s"] = events / run["seconds"]
-        runs.append(run)
-        print(
-            f"    round {round_ + 1}: {run['seconds']:,.1f} s ({run['events_per_s']:,.0f} "
-            f"events/s), CPU {run['cpu_seconds']:,.1f} s, others {run['others_busy_cores']:.2f} "
-            "cores",
-            flush=True,
-        )
-    facts = query.graph_facts(target)
-    if set(facts["items"]) != {"projected"}:
-        raise RuntimeError(f"side {side.label}: items not all projected: {facts['items']}")
-    return runs, facts
-
-
-def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    seconds = statistics.median(r["seconds"] for r in runs)
-    return {"median_seconds": seconds, "median_minutes": seconds / 60, "runs": runs}
-
-
-def run_reproject(cfg: Config, sides: dict[str, ab.Side], work: Path) -> dict[str, Any]:
-    events = cfg.reproject_events
-    results: dict[str, Any] = {"events": events, "sides": {}}
-    for label in cfg.sides:
-        side = sides[label]
-        log = work / f"reproject-log-{label}.db"
-        print(f"  {label}: pre-filling {events:,} events (log only)", flush=True)
-        fill = ab._child(side, "prefill", str(log), str(events))
-        print(
-            f"    {fill['seconds']:,.0f} s ({fill['events_per_s']:,.0f} events/s), "
-            f"{fill['db_bytes'] / 2**30:,.2f} GiB",
-            flush=True,
-        )
-        print(f"  {label}: reproject from the log", flush=True)
-        runs, facts = reproject_rounds(cfg, side, work, log, events)
-        mine: dict[str, Any] = {"fill": fill, "from_log": _medians(runs)}
-        if has_command(side, work, "retention"):
-            mine |= reproject_from_archive(cfg, side, work, events, facts)
-        else:
-            mine["from_archive"] = None  # this side has no `embrasure retention`
-        results["sides"][label] = mine
-        projection.remove_db(log)
-        projection.remove_db(work / "reprojected.db")
-    return results
-
-
-def reproject_from_archive(
-    cfg: Config, side: ab.Side, work: Path, events: int, facts: dict[str, Any]
-) -> dict[str, Any]:
-    """Archive every body of the projected copy (``--retain-log 0s``), then reproject
-    copies of that trimmed database: the rebuild reads the archive and the log."""
-    trimmed, archive = work / "trimmed.db", work / "archive"
-    shutil.rmtree(archive, ignore_errors=True)
-    projection.copy_db(work / "reprojected.db", trimmed)
-    before = projection.db_size(trimmed)
-    print(f"  {side.label}: retention --retain-log 0s --archive {archive}", flush=True)
-    url = f"sqlite:///{trimmed}"
-    args = ["retention", "--db", url, "--retain-log", "0s", "--archive", str(archive)]
-    try:
-        retention = timed(side, work, args, cfg.reproject_timeout_s)
-    except RuntimeError as error:  # reported, not raised: the log-only figures stand
-        print(f"    {error}", flush=True)
-        projection.remove_db(trimmed)
-        return {"retention": {"error": str(error)[-2000:]}, "from_archive": None}
-    verify = cli(side, work, "archive", "verify", "--archive", str(archive), "--db", url)
-    retention |= {
-        "db_bytes_before": before,
-        "db_bytes_after": projection.db_size(trimmed),
-        "archive_bytes": sum(p.stat().st_size for p in archive.rglob("*") if p.is_file()),
-        "archive_verify": {"exit_code": verify.returncode, "output": verify.stdout[-1000:]},
-    }
-    print(
-        f"    {retention['seconds']:,.1f} s; DB {before / 2**20:,.0f} → "
-        f"{retention['db_bytes_after'] / 2**20:,.0f} MiB, archive "
-        f"{retention['archive_bytes'] / 2**20:,.0f} MiB; archive verify exit "
-        f"{verify.returncode}",
-        flush=True,
-    )
-    print(f"  {side.label}: reproject from archive + log", flush=True)
-    # Told where the archive is, if reproject takes the flag (else it knows from the DB).
-    takes = "--archive" in cli(side, work, "reproject", "--help").stdout
-    extra = ["--archive", str(archive)] if takes else []
-    runs, after = reproject_rounds(cfg, side, work, trimmed, events, extra)
-    projection.remove_db(trimmed)
-    shutil.rmtree(archive, ignore_errors=True)
-    return {
-        "retention": retention,
-        "from_archive": _medians(runs),
-        "same_graph": after == facts,
-        "graph_rows": {"from_log": facts, "from_archive": after},
-    }
-
-
 # -- the run --------------------------------------------------------------------------
 
 
@@ -429,10 +268,11 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     p.add_argument("--workdir", type=Path, help="where the copies and databases go")
     args = p.parse_args(argv)
     quick = args.quick
+    sides = _csv(args.sides, ("A", "B"), "--sides", p)
     return Config(
         a=args.a,
         b=args.b,
-        sides=_csv(args.sides, ("A", "B"), "--sides", p),
+        sides=sides,
         parts=_csv(args.parts, PARTS, "--parts", p),
         quick=quick,
         order=QUICK_ORDER if quick else ORDER * args.rounds,
@@ -442,9 +282,12 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         platform_scale=args.platform_scale or (0.05 if quick else 1.0),
         ingest_s=args.ingest_seconds or (3 if quick else 10),
         warmup_s=1 if quick else 3,
-        reproject_events=args.reproject_events or (50_000 if quick else 1_000_000),
-        reproject_rounds=args.reproject_rounds,
-        reproject_timeout_s=args.reproject_timeout,
+        reproject=storage_reproject.ReprojectConfig(
+            events=args.reproject_events or (50_000 if quick else 1_000_000),
+            rounds=args.reproject_rounds,
+            timeout_s=args.reproject_timeout,
+            sides=sides,
+        ),
         soak=storage_soak.soak_config(args, quick),
         quiet_wait_s=args.quiet_wait if args.quiet_wait is not None else (2 if quick else 8),
         out=args.out or (SCRATCH_DIR / "storage-quick" if quick else RESULTS_DIR / "storage"),
@@ -483,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "sizes": lambda: run_sizes(cfg, sides, work),
             "ingest": lambda: run_ingest(cfg, sides["B"], work),
             "projection": lambda: run_projection(cfg, sides, work),
-            "reproject": lambda: run_reproject(cfg, sides, work),
+            "reproject": lambda: storage_reproject.run(cfg.reproject, sides, work),
             "soak": lambda: storage_soak.run(cfg.soak, sides["B"], work),
         }
         for part in cfg.parts:

@@ -53,6 +53,11 @@ _META = re.compile(
 )
 
 
+# The body storage: the bodies' own table and the dictionaries they were compressed with
+# (since the compressed log); before it, the bodies lived in the deliveries rows.
+_BODIES = re.compile(r"^(sqlite_autoindex_)?(delivery_bodies|log_dictionaries)")
+
+
 def group_of(name: str) -> str:
     if _GRAPH.match(name):
         return "graph"
@@ -215,9 +220,14 @@ def summarise_objects(found: dict[str, Any], raw_bytes: int) -> dict[str, Any]:
         obj["group"] = group
         groups[group] += obj["bytes"]
     graph = groups["graph tables"] + groups["graph indexes"]
+    bodies = sum(o["bytes"] for n, o in found["objects"].items() if _BODIES.match(n))
+    if not bodies:  # a log that keeps its bodies in the deliveries rows (bb41eaa)
+        bodies = found["objects"].get("deliveries", {}).get("bytes", 0)
     return found | {
         "groups": groups,
         "raw_bytes": raw_bytes,
+        "body_bytes": bodies,
+        "body_ratio": bodies / raw_bytes if raw_bytes else None,
         "log_ratio": groups["log"] / raw_bytes if raw_bytes else None,
         "graph_ratio": graph / raw_bytes if raw_bytes else None,
         "db_ratio": found["file_bytes"] / raw_bytes if raw_bytes else None,
