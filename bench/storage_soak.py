@@ -324,6 +324,7 @@ def summarise(
     samples = sampler.samples
     rel = [(s["t"] - start, s) for s in samples]
     size = [(t, (s["db_bytes"] + s["wal_bytes"]) / 2**20) for t, s in rel if t >= 0]
+    wal = [s["wal_bytes"] / 2**20 for t, s in rel if t >= 0]
     rss = [(t, s["rss_kib"] / 1024) for t, s in rel if t >= 0]
     last_third = [(t, v) for t, v in size if t >= seconds * 2 / 3]
     tenth = seconds / 10
@@ -375,8 +376,9 @@ def summarise(
         "metric_errors": sampler.metric_errors,
         "archive_bytes": sum(p.stat().st_size for p in archive.rglob("*") if p.is_file()),
         "samples": [
-            {"t": round(t, 1), "db_mib": round(v, 2)} | {"rss_mib": round(r, 1)}
-            for (t, v), (_, r) in zip(size, rss, strict=True)
+            {"t": round(t, 1), "db_and_wal_mib": round(v, 2), "wal_mib": round(w, 2)}
+            | {"rss_mib": round(r, 1)}
+            for (t, v), w, (_, r) in zip(size, wal, rss, strict=True)
         ],
         "retention_metrics_last": samples[-1]["retention_metrics"] if samples else {},
     }
