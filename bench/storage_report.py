@@ -271,7 +271,7 @@ def reproject_md(part: dict[str, Any]) -> list[str]:
             [
                 label,
                 f"{fill['seconds']:,.0f} s",
-                f"{fill['db_bytes'] / 2**30:,.2f} GiB",
+                f"{_mib(fill['db_bytes'])} MiB",
                 _minutes(log, part["events"]),
                 f"{ret['seconds']:,.0f} s, verify exit {ret['archive_verify']['exit_code']}"
                 if ret

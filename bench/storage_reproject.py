@@ -132,7 +132,7 @@ def run(cfg: ReprojectConfig, sides: dict[str, ab.Side], work: Path) -> dict[str
         fill = ab._child(side, "prefill", str(log), str(events))
         print(
             f"    {fill['seconds']:,.0f} s ({fill['events_per_s']:,.0f} events/s), "
-            f"{fill['db_bytes'] / 2**30:,.2f} GiB",
+            f"{fill['db_bytes'] / 2**20:,.0f} MiB",
             flush=True,
         )
         print(f"  {label}: reproject from the log", flush=True)
@@ -166,12 +166,19 @@ def reproject_from_archive(
         print(f"    {error}", flush=True)
         projection.remove_db(trimmed)
         return {"retention": {"error": str(error)[-2000:]}, "from_archive": None}
-    verify = cli(side, work, "archive", "verify", "--archive", str(archive), "--db", url)
+    # With --db (every trimmed delivery found) where the command takes it.
+    takes_db = "--db" in cli(side, work, "archive", "verify", "--help").stdout
+    verify_args = ["archive", "verify", "--archive", str(archive)]
+    verify = cli(side, work, *verify_args, *(["--db", url] if takes_db else []))
     retention |= {
         "db_bytes_before": before,
         "db_bytes_after": projection.db_size(trimmed),
         "archive_bytes": sum(p.stat().st_size for p in archive.rglob("*") if p.is_file()),
-        "archive_verify": {"exit_code": verify.returncode, "output": verify.stdout[-1000:]},
+        "archive_verify": {
+            "exit_code": verify.returncode,
+            "with_db": takes_db,
+            "output": (verify.stdout + verify.stderr)[-1000:],
+        },
     }
     print(
         f"    {retention['seconds']:,.1f} s; DB {before / 2**20:,.0f} → "
