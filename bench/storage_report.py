@@ -14,6 +14,8 @@ DB_TARGETS = {("bench", "sqlite"): 0.6, ("platform", "sqlite"): 2.0}
 INGEST_TARGET = 0.95  # compression on over off
 PROJECTION_TARGET = 1.5  # B over A
 REPROJECT_TARGET_MIN = 6.0  # for 1,000,000 events
+# The issue asks for RSS "flat" without a number: end within 10% of start is read as flat.
+RSS_FLAT = 1.1
 GROUP_ORDER = ("log", "graph tables", "graph indexes", "meta")
 SMALL_OBJECT_SHARE = 0.002  # objects under this share of the database are summed
 
@@ -123,6 +125,17 @@ def target_rows(parts: dict[str, Any]) -> list[list[str]]:
                 "",
                 _f(s["size_mib"]["slope_last_third_pct_per_10_min"], 2),
                 _met(s["size_mib"]["slope_last_third_pct_per_10_min"], 2.0),
+            ]
+        )
+        rss = s["rss_mib"]
+        growth = rss["end"] / rss["after_first_third"] if rss["after_first_third"] else None
+        rows.append(
+            [
+                "soak: RSS at the end / after the first third (≤ 1.1 read as flat)",
+                f"≤ {RSS_FLAT}",
+                "",
+                _f(growth, 2),
+                _met(growth, RSS_FLAT),
             ]
         )
         rows.append(
@@ -314,7 +327,10 @@ def soak_md(s: dict[str, Any]) -> list[str]:
         ],
         ["database MiB at the end / max", f"{_f(size['end'], 1)} / {_f(size['max'], 1)}"],
         ["size slope, last third, % per 10 min", _f(size["slope_last_third_pct_per_10_min"], 2)],
-        ["RSS MiB start / end", f"{_f(rss['start'], 1)} / {_f(rss['end'], 1)}"],
+        [
+            "RSS MiB: second tenth / after the first third / last tenth",
+            f"{_f(rss['start'], 1)} / {_f(rss['after_first_third'], 1)} / {_f(rss['end'], 1)}",
+        ],
         ["RSS slope, second half, MiB/min", _f(rss["slope_second_half_mib_per_min"], 2)],
         ["archive MiB at the end", _mib(s["archive_bytes"])],
         [

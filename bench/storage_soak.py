@@ -352,6 +352,11 @@ def summarise(
         },
         "rss_mib": {
             "start": statistics.median([v for t, v in rss if tenth <= t < 2 * tenth] or [0.0]),
+            # After the first horizons (a third of the run, as the size's slope): the
+            # graph has reached its steady size, so memory should have too.
+            "after_first_third": statistics.median(
+                [v for t, v in rss if seconds / 3 <= t < seconds / 3 + tenth] or [0.0]
+            ),
             "end": statistics.median([v for t, v in rss if t >= seconds - tenth] or [0.0]),
             "slope_second_half_mib_per_min": soak.slope_mib_per_min(
                 [(t, v) for t, v in rss if t >= seconds / 2]
