@@ -13,8 +13,9 @@ machine's CPU and the retention lines of ``/metrics``.
 
 Reported: the size's slope over the last third of the run (% of the mean size per 10
 minutes; target ≤ 2), receipt p99 for POSTs in flight during a retention pass against
-those between passes (target ≤ 2x), RSS at the start (second tenth of the run) and end
-(last tenth), and the passes found. A pass is found from the server's log lines naming
+those between passes (target ≤ 2x), RSS in the second tenth of the run, after the first
+third and in the last tenth (flat: the last within 10% of the one after the first third),
+and the passes found. A pass is found from the server's log lines naming
 retention (a line with a duration, or a start line and the next line after it), else
 from a retention counter of ``/metrics`` (the sampling interval around its increment).
 """
