@@ -331,14 +331,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         }
         for part in cfg.parts:
             print(part, flush=True)
-            part_started = time.monotonic()
+            part_started, began = time.monotonic(), servers.machine_facts("")["date"]
             result = runs[part]()
             # What the part ran, beside its figures: parts measured in separate runs
             # share one report, each with its own date, revisions and settings.
             parts[part] = result | {
                 "run": {
                     "seconds": time.monotonic() - part_started,
-                    "measured": servers.machine_facts("")["date"],
+                    "began": began,
+                    "measured": servers.machine_facts("")["date"],  # when it ended
                     "sides": {k: {"rev": s.rev, "code": s.code} for k, s in sides.items()},
                     "config": {
                         k: str(v) if isinstance(v, Path) else v

@@ -359,7 +359,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"runs). Machine: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}, SQLite "
         f"{m['sqlite']}. Parts and when each was measured: "
         + "; ".join(
-            f"{name} {p['run']['measured']} ("
+            f"{name} {p['run'].get('began', '?')} to {p['run']['measured'][-9:]} ("
             + ", ".join(f"{k} `{v['rev']}` = {v['code']}" for k, v in p["run"]["sides"].items())
             + f", {p['run']['seconds'] / 60:.1f} min"
             + (", quick" if p["run"]["config"]["quick"] else "")
