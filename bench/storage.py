@@ -6,28 +6,30 @@ Parts (``--parts``, comma-separated; all by default):
 - ``sizes``: each data set (bench/storage_sizes.py: ``bench`` — N of bench/projection.py's
   events, ``corpus`` — the shared OpenLineage corpus, ``platform`` — bench/query.py's
   column-heavy platform) POSTed to a fresh ``embrasure serve`` of side A and of side B on
-  each backend, projected, then the bytes of every table and index, the log (every table
-  that is not the graph's) over the raw JSON bytes, the whole database over the raw bytes.
+  each backend, projected, then the bytes of every table and index, the body storage and
+  the whole log (every table that is not the graph's) over the raw JSON bytes, the whole
+  database over the raw bytes.
 - ``ingest``: ``ingest.measure`` (wrk, single events and 500-event batches, a fresh
   ``serve --no-projector`` per run) of side B with ``EMBRASURE_LOG_COMPRESSION=off``
   (labelled A) and ``zstd`` (B), in the order A B A B B A B A: compression on over off.
 - ``projection``: bench/ab.py's projection part, side A against side B (each side's log
   pre-filled through its own ``SQLiteStore.append``, N events projected in a child that
   imports that side).
-- ``reproject``: a log of ``--reproject-events`` pre-filled (log only, never projected),
-  then ``embrasure reproject`` timed from outside; on a side that has ``embrasure
-  retention``, again after ``retention --retain-log 0s --archive DIR`` moved every body
-  to the archive (the rebuild reads archive + log), and the graphs' row counts compared.
+- ``reproject`` (bench/storage_reproject.py): a log of ``--reproject-events`` pre-filled
+  (log only, never projected), then ``embrasure reproject`` timed from outside; on a side
+  that has ``embrasure retention``, again after ``retention --retain-log 0s --archive
+  DIR`` moved every body to the archive (the rebuild reads archive + log), and the
+  graphs' row counts compared.
 - ``soak`` (bench/storage_soak.py): side B's ``serve`` with ``--retain-log``,
   ``--retain-runs``, ``--retention-interval`` and ``--archive``, fed a steady load, open
   loop; the database's size, the server's RSS, receipt latency inside and outside
   retention passes.
 
-Targets (the issue's): log ≤ 0.15x raw (bench) and ≤ 0.25x (corpus); the SQLite database
-≤ 0.6x raw (bench) and ≤ 2x (platform); ingest with compression ≥ 0.95x without;
-projection ≥ 1.5x side A; reproject of 1,000,000 events ≤ 6 minutes, from the log and
-from archive + log; soak: size slope over the last third ≤ 2% of the size per 10
-minutes, receipt p99 during passes ≤ 2x between them, RSS flat.
+Targets (the issue's): log (the body storage) ≤ 0.15x raw (bench) and ≤ 0.25x (corpus);
+the SQLite database ≤ 0.6x raw (bench) and ≤ 2x (platform); ingest with compression ≥
+0.95x without; projection ≥ 1.5x side A; reproject of 1,000,000 events ≤ 6 minutes, from
+the log and from archive + log; soak: size slope over the last third ≤ 2% of the size per
+10 minutes, receipt p99 during passes ≤ 2x between them, RSS flat.
 
 Every timed figure is a median of repeated runs; each records the CPU the rest of the
 machine used meanwhile (``others busy``, from /proc): run it on a quiet machine. Both
