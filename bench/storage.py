@@ -36,8 +36,9 @@ machine used meanwhile (``others busy``, from /proc): run it on a quiet machine.
 sides are copied with ``git archive`` (``servers.copy_source``) and every process that
 measures a side imports its copy.
 
-Run ``python bench/storage.py`` (the full run, about 1.5 hours: sizes ~20 min, ingest ~5,
-projection ~10, reproject of 1,000,000 events on both sides ~25, soak 30; writes
+Run ``python bench/storage.py`` (the full run, about 1.5 hours: sizes 16 min, ingest 5,
+projection 4, measured 2026-12-01; reproject of 1,000,000 events on both sides ~25,
+estimated from results/projection.md's 12.3 minutes at A; the soak 31; writes
 bench/results/storage.{md,json}, merging with parts measured before) or ``--quick``
 (small sizes, a 3-minute soak with horizons a tenth as long; writes under
 bench/results/tmp/). Linux only (it reads /proc; installs wrk with apt-get if missing).
