@@ -309,11 +309,20 @@ def merged(path: Path, parts: dict[str, Any], machine: dict[str, Any]) -> dict[s
     return results
 
 
+def save(cfg: Config, part: str, result: dict[str, Any], sides: dict[str, ab.Side]) -> None:
+    """Merge one part into the results files at once: a later part that fails (the soak,
+    on a revision without the retention flags) loses nothing measured before it."""
+    codes = ", ".join(f"{k} {s.code}" for k, s in sides.items())
+    cfg.out.parent.mkdir(parents=True, exist_ok=True)
+    results = merged(Path(f"{cfg.out}.json"), {part: result}, servers.machine_facts(codes))
+    Path(f"{cfg.out}.json").write_text(json.dumps(results, indent=1) + "\n")
+    Path(f"{cfg.out}.md").write_text(storage_report.markdown(results))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     cfg = parse_args(argv)
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="embrasure-storage-", dir=cfg.workdir))
-    parts: dict[str, Any] = {}
     try:
         # The ingest and soak parts measure B alone, projection both sides.
         needed = set(cfg.sides) if {"sizes", "reproject"} & set(cfg.parts) else set()
@@ -338,26 +347,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             result = runs[part]()
             # What the part ran, beside its figures: parts measured in separate runs
             # share one report, each with its own date, revisions and settings.
-            parts[part] = result | {
-                "run": {
-                    "seconds": time.monotonic() - part_started,
-                    "began": began,
-                    "measured": servers.machine_facts("")["date"],  # when it ended
-                    "sides": {k: {"rev": s.rev, "code": s.code} for k, s in sides.items()},
-                    "config": {
-                        k: str(v) if isinstance(v, Path) else v
-                        for k, v in dataclasses.asdict(cfg).items()
-                    },
-                }
+            result["run"] = {
+                "seconds": time.monotonic() - part_started,
+                "began": began,
+                "measured": servers.machine_facts("")["date"],  # when it ended
+                "sides": {k: {"rev": s.rev, "code": s.code} for k, s in sides.items()},
+                "config": {
+                    k: str(v) if isinstance(v, Path) else v
+                    for k, v in dataclasses.asdict(cfg).items()
+                },
             }
+            save(cfg, part, result, sides)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    codes = ", ".join(f"{k} {s.code}" for k, s in sides.items())
-    cfg.out.parent.mkdir(parents=True, exist_ok=True)
-    results = merged(Path(f"{cfg.out}.json"), parts, servers.machine_facts(codes))
-    Path(f"{cfg.out}.json").write_text(json.dumps(results, indent=1) + "\n")
-    Path(f"{cfg.out}.md").write_text(storage_report.markdown(results))
-    print(storage_report.markdown(results))
+    print(Path(f"{cfg.out}.md").read_text())
     print(f"{(time.monotonic() - started) / 60:.1f} minutes; wrote {cfg.out}.md and .json")
 
 
