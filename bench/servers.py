@@ -87,10 +87,22 @@ def start_null_receiver(work_dir: Path) -> Server:
 
 
 def start_embrasure(
-    work_dir: Path, db_path: Path, source: Path, *, projector: bool = False
+    work_dir: Path,
+    db_path: Path | None,
+    source: Path,
+    *,
+    projector: bool = False,
+    db_url: str | None = None,
+    extra: Sequence[str] = (),
 ) -> Server:
     """``embrasure serve`` importing the package from ``source`` (a copy of it taken at
-    the start of the run), so every repeat measures the same code while people edit."""
+    the start of the run), so every repeat measures the same code while people edit.
+    ``db_url`` replaces the SQLite file ``db_path`` (PostgreSQL); ``extra`` are more
+    ``serve`` flags (bench/storage.py's retention flags)."""
+    if db_url is None:
+        if db_path is None:
+            raise ValueError("start_embrasure needs db_path or db_url")
+        db_url = f"sqlite:///{db_path}"
     port = free_port()
     # --no-projector by default: the receiver alone is measured (the ingest issue's
     # condition); the soak runs the whole server.
@@ -102,12 +114,13 @@ def start_embrasure(
         "embrasure",
         "serve",
         "--db",
-        f"sqlite:///{db_path}",
+        db_url,
         "--port",
         str(port),
         *([] if projector else ["--no-projector"]),
         "--log-level",
         "warning",
+        *extra,
     ]
     # PYTHONPATH comes before the editable install's import hook; and the child runs in
     # work_dir, because `python -m` puts its working directory first on sys.path.
