@@ -66,6 +66,7 @@ def main() -> None:
     "log_compression",
     "retain_log",
     "archive",
+    "retain_runs",
     "retention_interval",
 )
 @click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
@@ -158,12 +159,13 @@ def open_db(flags: dict[str, Any]) -> Any:
     "projector_batch_events",
     "retain_log",
     "archive",
+    "retain_runs",
     "retention_interval",
 )
 def project(**flags: Any) -> None:
     """Run the projector alone (beside `serve --no-projector`), until SIGTERM. On
     PostgreSQL, several may run at once, in any processes: they share the log. With
-    --retain-log, also a retention pass every --retention-interval."""
+    --retain-log or --retain-runs, also a retention pass every --retention-interval."""
     from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.projector.worker import Projector
 

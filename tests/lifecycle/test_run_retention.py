@@ -8,8 +8,11 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from starlette.testclient import TestClient
@@ -22,7 +25,8 @@ from embrasure.settings import Settings
 from embrasure.store import open_store
 from embrasure.store.rows import EventRow, FacetRow, RunIoRow, RunRow
 
-from graph_api import REPORT, Api, at, dataset_id, ds, facet, run_event, run_id
+from conftest import ServerProcess
+from graph_api import REPORT, Api, at, daily_run, dataset_id, ds, facet, run_event, run_id
 
 HORIZON = "2026-11-30T11:00:00.000000000Z"  # an eventTime key (projector/times.py)
 DAILY = "daily"
@@ -167,3 +171,29 @@ def test_serve_passes_remove_runs_and_metrics_count_them(
         metrics = client.get("/metrics").text
         assert "embrasure_retention_runs_removed_total 3.0" in metrics
     store.close()
+
+
+def test_serve_removes_old_runs_every_interval(db_url: str, tmp_path: Path) -> None:
+    flags = ("--retain-runs", "0s", "--retention-interval", "1s")
+    server = ServerProcess(db_url, *flags, log_dir=tmp_path).start()
+    try:
+        events = [daily_run(n, time=at(8 + n)) for n in (1, 2)]
+        r = httpx.post(
+            server.url + "/api/v1/lineage/batch",
+            content=orjson.dumps(events),
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+        )
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            metrics = httpx.get(server.url + "/metrics", timeout=10).text
+            if "embrasure_retention_runs_removed_total 1.0" in metrics:
+                break
+            time.sleep(0.2)
+        assert "embrasure_retention_runs_removed_total 1.0" in metrics
+        assert httpx.get(server.url + f"/api/v1/runs/{run_id(1)}", timeout=10).status_code == 404
+        assert httpx.get(server.url + f"/api/v1/runs/{run_id(2)}", timeout=10).status_code == 200
+        assert server.terminate() == 0
+    finally:
+        server.stop()
