@@ -79,6 +79,7 @@ class BodyCodec:
         self._current: int = NO_DICTIONARY
         self._samples: collections.deque[bytes] = collections.deque(maxlen=SAMPLES)
         self._window: collections.deque[tuple[int, int]] = collections.deque(maxlen=window)
+        self._window_sums = [0, 0]  # raw and compressed bytes in the window, kept running
         self._baseline: float | None = None  # compressed/raw just after the adoption
         self._since_adopted = 0
         self._training: threading.Thread | None = None
@@ -115,6 +116,7 @@ class BodyCodec:
         with self._lock:
             self._current = dict_id
             self._window.clear()
+            self._window_sums = [0, 0]
             self._baseline = None
             self._since_adopted = 0
 
@@ -166,7 +168,17 @@ class BodyCodec:
         self._samples.append(body)
         if self._save is None or dict_id != self._current:
             return
-        self._window.append((len(body), packed))
+        # Running sums, not a sum over the window per body: this runs on the appending
+        # thread for every delivery (summing 1,000 pairs per body cost a fifth of the
+        # single-event ingest rate, bench/results/storage.md).
+        window, sums = self._window, self._window_sums
+        if len(window) == window.maxlen:
+            raw, old = window[0]
+            sums[0] -= raw
+            sums[1] -= old
+        window.append((len(body), packed))
+        sums[0] += len(body)
+        sums[1] += packed
         self._since_adopted += 1
         if self._should_train():
             self._start_training()
@@ -180,7 +192,7 @@ class BodyCodec:
             return True  # more samples since: a better dictionary
         if len(self._window) < (self._window.maxlen or 0):
             return False
-        ratio = sum(p for _, p in self._window) / sum(r for r, _ in self._window)
+        ratio = self._window_sums[1] / max(1, self._window_sums[0])
         if self._baseline is None:
             self._baseline = ratio
             return False
