@@ -248,9 +248,14 @@ class PostgresStore(Store):
                 raise neutral(exc, f"waiting for another reproject on {self.name}") from exc
             self._reproject_lock = lock
         with self._transaction("BEGIN", "creating a graph generation") as conn:
-            new = self._generation(conn) + 1
+            served = self._generation(conn)
+            new = served + 1
             prefix = schema.prefix(new)
-            self._drop(conn, new)  # what a crashed reproject may have left
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchall()
+            for leftover in sql.other_generations((t for (t,) in tables), served):
+                self._drop(conn, leftover)  # a killed reproject's
             for statement in migrations.render(schema.GRAPH_TABLES, "postgresql", g=prefix):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {prefix}position (id, seq) VALUES (1, 0)")
@@ -270,9 +275,16 @@ class PostgresStore(Store):
 
     @staticmethod
     def _drop(conn: PgConnection, generation: int) -> None:
+        # Every table of the generation the catalog lists, not schema.TABLES: one built
+        # by an older GRAPH_VERSION may have tables this version no longer has.
         prefix = schema.prefix(generation)
-        tables = ", ".join(prefix + t for t in schema.TABLES)
-        conn.execute(f"DROP TABLE IF EXISTS {tables}")
+        names = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            " AND substr(tablename, 1, ?) = ?",
+            (len(prefix), prefix),
+        ).fetchall()
+        if names:
+            conn.execute(f"DROP TABLE IF EXISTS {', '.join(n for (n,) in names)}")
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:

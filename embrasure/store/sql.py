@@ -156,6 +156,17 @@ class TxReads:
         return sorted(rows)
 
 
+_GENERATION_TABLE = re.compile(r"g(\d+)_")
+
+
+def other_generations(table_names: Iterable[str], served: int) -> set[int]:
+    """The graph generations other than ``served`` that have tables among
+    ``table_names``: what a reproject killed while building, or while dropping the old
+    generation after its swap, left behind."""
+    found = {int(m.group(1)) for n in table_names if (m := _GENERATION_TABLE.match(n))}
+    return found - {served}
+
+
 def serve_generation(conn: Connection, prefix: str) -> int:
     """Make the generation of ``prefix`` the served one; return the one served until now."""
     old = int(conn.execute("SELECT generation FROM graph_meta").fetchone()[0])

@@ -213,7 +213,11 @@ class SQLiteStore(Store):
             conn = tx.conn
             served = self.generation(conn)
             new = served + 1
-            self._drop(conn, new)  # what a crashed reproject may have left
+            tables = [
+                n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            for leftover in sql.other_generations(tables, served):  # a killed reproject's
+                self._drop(conn, leftover)
             for statement in migrations.render(schema.GRAPH_TABLES, "sqlite", g=schema.prefix(new)):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {schema.prefix(new)}position (id, seq) VALUES (1, 0)")
@@ -229,9 +233,15 @@ class SQLiteStore(Store):
 
     @staticmethod
     def _drop(conn: sqlite3.Connection, generation: int) -> None:
+        # Every table of the generation the catalog lists, not schema.TABLES: one built
+        # by an older GRAPH_VERSION may have tables this version no longer has.
         prefix = schema.prefix(generation)
-        for table in schema.TABLES:
-            conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+        names = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, ?) = ?",
+            (len(prefix), prefix),
+        ).fetchall()
+        for (name,) in names:
+            conn.execute(f"DROP TABLE IF EXISTS {name}")
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:

@@ -84,6 +84,23 @@ def test_reproject_leaves_the_graph_identical(api: Api, db_url: str) -> None:
     assert job_id("spark", "late") in node_ids(api.lineage(*REPORT, direction="downstream"))
 
 
+def test_reproject_leaves_no_table_of_another_generation(api: Api, db_url: str) -> None:
+    """A table an older GRAPH_VERSION had (g1_facet_history), and what a reproject
+    killed while dropping its old generation left (g7_…), go with the next reproject."""
+    api.ingest(*export_events())
+    before = api.export()
+    run_sql(db_url, "CREATE TABLE g1_facet_history (entity TEXT)")
+    run_sql(db_url, "CREATE TABLE g7_runs (run_id TEXT)")
+    generation = reproject(api.store)
+    assert api.export() == before
+    if db_url.startswith("sqlite:///"):
+        names = run_sql(db_url, "SELECT name FROM sqlite_master WHERE type = 'table'")
+    else:
+        names = run_sql(db_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    prefixes = {n.split("_")[0] for (n,) in names if n[0] == "g" and n[1].isdigit()}
+    assert prefixes == {f"g{generation}"}
+
+
 def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_url: str) -> None:
     view = api.ingest(*export_events())
     before = api.export()

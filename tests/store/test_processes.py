@@ -128,7 +128,8 @@ def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_pa
     server = ServerProcess(db_path).start()
     try:
         with httpx.Client(base_url=server.url, headers=JSON, timeout=60) as http:
-            ids = post_batches(http, 30, 250)
+            # Long enough that a reproject (~3,500 events/s) is still building 1.5 s in.
+            ids = post_batches(http, 80, 250)
             wait_until(lambda: pending(http, ids) == 0, timeout=180)
     finally:
         server.terminate()
