@@ -15,6 +15,7 @@ millions of DELETEs) and deletes the rest.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import fcntl
 import logging
@@ -55,10 +56,9 @@ class SQLTrimmer(LogTrimmer):
     conn: Connection
     codec: BodyCodec  # the store's: archived bodies are the bytes as received
 
-    @contextlib.contextmanager
-    def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
-        """One transaction (``write``: one that deletes or records)."""
-        raise NotImplementedError  # pragma: no cover
+    @abc.abstractmethod
+    def _tx(self, doing: str, write: bool = False) -> contextlib.AbstractContextManager[Connection]:
+        """One transaction (``write``: one that deletes or records); each backend's."""
 
     def archived_through(self) -> int:
         with self._tx("reading the archived position") as conn:
