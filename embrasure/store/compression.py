@@ -37,7 +37,10 @@ import zstandard
 
 log = logging.getLogger("embrasure.log")
 
-LEVEL = 3  # zstd's default: ~150k small bodies/s a core, within 3% of level 6's ratio
+LEVEL = 3  # zstd's default, for bodies without a dictionary (batches: ~300 MB/s a core)
+# Small bodies with a dictionary: level 6 stores the shared corpus 8% smaller than level 3
+# for ~11 µs a body instead of 3 (on the group-commit thread, the GIL released).
+DICT_LEVEL = 6
 DICT_SIZE = 64 * 1024  # the most; less for fewer samples (dictionary_size)
 MIN_DICT_SIZE = 4 * 1024
 SAMPLE_MAX = 128 * 1024  # bodies up to this size train dictionaries (batches need none)
@@ -130,8 +133,14 @@ class BodyCodec:
         per_thread: dict[int, zstandard.ZstdCompressor] = self._local.__dict__.setdefault("c", {})
         compressor = per_thread.get(dict_id)
         if compressor is None:
-            data = self._dictionaries[dict_id] if dict_id != NO_DICTIONARY else None
-            compressor = per_thread[dict_id] = zstandard.ZstdCompressor(level=LEVEL, dict_data=data)
+            if dict_id == NO_DICTIONARY:
+                compressor = zstandard.ZstdCompressor(level=LEVEL)
+            else:
+                # The row names its dictionary: the frame need not (4 bytes a body).
+                compressor = zstandard.ZstdCompressor(
+                    level=DICT_LEVEL, dict_data=self._dictionaries[dict_id], write_dict_id=False
+                )
+            per_thread[dict_id] = compressor
         return compressor
 
     def _decompressor(self, dict_id: int, fetch: LoadDictionary) -> zstandard.ZstdDecompressor:
@@ -212,7 +221,9 @@ class BodyCodec:
         assert save is not None
         first = self._current == NO_DICTIONARY
         try:
-            trained = zstandard.train_dictionary(dictionary_size(samples), samples, level=LEVEL)
+            trained = zstandard.train_dictionary(
+                dictionary_size(samples), samples, level=DICT_LEVEL
+            )
             content = trained.as_bytes()
             dict_id = save(content, len(samples))
         except Exception:  # a dictionary is an optimisation: the log goes on without it

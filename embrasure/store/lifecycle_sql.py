@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import psycopg
 
 from embrasure.errors import StoreError, StoreUnavailable
-from embrasure.store import schema
+from embrasure.store import schema, sql
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
 from embrasure.store.compression import BodyCodec
 from embrasure.store.postgres_conn import PgConnection, neutral
@@ -55,6 +55,7 @@ class SQLTrimmer(LogTrimmer):
 
     conn: Connection
     codec: BodyCodec  # the store's: archived bodies are the bytes as received
+    bodies: sql.BodySQL  # how the backend keys delivery_bodies
 
     @abc.abstractmethod
     def _tx(self, doing: str, write: bool = False) -> contextlib.AbstractContextManager[Connection]:
@@ -146,11 +147,10 @@ class SQLTrimmer(LogTrimmer):
 
     def trimmed(self, after_seq: int, limit: int) -> list[tuple[int, str]]:
         with self._tx("listing trimmed deliveries") as conn:
-            # received_at too: PostgreSQL then looks in one day partition per delivery.
             rows = conn.execute(
                 "SELECT d.seq, d.body_sha256 FROM deliveries d WHERE d.seq > ? AND d.seq <= ?"
-                " AND NOT EXISTS (SELECT 1 FROM delivery_bodies b WHERE b.seq = d.seq"
-                " AND b.received_at = d.received_at) ORDER BY d.seq LIMIT ?",
+                " AND NOT EXISTS (SELECT 1 FROM delivery_bodies b WHERE"
+                f" {self.bodies.match}) ORDER BY d.seq LIMIT ?",
                 (after_seq, _archived_through(conn), limit),
             )
             return [(int(seq), str(sha)) for seq, sha in rows]
@@ -187,6 +187,8 @@ def file_lock(path: str) -> Iterator[bool]:
 
 
 class SQLiteTrimmer(SQLTrimmer):
+    bodies = sql.SQLITE_BODIES
+
     def __init__(self, conn: sqlite3.Connection, path: str, codec: BodyCodec) -> None:
         self.conn = self.sqlite = conn
         self.path = path
@@ -239,6 +241,8 @@ class PostgresTrimmer(SQLTrimmer):
     pass is not DELETEd from, batch after batch: once its bodies are all archived, it is
     detached and dropped. Elsewhere (today's partition, the DEFAULT one) archived bodies
     are deleted."""
+
+    bodies = sql.POSTGRES_BODIES
 
     def __init__(self, conn: PgConnection, name: str, codec: BodyCodec) -> None:
         self.conn = self.pg = conn

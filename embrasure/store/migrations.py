@@ -85,9 +85,11 @@ class Migration:
     # Graph tables added to the served generation, ``{g}`` its prefix: a new table the
     # next generations get from schema.GRAPH_TABLES, so no reprojection is needed.
     served_generation: str = ""
+    # The dialects it applies to; the others record the version and change nothing.
+    dialects: tuple[str, ...] = ("sqlite", "postgresql")
 
     def statements(self, dialect: str) -> list[str]:
-        return render(self.sql, dialect)
+        return render(self.sql, dialect) if dialect in self.dialects else []
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -257,6 +259,29 @@ MIGRATIONS += (
             set_at TEXT NOT NULL
         )
     """,
+    ),
+)
+
+MIGRATIONS += (
+    Migration(
+        9,
+        "SQLite bodies keyed by seq alone",
+        """
+        -- received_at is PostgreSQL's partition key (sql.BodySQL); in SQLite's rowid
+        -- table it was 28 bytes a body for nothing. Copied in seq order, so the rows are
+        -- packed into whole pages (ALTER TABLE … DROP COLUMN would rewrite each in place).
+        CREATE TABLE delivery_bodies_9 (
+            seq INTEGER PRIMARY KEY,         -- deliveries.seq
+            dict_id INTEGER,                 -- NULL as received, 0 zstd, N log_dictionaries
+            size INTEGER NOT NULL,           -- bytes as received
+            body BLOB NOT NULL
+        );
+        INSERT INTO delivery_bodies_9 (seq, dict_id, size, body)
+            SELECT seq, dict_id, size, body FROM delivery_bodies ORDER BY seq;
+        DROP TABLE delivery_bodies;
+        ALTER TABLE delivery_bodies_9 RENAME TO delivery_bodies
+    """,
+        dialects=("sqlite",),
     ),
 )
 

@@ -170,7 +170,7 @@ class PostgresStore(Store):
         seq = 0
         while True:
             with self._transaction("BEGIN", "compressing the log's bodies") as conn:
-                seq = sql.compress_again(conn, self.codec, seq, 1000)
+                seq = sql.compress_again(conn, self.codec, sql.POSTGRES_BODIES, seq, 1000)
             if not seq:
                 return
 
@@ -186,7 +186,7 @@ class PostgresStore(Store):
                     "SELECT set_config('synchronous_commit', 'on', true), pg_advisory_xact_lock(?)",
                     (LOG_LOCK,),
                 )
-                results = sql.append(conn, drafts, packed, self._ids.new)
+                results = sql.append(conn, sql.POSTGRES_BODIES, drafts, packed, self._ids.new)
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -198,7 +198,9 @@ class PostgresStore(Store):
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
     ) -> list[LogEntry]:
         with self._transaction("BEGIN READ ONLY", "reading the log") as conn:
-            return sql.read_log(conn, self.codec, after_seq, limit, max_bytes, max_items)
+            return sql.read_log(
+                conn, self.codec, sql.POSTGRES_BODIES, after_seq, limit, max_bytes, max_items
+            )
 
     # -- the graph --------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from embrasure.store.run_retention import RunTrimming
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import (
     LOG_COLUMNS,
-    WITH_BODIES,
+    POSTGRES_BODIES,
     TxReads,
     dictionary_loader,
     log_entries,
@@ -183,7 +183,8 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         # will not project.
         count = size = items = 0
         for item_count, length in self.conn.execute(
-            self._unprojected("d.item_count, COALESCE(b.size, 0)", WITH_BODIES) + " LIMIT ?",
+            self._unprojected("d.item_count, COALESCE(b.size, 0)", POSTGRES_BODIES.with_bodies)
+            + " LIMIT ?",
             (after_seq, limit),
         ):
             count, size, items = count + 1, size + length, items + item_count
@@ -194,7 +195,8 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
             return []
         skip = "" if self._holding else " SKIP LOCKED"
         rows = self.conn.execute(
-            self._unprojected(LOG_COLUMNS, WITH_BODIES) + f" LIMIT ? FOR UPDATE OF d{skip}",
+            self._unprojected(LOG_COLUMNS, POSTGRES_BODIES.with_bodies)
+            + f" LIMIT ? FOR UPDATE OF d{skip}",
             (after_seq, count),
         ).fetchall()
         if not rows:

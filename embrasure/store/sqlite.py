@@ -95,7 +95,7 @@ class SQLiteStore(Store):
         seq = 0
         while True:
             with self._short_write() as conn:
-                seq = sql.compress_again(conn, self.codec, seq, batch)
+                seq = sql.compress_again(conn, self.codec, sql.SQLITE_BODIES, seq, batch)
             if not seq:
                 return
 
@@ -123,7 +123,7 @@ class SQLiteStore(Store):
         packed = [self.codec.compress(d.body) for d in drafts]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            results = sql.append(conn, drafts, packed, self._ids.new)
+            results = sql.append(conn, sql.SQLITE_BODIES, drafts, packed, self._ids.new)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -163,7 +163,9 @@ class SQLiteStore(Store):
     def read_log(
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
     ) -> list[LogEntry]:
-        return sql.read_log(self._read(), self.codec, after_seq, limit, max_bytes, max_items)
+        return sql.read_log(
+            self._read(), self.codec, sql.SQLITE_BODIES, after_seq, limit, max_bytes, max_items
+        )
 
     def free_disk_bytes(self) -> int | None:
         stat = os.statvfs(os.path.dirname(os.path.abspath(self.path)))

@@ -15,6 +15,7 @@ from embrasure.store.compression import BodyCodec
 from embrasure.store.rows import table_of
 from embrasure.store.run_retention import RunTrimming
 from embrasure.store.sql import (
+    SQLITE_BODIES,
     TxReads,
     decode_rejections,
     read_log,
@@ -69,7 +70,9 @@ class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
     ) -> list[LogEntry]:
         # The write lock (BEGIN IMMEDIATE) keeps every other projector out: the log after
         # the position is this transaction's to project.
-        return read_log(self.conn, self.codec, after_seq, limit, max_bytes, max_items)
+        return read_log(
+            self.conn, self.codec, SQLITE_BODIES, after_seq, limit, max_bytes, max_items
+        )
 
     def hold_log(self) -> None:
         pass  # BEGIN IMMEDIATE holds SQLite's only write lock: the log waits already
