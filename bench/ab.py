@@ -131,26 +131,36 @@ class Side:
 # -- ingest ---------------------------------------------------------------------------
 
 
-def run_ingest(
-    cfg: Config, sides: dict[str, Side], workload: Workload, work: Path
-) -> list[dict[str, Any]]:
-    """``ingest.measure`` of Embrasure (no null receiver: the two sides are the pair)."""
-    wrk = ensure_wrk()
+def ingest_setup(
+    source: Path, work: Path, duration_s: int, warmup_s: int, quiet_wait_s: int
+) -> ingest.Setup:
+    """What ``ingest.measure`` needs to measure the server of ``source``: wrk, the event
+    template under ``work``, one measured run of ``duration_s`` per call."""
     template = work / "event-template.json"
     template.write_bytes(event_template())
     icfg = ingest.Config(
         repeats=1,
-        duration_s=cfg.ingest_s,
-        warmup_s=cfg.warmup_s,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
         parse_bodies=0,
         parse_trials=0,
         profile="never",
-        quiet_wait_s=cfg.quiet_wait_s,
+        quiet_wait_s=quiet_wait_s,
         rev=None,
         out=work / "ingest",
     )
     ingest.SCRATCH_DIR.mkdir(parents=True, exist_ok=True)  # measure's server directories
-    setups = {label: ingest.Setup(icfg, wrk, template, s.source) for label, s in sides.items()}
+    return ingest.Setup(icfg, ensure_wrk(), template, source)
+
+
+def run_ingest(
+    cfg: Config, sides: dict[str, Side], workload: Workload, work: Path
+) -> list[dict[str, Any]]:
+    """``ingest.measure`` of Embrasure (no null receiver: the two sides are the pair)."""
+    setups = {
+        label: ingest_setup(s.source, work, cfg.ingest_s, cfg.warmup_s, cfg.quiet_wait_s)
+        for label, s in sides.items()
+    }
     records = []
     for slot, label in enumerate(cfg.order):
         print(f"  [{slot + 1}/{len(cfg.order)}] {label} ", end="", flush=True)

@@ -66,7 +66,7 @@ import storage_report
 import storage_reproject
 import storage_sizes
 import storage_soak
-from ingest_load import BATCH, SINGLE, ensure_wrk, event_template
+from ingest_load import BATCH, SINGLE
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
@@ -149,22 +149,7 @@ def environment(name: str, value: str) -> Iterator[None]:
 
 
 def run_ingest(cfg: Config, side: ab.Side, work: Path) -> dict[str, Any]:
-    wrk = ensure_wrk()
-    template = work / "event-template.json"
-    template.write_bytes(event_template())
-    icfg = ingest.Config(
-        repeats=1,
-        duration_s=cfg.ingest_s,
-        warmup_s=cfg.warmup_s,
-        parse_bodies=0,
-        parse_trials=0,
-        profile="never",
-        quiet_wait_s=cfg.quiet_wait_s,
-        rev=None,
-        out=work / "ingest",
-    )
-    ingest.SCRATCH_DIR.mkdir(parents=True, exist_ok=True)  # measure's server directories
-    setup = ingest.Setup(icfg, wrk, template, side.source)
+    setup = ab.ingest_setup(side.source, work, cfg.ingest_s, cfg.warmup_s, cfg.quiet_wait_s)
     records = []
     for workload in (SINGLE, BATCH):
         print(f"  {workload.name}", flush=True)

@@ -195,9 +195,16 @@ events = st.lists(
 )
 
 
-def _draft(body: bytes, route: str, count: int) -> DeliveryDraft:
+def draft(
+    body: bytes,
+    route: str = "single",
+    count: int = 1,
+    key: str | None = None,
+    provider: str = "default",
+) -> DeliveryDraft:
+    """A delivery of ``body`` as the receiver would append it (no rejected items)."""
     return DeliveryDraft(
-        "default", None, hashlib.sha256(body).hexdigest(), body, route, count, (), utc_now()
+        provider, key, hashlib.sha256(body).hexdigest(), body, route, count, (), utc_now()
     )
 
 
@@ -205,10 +212,10 @@ def deliveries(batches: Sequence[Sequence[dict[str, Any]]]) -> Iterator[Delivery
     """One delivery per batch: a lone event goes to the single route half of the time."""
     for n, batch in enumerate(batches):
         if len(batch) == 1 and n % 2:
-            yield _draft(orjson.dumps(batch[0]), "single", 1)
+            yield draft(orjson.dumps(batch[0]), "single", 1)
         else:
             envelope: Any = {"events": list(batch)} if n % 3 == 0 else list(batch)
-            yield _draft(orjson.dumps(envelope), "batch", len(batch))
+            yield draft(orjson.dumps(envelope), "batch", len(batch))
 
 
 def project(

@@ -21,12 +21,12 @@ import orjson
 from embrasure.lifecycle.archive import Archive
 from embrasure.lifecycle.retention import run_pass, trimmed_deliveries
 from embrasure.lifecycle.trimmed import ArchivedBodies
-from embrasure.model import DeliveryDraft, utc_now
 from embrasure.projector.worker import Projector, reproject
 from embrasure.query.export import export_chunks
 from embrasure.store import Store, open_store
 
 from conftest import ServerProcess, run_sql
+from event_strategies import draft
 from graph_api import at, ds, run_event
 
 KILLS = 20
@@ -46,9 +46,7 @@ def append_events(store: Store, start: int, count: int) -> None:
             inputs=[ds("s3://lake", f"raw/t{n % 9}")],
             outputs=[ds("s3://lake", f"clean/t{n % 25}")],
         )
-        body = orjson.dumps(event)
-        digest = hashlib.sha256(body).hexdigest()
-        drafts.append(DeliveryDraft("faults", None, digest, body, "single", 1, (), utc_now()))
+        drafts.append(draft(orjson.dumps(event), provider="faults"))
     for i in range(0, len(drafts), 500):
         store.append(drafts[i : i + 500])
 

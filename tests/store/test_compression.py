@@ -16,25 +16,13 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from embrasure.model import DeliveryDraft, Receipt, utc_now
+from embrasure.model import Receipt, utc_now
 from embrasure.store import Store, migrations, open_store
 from embrasure.store.compression import NO_DICTIONARY, BodyCodec
 from embrasure.store.postgres_conn import PgConnection
 
 from conftest import run_sql
-
-
-def draft(body: bytes) -> DeliveryDraft:
-    return DeliveryDraft(
-        provider_key="default",
-        idempotency_key=None,
-        body_sha256=hashlib.sha256(body).hexdigest(),
-        body=body,
-        route="single",
-        item_count=1,
-        rejections=(),
-        received_at=utc_now(),
-    )
+from event_strategies import draft
 
 
 @pytest.fixture

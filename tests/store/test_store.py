@@ -14,25 +14,13 @@ from pathlib import Path
 import pytest
 
 from embrasure.errors import IdempotencyConflict, SchemaError, StoreUnavailable
-from embrasure.model import DeliveryDraft, Receipt, utc_now
+from embrasure.model import Receipt
 from embrasure.store import Store, migrations, open_store
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.store.sqlite import SQLiteStore
 
 from conftest import run_sql
-
-
-def draft(body: bytes, key: str | None = None, provider: str = "default") -> DeliveryDraft:
-    return DeliveryDraft(
-        provider_key=provider,
-        idempotency_key=key,
-        body_sha256=hashlib.sha256(body).hexdigest(),
-        body=body,
-        route="single",
-        item_count=1,
-        rejections=(),
-        received_at=utc_now(),
-    )
+from event_strategies import draft
 
 
 @pytest.fixture
