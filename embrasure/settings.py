@@ -2,7 +2,9 @@
 
 The table feeds the CLI flags (``--group-commit-max``), the environment variables
 (``EMBRASURE_GROUP_COMMIT_MAX``) and docs/settings.md; a test checks that the docs list
-every entry. Precedence: flag > environment > default.
+every entry. Precedence: flag > environment > default. Each entry also says what it
+allows (a range, a set of words, a duration): a value outside it is one line naming the
+setting, where the value came from (flag or variable) and what is allowed.
 
 The receiver's contract bounds (8 MiB bodies, 1,000 events a batch…) are not settings:
 they are the receiver's contract (docs/receiver.md#bounds) and live in ``receiver.bounds.Limits``.
@@ -20,15 +22,78 @@ from typing import Any
 ENV_PREFIX = "EMBRASURE_"
 
 
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     name: str
     default: Any
     help: str
+    choices: tuple[str, ...] = ()  # the words a text setting may be (any case)
+    low: int | None = None  # an integer setting's range, both ends included
+    high: int | None = None
+    duration: bool = False  # parse_duration's forms; empty means off unless low says
+    # otherwise (low: the fewest seconds)
 
     @property
     def type(self) -> type:
         return type(self.default)
+
+    @property
+    def allowed(self) -> str:
+        """What the setting takes, for errors and docs/settings.md."""
+        if self.type is bool:
+            return "true or false (1/0, yes/no, on/off)"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.duration:
+            text = "a duration such as 90d, 12h, 5m, 0s or 1h30m"
+            return text + (f", at least {self.low}s" if self.low else ", or empty for off")
+        if self.type is int:
+            if self.high is not None:
+                return f"a whole number from {self.low} to {self.high}"
+            return (
+                f"a whole number of at least {self.low}"
+                if self.low is not None
+                else "a whole number"
+            )
+        return "text"
+
+    def check(self, value: Any) -> Any:
+        """``value`` as the setting holds it (a word in lower case); ValueError saying
+        what is allowed when it is not."""
+        if self.type is bool:
+            if isinstance(value, bool):
+                return value
+            word = str(value).strip().lower()
+            if word not in TRUE + FALSE:
+                raise ValueError(f"must be {self.allowed}")
+            return word in TRUE
+        if self.type is int:
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"must be {self.allowed}") from None
+            if (self.low is not None and number < self.low) or (
+                self.high is not None and number > self.high
+            ):
+                raise ValueError(f"must be {self.allowed}")
+            return number
+        text = str(value)
+        if self.choices:
+            if text.strip().lower() not in self.choices:
+                raise ValueError(f"must be {self.allowed}")
+            return text.strip().lower()
+        if self.duration and (text or self.low):
+            try:
+                seconds = parse_duration(text).total_seconds()
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+            if self.low and seconds < self.low:
+                raise ValueError(f"must be {self.allowed}")
+        return text
 
     @property
     def env(self) -> str:
@@ -62,60 +127,81 @@ SETTINGS: tuple[Setting, ...] = (
         "Serve a non-loopback address with no bearer token created (auth off): only for a"
         " network you trust.",
     ),
-    Setting("port", 5000, "TCP port the server listens on."),
-    Setting("group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold."),
+    Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
-        "group_commit_max_bytes", 64 * 1024 * 1024, "Most body bytes one log transaction may hold."
+        "group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold.", low=1
+    ),
+    Setting(
+        "group_commit_max_bytes",
+        64 * 1024 * 1024,
+        "Most body bytes one log transaction may hold.",
+        low=1,
     ),
     Setting(
         "max_backlog_items",
         1_000_000,
         "Items received but not yet projected past which ingest answers 429.",
+        low=1,
     ),
     Setting(
         "min_free_disk_mb",
         1024,
         "Free MiB beside the SQLite log under which ingest answers 429.",
+        low=0,
     ),
     Setting(
         "max_body_memory_mb",
         256,
         "MiB of request bodies held in memory at once; past it a new body waits up to 2 s, "
         "then gets 429.",
+        low=1,
     ),
     Setting(
         "body_timeout_seconds",
         60,
         "Seconds a request body may take to arrive; slower ones get 408 (slowloris).",
+        low=1,
     ),
-    Setting("retry_after", 1, "Seconds a client is told to wait (Retry-After) on 503 and 429."),
+    Setting(
+        "retry_after", 1, "Seconds a client is told to wait (Retry-After) on 503 and 429.", low=1
+    ),
     Setting(
         "graceful_shutdown_seconds",
         30,
         "On SIGTERM, how long in-flight deliveries get to commit and be answered.",
+        low=0,
     ),
-    Setting("log_level", "info", "Log level: debug, info, warning, error."),
+    Setting(
+        "log_level",
+        "info",
+        "Log level: debug, info, warning, error.",
+        choices=("debug", "info", "warning", "error"),
+    ),
     Setting(
         "log_format",
         "text",
         "Log lines as text, or json: one object per line with delivery_id and other fields.",
+        choices=("text", "json"),
     ),
     Setting(
         "db_pool_size",
         10,
         "PostgreSQL: most connections one process opens (API reads, the log's group commit,"
         " the projector); a request waits for a free one.",
+        low=1,
     ),
     Setting(
         "projector_batch_events",
         2000,
         "Most events one projection transaction takes on (whole deliveries, at least one).",
+        low=1,
     ),
     Setting(
         "log_compression",
         "zstd",
         "How the receiver stores bodies: zstd (with dictionaries trained from the log), or"
         " off (as received; bodies stored already stay readable either way).",
+        choices=("zstd", "off"),
     ),
     Setting(
         "retain_log",
@@ -123,6 +209,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Keep delivery bodies in the database for this long (90d, 12h, 5m, 0s), then move"
         " those projected to --archive; empty keeps every body (docs/operations.md"
         "#retention-and-the-archive).",
+        duration=True,
     ),
     Setting(
         "archive",
@@ -137,18 +224,18 @@ SETTINGS: tuple[Setting, ...] = (
         "Keep runs (and their per-run rows) for this long after their latest eventTime;"
         " empty keeps every run. Each job's latest run and all lineage stay; asOf before"
         " the horizon answers 422.",
+        duration=True,
     ),
     Setting(
         "retention_interval",
         "1h",
         "How often serve and project run a retention pass when --retain-log or --retain-runs"
         " is set.",
+        duration=True,
+        low=1,
     ),
 )
 
-# The settings that hold a duration (``parse_duration``); empty means "off" for all but
-# retention_interval.
-DURATIONS = ("retain_log", "retain_runs", "retention_interval")
 _DURATION = re.compile(r"(\d+)([dhms])")
 _UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
@@ -167,15 +254,6 @@ def parse_duration(text: str) -> datetime.timedelta:
 
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-
-
-def _coerce(setting: Setting, raw: str) -> Any:
-    if setting.type is bool:
-        return raw.strip().lower() in ("1", "true", "yes", "on")
-    try:
-        return setting.type(raw)
-    except ValueError:
-        raise ValueError(f"{setting.env}={raw!r} is not a valid {setting.type.__name__}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,19 +285,16 @@ class Settings:
     retention_interval: str = BY_NAME["retention_interval"].default
 
     def __post_init__(self) -> None:
-        # Checked once, at start-up: a bad duration, or a horizon with nowhere to put
-        # what it trims, is a clear error before anything runs (docs/settings.md).
-        for name in DURATIONS:
-            value = getattr(self, name)
-            if value == "" and name != "retention_interval":
-                continue
+        # Checked once, at start-up: a value the setting does not take, or a horizon with
+        # nowhere to put what it trims, is a clear error before anything runs. (load()
+        # checks each value first, naming where it came from.)
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
             try:
-                parse_duration(value)
+                held = setting.check(value)
             except ValueError as exc:
-                setting = BY_NAME[name]
-                raise ValueError(f"{setting.flag} ({setting.env}): {exc}") from None
-        if parse_duration(self.retention_interval).total_seconds() <= 0:
-            raise ValueError("--retention-interval (EMBRASURE_RETENTION_INTERVAL) must be above 0s")
+                raise ValueError(f"{setting.flag} ({setting.env}) {value!r}: {exc}") from None
+            object.__setattr__(self, setting.name, held)
         if self.retain_log and not self.archive:
             raise ValueError(
                 "--retain-log needs --archive (EMBRASURE_ARCHIVE): the bodies it trims move"
@@ -245,15 +320,24 @@ class Settings:
         values: dict[str, Any] = {}
         for s in SETTINGS:
             if flags and flags.get(s.name) is not None:
-                values[s.name] = flags[s.name]
+                raw, source = flags[s.name], f"{s.flag} {flags[s.name]!r}"
             elif s.env in environ:
-                values[s.name] = _coerce(s, environ[s.env])
+                raw, source = environ[s.env], f"{s.env}={environ[s.env]!r}"
+            else:
+                continue
+            try:
+                values[s.name] = s.check(raw)
+            except ValueError as exc:
+                raise ValueError(f"{source}: {exc}") from None
         return cls(**values)
 
 
 def markdown_table() -> str:
     """The docs/settings.md table, generated from SETTINGS."""
-    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    rows = [
+        "| flag | environment | default | allowed | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for s in SETTINGS:
-        rows.append(f"| `{s.flag}` | `{s.env}` | `{s.default}` | {s.help} |")
+        rows.append(f"| `{s.flag}` | `{s.env}` | `{s.default}` | {s.allowed} | {s.help} |")
     return "\n".join(rows) + "\n"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from embrasure.cli.main import main
@@ -33,6 +34,59 @@ def test_precedence_flag_over_env_over_default() -> None:
     assert Settings.load({"port": 7001}, env).port == 7001
     assert Settings.load({"port": None}, env).host == "0.0.0.0"
     assert Settings.load({}, {}).port == 5000
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--log-format", "yaml"], {}, "--log-format 'yaml': must be one of text, json"),
+        ([], {"EMBRASURE_INSECURE": "maybe"}, "EMBRASURE_INSECURE='maybe': must be true or false"),
+        (
+            ["--group-commit-max", "0"],
+            {},
+            "--group-commit-max 0: must be a whole number of at least 1",
+        ),
+        (
+            ["--projector-batch-events", "0"],
+            {},
+            "--projector-batch-events 0: must be a whole number of at least 1",
+        ),
+        (
+            [],
+            {"EMBRASURE_DB_POOL_SIZE": "-5"},
+            "EMBRASURE_DB_POOL_SIZE='-5': must be a whole number of at least 1",
+        ),
+        (["--port", "99999"], {}, "--port 99999: must be a whole number from 1 to 65535"),
+        (
+            ["--log-level", "verbose"],
+            {},
+            "--log-level 'verbose': must be one of debug, info, warning, error",
+        ),
+        ([], {"EMBRASURE_LOG_LEVEL": "verbose"}, "EMBRASURE_LOG_LEVEL='verbose': must be one of"),
+        (
+            [],
+            {"EMBRASURE_RETENTION_INTERVAL": "0s"},
+            "EMBRASURE_RETENTION_INTERVAL='0s': must be a duration",
+        ),
+    ],
+)
+def test_a_value_a_setting_does_not_take_is_one_line(
+    tmp_path: Path, args: list[str], env: dict[str, str], line: str
+) -> None:
+    """Checked before anything runs: one line naming the setting, where the value came
+    from and what is allowed; exit 1, no traceback, no database created."""
+    db = tmp_path / "never.db"
+    result = CliRunner().invoke(main, ["serve", "--db", f"sqlite:///{db}", *args], env=env)
+    assert result.exit_code == 1
+    [only] = result.output.splitlines()
+    assert only.startswith(f"embrasure: error: {line}")
+    assert not db.exists()
+
+
+def test_words_and_booleans_are_read_in_any_case() -> None:
+    settings = Settings.load({}, {"EMBRASURE_LOG_LEVEL": "WARNING", "EMBRASURE_INSECURE": "Yes"})
+    assert (settings.log_level, settings.insecure) == ("warning", True)
+    assert Settings.load({}, {"EMBRASURE_INSECURE": "off"}).insecure is False
 
 
 def test_bad_env_value_names_the_variable() -> None:
