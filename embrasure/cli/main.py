@@ -3,9 +3,12 @@ EMBRASURE_* environment variable and its line in docs/settings.md."""
 
 from __future__ import annotations
 
+import errno
 import gc
+import logging
 import os
 import signal
+import socket
 import threading
 from typing import Any
 
@@ -21,6 +24,8 @@ from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.settings import Settings, markdown_table
+
+log = logging.getLogger("embrasure.server")
 
 
 def tune_gc() -> None:
@@ -87,6 +92,7 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
+    sock = listen(settings.host, settings.port)  # first: a bad address creates no database
     try:
         store = open_store(
             settings.db,
@@ -128,10 +134,35 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     # graceful shutdown the end of it: we close the store and exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: None)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host  # RFC 3986: IPv6 in []
+    log.info("listening on http://%s:%d", shown, bound_port)
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         store.close()
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything else runs: a port another process
+    holds, or an address this machine does not have, is one line (docs/cli.md)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        fail(f"--host {host!r} is not an address or a name this machine resolves ({exc.strerror})")
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            why += ": another process listens there (stop it, or pass another --port)"
+        fail(f"cannot listen on {host}:{port}: {why}")
+    return sock
 
 
 def projector_limits(settings: Settings) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,30 @@ def test_a_value_a_setting_does_not_take_is_one_line(
     assert result.exit_code == 1
     [only] = result.output.splitlines()
     assert only.startswith(f"embrasure: error: {line}")
+    assert not db.exists()
+
+
+def test_a_port_in_use_or_a_bad_host_is_one_line_and_creates_no_database(tmp_path: Path) -> None:
+    db = tmp_path / "never.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(
+            main, ["serve", "--db", f"sqlite:///{db}", "--port", str(port)], env={}
+        )
+    [only] = result.output.splitlines()
+    assert result.exit_code == 1
+    assert only == (
+        f"embrasure: error: cannot listen on 127.0.0.1:{port}: Address already in use:"
+        " another process listens there (stop it, or pass another --port)"
+    )
+    result = CliRunner().invoke(main, ["serve", "--db", f"sqlite:///{db}", "--host", "999.1.1.1"])
+    [only] = result.output.splitlines()
+    assert result.exit_code == 1
+    assert only.startswith(
+        "embrasure: error: --host '999.1.1.1' is not an address or a name this machine resolves"
+    )
     assert not db.exists()
 
 
