@@ -48,7 +48,7 @@ def verify(db: str | None, **flags: Any) -> None:
         if db is None:
             report = archive_.verify()
         else:
-            store = open_store(db)
+            store = open_store(db, create=False)
             report = archive_.verify(trimmed_deliveries(store))
     except EmbrasureError as exc:
         fail(str(exc))

@@ -182,12 +182,8 @@ class LocalClient(Client):
         from embrasure.app import build_app
         from embrasure.store import open_store, redact
 
-        if db.startswith("sqlite:///") and not create:
-            path = db.removeprefix("sqlite:///")
-            if not os.path.exists(path):
-                raise ClientError(f"--db {db}: no database at {os.path.abspath(path)}")
         try:
-            self.store = open_store(db)
+            self.store = open_store(db, create=create)
         except EmbrasureError as exc:
             raise ClientError(f"--db {redact(db)}: {exc}") from None
         self.target = redact(db)

@@ -24,6 +24,7 @@ from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.settings import Settings, markdown_table
+from embrasure.store import migrations
 
 log = logging.getLogger("embrasure.server")
 
@@ -172,13 +173,14 @@ def projector_limits(settings: Settings) -> Any:
 
 
 def open_db(flags: dict[str, Any]) -> Any:
-    from embrasure.store import open_store
+    """The store of a command that works on an existing database (never creates one)."""
+    from embrasure.store import open_store, redact
 
     settings = load_settings(flags)
     try:
-        return open_store(settings.db, pool_size=settings.db_pool_size)
+        return open_store(settings.db, pool_size=settings.db_pool_size, create=False)
     except EmbrasureError as exc:
-        fail(str(exc))
+        fail(f"--db {redact(settings.db)}: {exc}")
 
 
 @main.command()
@@ -297,7 +299,14 @@ def upgrade(**flags: Any) -> None:
     except EmbrasureError as exc:
         fail(str(exc))
     store.close()
-    click.echo(f"{redact(settings.db)}: schema is up to date")
+    applied, name = store.migrations_applied, redact(settings.db)
+    latest = migrations.LATEST
+    if applied and applied[0] == 1:
+        click.echo(f"{name}: schema created (version {latest})")
+    elif applied:
+        click.echo(f"{name}: schema upgraded from version {applied[0] - 1} to {latest}")
+    else:
+        click.echo(f"{name}: schema is up to date (version {latest})")
 
 
 for command in (

@@ -45,7 +45,7 @@ def retention(as_json: bool, **flags: Any) -> None:
     from embrasure.lifecycle.archive import Archive
     from embrasure.lifecycle.retention import run_pass
     from embrasure.lifecycle.run_retention import horizon_key, trim_runs
-    from embrasure.store import open_store
+    from embrasure.store import open_store, redact
 
     settings = load_settings(flags)
     # What the pass did is printed; its log lines (the same at info) only when asked.
@@ -58,9 +58,9 @@ def retention(as_json: bool, **flags: Any) -> None:
             " or --retain-runs (EMBRASURE_RETAIN_RUNS), how long runs stay in the graph"
         )
     try:
-        store = open_store(settings.db, pool_size=settings.db_pool_size)
+        store = open_store(settings.db, pool_size=settings.db_pool_size, create=False)
     except EmbrasureError as exc:
-        fail(str(exc))
+        fail(f"--db {redact(settings.db)}: {exc}")
     report = runs = None
     try:
         if horizon is not None:

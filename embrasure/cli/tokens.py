@@ -10,15 +10,18 @@ import click
 from embrasure.cli.options import console, fail, load_settings, print_json, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.model import Token, utc_now
-from embrasure.store import Store, open_store
+from embrasure.store import Store, open_store, redact
 from embrasure.web.auth import SCOPES, check_scopes, digest, new_token
 
 
-def _store(flags: dict[str, Any]) -> Store:
+def _store(flags: dict[str, Any], create: bool = False) -> Store:
+    """The database's store; only ``tokens create`` may create one (a token made before
+    the first `serve`, docs/security.md)."""
+    db = load_settings(flags).db
     try:
-        return open_store(load_settings(flags).db)
+        return open_store(db, create=create)
     except EmbrasureError as exc:
-        fail(str(exc))
+        fail(f"--db {redact(db)}: {exc}")
 
 
 @click.group()
@@ -42,7 +45,7 @@ def create(scopes: tuple[str, ...], provider_key: str | None, name: str, **flags
     """Create a token; it is printed once, alone on the last line."""
     token_id, text = new_token()
     token = Token(token_id, digest(text), check_scopes(scopes), provider_key, name, utc_now(), None)
-    store = _store(flags)
+    store = _store(flags, create=True)
     try:
         store.add_token(token)
     except EmbrasureError as exc:

@@ -264,6 +264,8 @@ class Store(abc.ABC):
     # projectors run at once, each claiming its deliveries inside its transaction
     # (ProjectionTx.read_log), then validating them.
     concurrent_projectors: bool = False
+    # The schema versions opening the store applied (1 first: it created the schema).
+    migrations_applied: Sequence[int] = ()
 
     @abc.abstractmethod
     def append(self, drafts: Sequence[DeliveryDraft]) -> list[AppendResult]:

@@ -87,6 +87,7 @@ class PostgresStore(Store):
             name="embrasure",
             open=True,
         )
+        self.migrations_applied = applied
         self._ids = DeliveryIds()
         self.codec = BodyCodec(compress)
         with self._transaction("BEGIN READ ONLY", "reading the log's dictionaries") as conn:

@@ -61,6 +61,7 @@ class SQLiteStore(Store):
             applied = self._migrate(upgrade)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {path}: {exc}") from exc
+        self.migrations_applied = applied
         self._ids = DeliveryIds()
         self.codec = BodyCodec(compress)
         self.codec.load(sql.dictionaries(self._writer))

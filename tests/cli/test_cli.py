@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from embrasure.cli.main import main
 from embrasure.settings import SETTINGS, Settings, markdown_table
+from embrasure.store import migrations, redact
 from embrasure.store.migrations import LATEST
 
 from conftest import run_sql
@@ -127,8 +128,21 @@ def test_db_upgrade_creates_the_schema(empty_db_url: str) -> None:
     db_url = empty_db_url
     result = CliRunner().invoke(main, ["db", "upgrade", "--db", db_url])
     assert result.exit_code == 0, result.output
-    assert "up to date" in result.output
+    assert result.output == f"{redact(db_url)}: schema created (version {LATEST})\n"
     assert run_sql(db_url, "SELECT MAX(version) FROM embrasure_schema") == [(LATEST,)]
+
+
+def test_db_upgrade_says_what_it_upgraded_from(
+    empty_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    CliRunner().invoke(main, ["db", "upgrade", "--db", empty_db_url])
+    extra = migrations.Migration(LATEST + 1, "test step", "CREATE TABLE test_step (x INTEGER)")
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, extra))
+    monkeypatch.setattr(migrations, "LATEST", extra.version)
+    result = CliRunner().invoke(main, ["db", "upgrade", "--db", empty_db_url])
+    assert result.output == (
+        f"{redact(empty_db_url)}: schema upgraded from version {LATEST} to {LATEST + 1}\n"
+    )
 
 
 def test_db_upgrade_never_prints_the_password(pg_db: str) -> None:

@@ -26,6 +26,7 @@ from embrasure.cli import demo
 from embrasure.cli.main import main
 from embrasure.model import EventFacts
 from embrasure.projector.pipeline import project_event
+from embrasure.store.migrations import LATEST
 
 from conftest import ServerProcess, free_port
 
@@ -305,6 +306,34 @@ def test_column_lineage_with_field(demo_db: str) -> None:
     assert "masked" in table.stdout
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export"],
+        ["tokens", "list"],
+        ["tokens", "revoke", "tok_x"],
+        ["reproject"],
+        ["project"],
+        ["retention", "--retain-runs", "1d"],
+    ],
+)
+def test_a_command_on_a_mistyped_database_creates_none(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "mistyped.db"
+    line = one_error_line(cli(*command, "--db", f"sqlite:///{missing}"))
+    assert line == (
+        f"embrasure: error: --db sqlite:///{missing}: no database at {missing}"
+        " (`embrasure serve` or `embrasure db upgrade` creates one there)"
+    )
+    assert not missing.exists()
+
+
+def test_db_upgrade_says_whether_it_created_the_database(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    assert cli("db", "upgrade", "--db", url).stdout == f"{url}: schema created (version {LATEST})\n"
+    again = cli("db", "upgrade", "--db", url).stdout
+    assert again == f"{url}: schema is up to date (version {LATEST})\n"
+
+
 def test_lineage_errors_name_the_cause(demo_db: str, tmp_path: Path) -> None:
     args = ("--namespace", "s3://nowhere", "--name", "missing_table")
     line = one_error_line(cli("lineage", "--db", demo_db, *args))
@@ -314,7 +343,7 @@ def test_lineage_errors_name_the_cause(demo_db: str, tmp_path: Path) -> None:
     assert f"cannot connect to http://127.0.0.1:{port}" in line
     missing = tmp_path / "absent.db"
     line = one_error_line(cli("lineage", "--db", f"sqlite:///{missing}", *args))
-    assert line == f"embrasure: error: --db sqlite:///{missing}: no database at {missing}"
+    assert line.startswith(f"embrasure: error: --db sqlite:///{missing}: no database at {missing}")
     assert not missing.exists()  # a read never creates a database
     line = one_error_line(cli("lineage", "--db", demo_db, "--url", "http://x", *args))
     assert "not both" in line

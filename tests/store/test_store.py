@@ -171,6 +171,7 @@ def test_older_schema_is_refused_until_upgraded(
         open_store(db_url)
     upgraded = open_store(db_url, upgrade=True)
     assert upgraded.schema_version() == EXTRA.version  # type: ignore[attr-defined]
+    assert list(upgraded.migrations_applied) == [EXTRA.version]
     upgraded.close()
 
 
