@@ -32,6 +32,7 @@ from starlette.responses import Response
 from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import Token
 from embrasure.store import Store
+from embrasure.web import params
 from embrasure.web.refresh import Refreshed
 from embrasure.web.responses import store_unavailable
 
@@ -141,6 +142,7 @@ def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
                 # Retry-After 1, not --retry-after: the guard is not given the
                 # setting and has always sent 1 (tests/web/test_problems.py pins it).
                 raise store_unavailable(exc, retry_after=1) from exc
+            params.refuse_unknown(request)
             return await endpoint(request)
 
         guarded.required_scope = scope  # type: ignore[attr-defined]

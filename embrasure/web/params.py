@@ -10,6 +10,8 @@ document allows, and refuses (400) every other.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
 from typing import Any, NamedTuple
 
@@ -23,6 +25,45 @@ from embrasure.projector.times import parse_event_time
 
 def bad(detail: str) -> Problem:
     return Problem(400, "bad-parameter", "Bad query parameter", detail)
+
+
+@functools.cache
+def _declared() -> dict[tuple[str, str], frozenset[str]]:
+    """(path template, method) → the query parameters the OpenAPI document declares: the
+    one place that says what each read route takes."""
+    from embrasure.web.openapi.document import document  # it imports this module
+
+    declared = {}
+    for path, item in document()["paths"].items():
+        for method, operation in item.items():
+            names = {p["name"] for p in operation.get("parameters", ()) if p["in"] == "query"}
+            declared[(path, method.upper())] = frozenset(names)
+    return declared
+
+
+def refuse_unknown(request: Request) -> None:
+    """For a read (GET): a 400 naming every query parameter the route does not take, with
+    the closest one it does: a mistyped ``asof`` silently ignored would answer with the
+    current graph (docs/queries.md#conventions). Ingest is not refused for a parameter:
+    a producer's event is kept whatever its client appends to the URL."""
+    if request.method != "GET":
+        return
+    route = request.scope.get("route")
+    known = _declared().get((getattr(route, "path", ""), request.method))
+    if known is None:
+        return
+    unknown = sorted(set(request.query_params) - known)
+    if not unknown:
+        return
+    lowered = {k.lower(): k for k in known}
+    hints = []
+    for name in unknown:
+        near = lowered.get(name.lower()) or next(
+            iter(difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)), None
+        )
+        hints.append(f"{name} (did you mean {near}?)" if near else name)
+    takes = ", ".join(sorted(known)) or "none"
+    raise bad(f"unknown query parameter(s): {', '.join(hints)}; this route takes: {takes}")
 
 
 def not_found(detail: str) -> Problem:

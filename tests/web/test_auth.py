@@ -243,6 +243,10 @@ def test_the_cli_prints_a_token_once_and_stores_only_its_digest(db_path: Path) -
 def test_the_cli_says_what_is_wrong_in_one_line(db_path: Path) -> None:
     bad_scope = cli(db_path, "tokens", "create", "--scope", "root")
     assert bad_scope.returncode != 0 and "root" in bad_scope.stderr
+    assert cli(db_path, "tokens", "revoke", "nosuchtoken").stderr.startswith(
+        f"embrasure: error: --db sqlite:///{db_path}: no database at"  # revoke creates none
+    )
+    assert cli(db_path, "db", "upgrade").returncode == 0
     unknown = cli(db_path, "tokens", "revoke", "nosuchtoken")
     assert unknown.returncode == 1
     assert unknown.stderr.strip().splitlines() == [

@@ -78,6 +78,29 @@ def test_a_bad_parameter_is_its_problem_without_retry_after(api: Api) -> None:
     assert "retry-after" not in headers
 
 
+def test_a_parameter_a_read_does_not_take_is_400_naming_the_closest(api: Api) -> None:
+    where = {"namespace": "s3://x", "name": "t"}
+    problem(
+        api.client.get("/api/v1/lineage", params={**where, "asof": "2026-01-01T00:00:00Z"}),
+        400,
+        "bad-parameter",
+        "Bad query parameter",
+        "unknown query parameter(s): asof (did you mean asOf?); this route takes: asOf,"
+        " depth, direction, limit, name, namespace, states, type",
+    )
+    problem(
+        api.client.get("/api/v1/namespaces", params={"cursr": "", "zzz": "1"}),
+        400,
+        "bad-parameter",
+        "Bad query parameter",
+        "unknown query parameter(s): cursr (did you mean cursor?), zzz; this route takes:"
+        " cursor, limit",
+    )
+    # Ingest keeps a producer's event whatever its client appends to the URL.
+    ingest = api.client.post("/api/v1/lineage?client=x", json=MINIMAL_EVENT)
+    assert ingest.status_code == 202, ingest.text
+
+
 def test_an_unknown_delivery_is_404(api: Api) -> None:
     problem(
         api.client.get("/api/v1/deliveries/nope"),
