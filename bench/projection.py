@@ -325,8 +325,12 @@ def item_outcomes(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         generation = conn.execute("SELECT generation FROM graph_meta").fetchone()[0]
-        rows = conn.execute(f"SELECT outcome, COUNT(*) FROM g{generation}_items GROUP BY outcome")
-        return {str(outcome): int(n) for outcome, n in rows}
+        # The deliveries' counts, not the items' rows: from graph version 10 a plain
+        # projected item has none (docs/architecture.md#storage).
+        sums = conn.execute(
+            f"SELECT SUM(projected), SUM(quarantined) FROM g{generation}_deliveries"
+        ).fetchone()
+        return {o: int(n) for o, n in zip(("projected", "quarantined"), sums, strict=True) if n}
     finally:
         conn.close()
 

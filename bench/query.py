@@ -1062,10 +1062,12 @@ def graph_facts(db: Path) -> dict[str, Any]:
         def count(sql: str) -> int:
             return int(conn.execute(sql).fetchone()[0])
 
-        outcomes = {
-            str(o): int(n)
-            for o, n in conn.execute(f"SELECT outcome, COUNT(*) FROM {g}items GROUP BY outcome")
-        }
+        # The deliveries' counts: from graph version 10 a plain projected item has no
+        # items row (docs/architecture.md#storage).
+        sums = conn.execute(
+            f"SELECT SUM(projected), SUM(quarantined) FROM {g}deliveries"
+        ).fetchone()
+        outcomes = {o: int(n) for o, n in zip(("projected", "quarantined"), sums, strict=True) if n}
         warned = conn.execute(
             f"SELECT warnings FROM {g}items WHERE warnings != '[]' LIMIT 3"
         ).fetchall()

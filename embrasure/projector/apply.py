@@ -45,6 +45,7 @@ from embrasure.store.rows import (
     RunIoRow,
     RunRow,
     ShapeRow,
+    encode_kinds,
 )
 
 
@@ -62,7 +63,7 @@ class Prepared:
     """Deliveries validated and folded, ready to commit."""
 
     entries: Sequence[LogEntry]
-    items: list[ItemRow]  # one outcome per item
+    items: list[ItemRow]  # one outcome per item (the plain ones get no row: commit)
     changes: Contributions
     hidden: list[HiddenRow]  # admin entries' rows, the latest per entity
 
@@ -107,7 +108,7 @@ def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> ItemRow:
     if isinstance(result, Quarantined):
         return ItemRow.quarantined(seq, idx, result.kind, result.reason, result.retriable)
     warnings = orjson.dumps(list(result.warnings)).decode() if result.warnings else "[]"
-    return ItemRow.projected(seq, idx, result.kind, warnings, result.event_id)
+    return ItemRow.projected(seq, idx, result.kind, warnings)
 
 
 def commit(tx: ProjectionTx, prepared: Prepared) -> None:
@@ -115,12 +116,19 @@ def commit(tx: ProjectionTx, prepared: Prepared) -> None:
     commits the transaction)."""
     edges_by_seq = _apply_changes(tx, prepared.changes)
     tx.merge(HiddenRow, prepared.hidden)
-    tx.save(ItemRow, prepared.items)
+    # A plain item (projected, no warnings: nearly every one) keeps no row of its own,
+    # only its kind on its delivery's row, so the outcomes do not grow by a row per event
+    # (docs/architecture.md#storage).
+    tx.save(ItemRow, [item for item in prepared.items if not item.plain])
     projected: dict[int, int] = {}
     quarantined: dict[int, int] = {}
+    plain: dict[int, list[str]] = {}
     for item in prepared.items:
         counts = projected if item.outcome == "projected" else quarantined
         counts[item.seq] = counts.get(item.seq, 0) + 1
+        if item.plain:
+            assert item.kind is not None  # ItemRow.plain says so
+            plain.setdefault(item.seq, []).append(item.kind)
     tx.save(
         DeliveryOutcome,
         [
@@ -129,6 +137,7 @@ def commit(tx: ProjectionTx, prepared: Prepared) -> None:
                 projected.get(e.seq, 0),
                 quarantined.get(e.seq, 0),
                 edges_by_seq.get(e.seq, 0),
+                encode_kinds(plain.get(e.seq, ())),
             )
             for e in prepared.entries
         ],

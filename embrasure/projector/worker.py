@@ -39,7 +39,13 @@ from embrasure.projector import admin
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
 from embrasure.store.base import LogEntry, ProjectionTx, Store
-from embrasure.store.rows import DeliveryOutcome, FailureRow, ItemRow
+from embrasure.store.rows import (
+    DeliveryOutcome,
+    FailureRow,
+    ItemRow,
+    decode_kinds,
+    encode_kinds,
+)
 from embrasure.store.schema import GRAPH_VERSION
 
 log = logging.getLogger("embrasure.projector")
@@ -86,7 +92,10 @@ def replay_item(
             )
         current = {r.idx: r for r in reader.items(seq)}.get(index)
         if current is None or current.outcome != "quarantined":
-            state = "pending" if current is None else current.outcome
+            if current is not None:
+                state = current.outcome
+            else:  # no row: a plain item of a projected delivery, or one not yet projected
+                state = "pending" if row.kinds is None else "projected"
             raise NotQuarantined(f"Item {index} of delivery {delivery_id} is {state}.")
         kept = reader.body(seq)
     body = archived.body(seq, kept)
@@ -97,11 +106,15 @@ def replay_item(
             apply_events(tx, [(result, seq, index)])
         outcome = item_row(seq, index, result)
         tx.save(ItemRow, [outcome])
+        # The counts again, from the items' rows and the plain items (no row, replay
+        # never makes one: the replayed item keeps its row).
         items = tx.select_by(ItemRow, ("seq",), [(seq,)])
         stored = tx.load(DeliveryOutcome, [(seq,)]).get((seq,))
+        edges, kinds = (stored.edges_created, stored.kinds) if stored else (0, encode_kinds(()))
         projected = sum(1 for i in items if i.outcome == "projected")
-        edges = stored.edges_created if stored is not None else 0
-        tx.save(DeliveryOutcome, [DeliveryOutcome(seq, projected, len(items) - projected, edges)])
+        plain = len(decode_kinds(kinds))
+        outcome_row = DeliveryOutcome(seq, plain + projected, len(items) - projected, edges, kinds)
+        tx.save(DeliveryOutcome, [outcome_row])
     return {
         "delivery_id": delivery_id,
         "index": index,
@@ -273,7 +286,8 @@ class Projector:
                     for idx in range(entry.item_count)
                 ],
             )
-            tx.save(DeliveryOutcome, [DeliveryOutcome(entry.seq, 0, entry.item_count, 0)])
+            outcome = DeliveryOutcome(entry.seq, 0, entry.item_count, 0, encode_kinds(()))
+            tx.save(DeliveryOutcome, [outcome])
             tx.set_position(entry.seq)
 
     def run_until_caught_up(self) -> int:

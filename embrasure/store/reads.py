@@ -82,7 +82,7 @@ class SQLReader(GraphReader):
     def delivery(self, delivery_id: str) -> DeliveryRow | None:
         row = self.conn.execute(
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
-            f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
+            f" p.edges_created, p.kinds FROM deliveries d LEFT JOIN {self.g}deliveries p"
             " ON p.seq = d.seq WHERE d.delivery_id = ?",
             (delivery_id,),
         ).fetchone()
@@ -104,7 +104,7 @@ class SQLReader(GraphReader):
             params.append(before_seq)
         sql = (
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
-            f" p.edges_created FROM deliveries d LEFT JOIN {self.g}deliveries p"
+            f" p.edges_created, p.kinds FROM deliveries d LEFT JOIN {self.g}deliveries p"
             " ON p.seq = d.seq"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY d.seq DESC LIMIT ?"
@@ -115,7 +115,7 @@ class SQLReader(GraphReader):
         return [
             ItemRow._make(r)
             for r in self.conn.execute(
-                f"SELECT seq, idx, kind, outcome, reason, retriable, warnings, event_id"
+                f"SELECT seq, idx, kind, outcome, reason, retriable, warnings"
                 f" FROM {self.g}items WHERE seq = ? ORDER BY idx",
                 (seq,),
             )

@@ -12,8 +12,11 @@ BLOB/BYTEA ``bytes``; a nullable column is ``… | None``. Nothing checks them a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeVar
+
+import orjson
 
 # -- the graph tables (schema.GRAPH_TABLES) -------------------------------------------------
 
@@ -25,10 +28,13 @@ class DeliveryOutcome(NamedTuple):
     projected: int
     quarantined: int
     edges_created: int
+    kinds: str  # the kinds of its plain items (no items row): encode_kinds
 
 
 class ItemRow(NamedTuple):
-    """``items``: one item's outcome."""
+    """``items``: the outcome of an item that is not plain (ItemRow.plain): quarantined,
+    projected with warnings, or replayed. A plain one has no row: its kind is in its
+    delivery's ``kinds`` (docs/architecture.md#storage)."""
 
     seq: int
     idx: int
@@ -37,19 +43,33 @@ class ItemRow(NamedTuple):
     reason: str | None
     retriable: int
     warnings: str  # JSON array of strings
-    event_id: str | None
 
     @classmethod
-    def projected(
-        cls, seq: int, idx: int, kind: str | None, warnings: str = "[]", event_id: str | None = None
-    ) -> ItemRow:
-        return cls(seq, idx, kind, "projected", None, 0, warnings, event_id)
+    def projected(cls, seq: int, idx: int, kind: str | None, warnings: str = "[]") -> ItemRow:
+        return cls(seq, idx, kind, "projected", None, 0, warnings)
 
     @classmethod
     def quarantined(
         cls, seq: int, idx: int, kind: str | None, reason: str, retriable: bool = False
     ) -> ItemRow:
-        return cls(seq, idx, kind, "quarantined", reason, int(retriable), "[]", None)
+        return cls(seq, idx, kind, "quarantined", reason, int(retriable), "[]")
+
+    @property
+    def plain(self) -> bool:
+        """Projected with no warnings: all there is to say of it is its kind."""
+        return self.outcome == "projected" and self.warnings == "[]" and self.kind is not None
+
+
+def encode_kinds(kinds: Iterable[str]) -> str:
+    """Kinds in index order → a run-length JSON ``[[kind, count], …]``: a delivery's items
+    are nearly always of one kind, so 500 RunEvents take ``[["RunEvent",500]]``."""
+    runs = [[kind, len(list(group))] for kind, group in itertools.groupby(kinds)]
+    return orjson.dumps(runs).decode()
+
+
+def decode_kinds(text: str) -> list[str]:
+    """``encode_kinds``'s text → the kinds, one per item, in index order."""
+    return [kind for kind, count in orjson.loads(text) for _ in range(count)]
 
 
 class FailureRow(NamedTuple):
@@ -373,6 +393,7 @@ class DeliveryRow(NamedTuple):
     projected: int | None
     quarantined: int | None
     edges_created: int | None
+    kinds: str | None  # DeliveryOutcome.kinds
 
 
 class QuarantinedItem(NamedTuple):

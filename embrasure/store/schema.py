@@ -21,9 +21,9 @@ from embrasure.store.rows import GRAPH_ROWS, columns_of
 
 # The version of these tables and of the projection rules that fill them. A graph built by
 # another version is rebuilt from the log on start (worker.py), so a change to a table, or
-# to a rule that changes what old events project to, bumps it. 9: history written on
-# change — events name a shared shape; facet_history gave way to facet_sets.
-GRAPH_VERSION = 9
+# to a rule that changes what old events project to, bumps it. 10: a plain projected item
+# has no items row, its kind is in deliveries.kinds; items.event_id is gone.
+GRAPH_VERSION = 10
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
 # log's administrative entries: the latest entry for an entity (by log position) decides.
@@ -52,8 +52,11 @@ CREATE TABLE {g}deliveries (
     seq {bigint} PRIMARY KEY,              -- deliveries.seq
     projected INTEGER NOT NULL,
     quarantined INTEGER NOT NULL,
-    edges_created INTEGER NOT NULL
+    edges_created INTEGER NOT NULL,
+    kinds TEXT NOT NULL                    -- its plain items' kinds, [[kind, count], …]
 );
+-- Items that are not plain (projected without warnings): quarantined, warned, replayed.
+-- A plain one (nearly all) has no row, so the table does not grow with every event.
 CREATE TABLE {g}items (
     seq {bigint} NOT NULL,
     idx INTEGER NOT NULL,
@@ -62,10 +65,9 @@ CREATE TABLE {g}items (
     reason TEXT,
     retriable INTEGER NOT NULL,
     warnings TEXT NOT NULL,                -- JSON array of strings
-    event_id TEXT,
     PRIMARY KEY (seq, idx)
 ){without_rowid};
--- Quarantined items only: projected ones (nearly all) are never looked up by outcome.
+-- Quarantined items only: what the quarantine listing reads, newest delivery first.
 CREATE INDEX {g}items_quarantined ON {g}items (seq, idx) WHERE outcome = 'quarantined';
 CREATE TABLE {g}failures (
     seq {bigint} PRIMARY KEY,              -- a delivery the projector failed on

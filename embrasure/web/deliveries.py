@@ -22,7 +22,7 @@ from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
 from embrasure.store import Store
 from embrasure.store.base import GraphReader, LogEntry
-from embrasure.store.rows import DeliveryRow
+from embrasure.store.rows import DeliveryRow, decode_kinds
 from embrasure.web.auth import requires
 from embrasure.web.params import (
     MAX_LIMIT,
@@ -38,49 +38,44 @@ from embrasure.web.params import (
 from embrasure.web.responses import answer, json_response
 
 
+def _item(
+    idx: int,
+    kind: str | None,
+    outcome: str,
+    reason: str | None = None,
+    retriable: bool = False,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "index": idx,
+        "kind": kind,
+        "outcome": outcome,
+        "reason": reason,
+        "retriable": retriable,
+        "warnings": warnings or [],
+    }
+
+
 def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> dict[str, Any]:
     state, item_count = row.state, row.item_count
     rejected = {i: Rejection(i, kind, why) for i, kind, why in orjson.loads(row.rejections)}
-    projected = (
+    # An item that is not plain has a row; a plain one (projected, no warnings) has its
+    # kind on the delivery's row (DeliveryOutcome.kinds), in index order.
+    outcomes = (
         {r.idx: r for r in reader.items(row.seq)} if with_items or state != "accepted" else {}
     )
+    plain = iter(decode_kinds(row.kinds) if row.kinds is not None else ())
     items = []
     for idx in range(item_count):
-        if idx in projected:
-            p = projected[idx]
-            items.append(
-                {
-                    "index": idx,
-                    "kind": p.kind,
-                    "outcome": p.outcome,
-                    "reason": p.reason,
-                    "retriable": bool(p.retriable),
-                    "warnings": orjson.loads(p.warnings),
-                }
-            )
-        elif idx in rejected:
-            r = rejected[idx]
-            items.append(
-                {
-                    "index": idx,
-                    "kind": r.kind,
-                    "outcome": "quarantined",
-                    "reason": r.reason,
-                    "retriable": False,
-                    "warnings": [],
-                }
-            )
+        if (p := outcomes.get(idx)) is not None:
+            warnings = orjson.loads(p.warnings)
+            items.append(_item(idx, p.kind, p.outcome, p.reason, bool(p.retriable), warnings))
+        elif (r := rejected.get(idx)) is not None:
+            items.append(_item(idx, r.kind, "quarantined", r.reason))
+        elif (kind := next(plain, None)) is not None:
+            items.append(_item(idx, kind, "projected"))
         else:
-            items.append(
-                {
-                    "index": idx,
-                    "kind": None,
-                    "outcome": "pending",
-                    "reason": None,
-                    "retriable": False,
-                    "warnings": [],
-                }
-            )
+            items.append(_item(idx, None, "pending"))
     counts = {"projected": 0, "quarantined": 0, "pending": 0}
     for item in items:
         counts[item["outcome"]] += 1

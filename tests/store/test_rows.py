@@ -10,7 +10,14 @@ import sqlite3
 from pathlib import Path
 
 from embrasure.store import open_store
-from embrasure.store.rows import GRAPH_ROWS, ItemRow, columns_of, table_of
+from embrasure.store.rows import (
+    GRAPH_ROWS,
+    ItemRow,
+    columns_of,
+    decode_kinds,
+    encode_kinds,
+    table_of,
+)
 from embrasure.store.schema import TABLES
 
 from conftest import sqlite_url
@@ -33,23 +40,18 @@ def test_records_name_the_created_tables_columns_and_keys(db_path: Path) -> None
 
 
 def test_item_outcomes_have_one_shape() -> None:
-    assert ItemRow.projected(7, 2, "RunEvent", '["w"]', "e1") == (
-        7,
-        2,
-        "RunEvent",
-        "projected",
-        None,
-        0,
-        '["w"]',
-        "e1",
-    )
-    assert ItemRow.quarantined(7, 3, None, "bad", retriable=True) == (
-        7,
-        3,
-        None,
-        "quarantined",
-        "bad",
-        1,
-        "[]",
-        None,
-    )
+    warned = ItemRow.projected(7, 2, "RunEvent", '["w"]')
+    bad = ItemRow.quarantined(7, 3, None, "bad", retriable=True)
+    # Only a projected item with a kind and no warnings is plain (keeps no row).
+    assert ItemRow.projected(7, 4, "JobEvent").plain
+    assert not warned.plain and not bad.plain and not ItemRow.projected(7, 5, None).plain
+    assert warned == (7, 2, "RunEvent", "projected", None, 0, '["w"]')
+    assert bad == (7, 3, None, "quarantined", "bad", 1, "[]")
+
+
+def test_kinds_are_run_length_encoded_in_index_order() -> None:
+    kinds = ["RunEvent"] * 3 + ["JobEvent"] + ["RunEvent"] * 2
+    text = encode_kinds(kinds)
+    assert text == '[["RunEvent",3],["JobEvent",1],["RunEvent",2]]'
+    assert decode_kinds(text) == kinds
+    assert encode_kinds([]) == "[]" and decode_kinds("[]") == []
