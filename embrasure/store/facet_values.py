@@ -4,10 +4,10 @@ A facet value is kept once in ``facet_values`` however many entities name it (a 
 repeats across runs, a dataset schema across the tables of a pipeline and across its
 versions), and the ``facets`` and ``facet_sets`` rows name it by hash
 (docs/architecture.md#storage). A value of ``COMPRESS_FROM`` bytes or more is stored as a
-zstd frame (level 3, no dictionary) when that is smaller; a smaller one stays the
-canonical JSON's UTF-8 bytes, which zstd would barely shrink (a frame's header and a
-short input's few repeats). Values are encoded and decoded here only: readers get the
-canonical JSON as ``str`` (``GraphReader.facet_values``).
+zstd frame (level 3, no dictionary) when that is smaller; a shorter one stays the
+canonical JSON's UTF-8 bytes, which a frame's own header would outweigh. Values are
+encoded and decoded here only: readers get the canonical JSON as ``str``
+(``GraphReader.facet_values``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ PLAIN = 0  # the canonical JSON as UTF-8
 ZSTD = 1  # a zstd frame of it
 
 LEVEL = 3  # zstd's default, as the log's bodies (store/compression.py)
-# Measured on bench/query.py's platform (scale 0.1) and the bench events: values under
-# ~512 bytes (jobType, parent, a short SQL) shrink by a third at most, and each costs a
-# decompression when read; a column lineage facet (~6.5 KB) shrinks ninefold.
-COMPRESS_FROM = 512
+# Measured (zstd level 3, no dictionary): a column lineage facet of ~6.5 KB (bench/query.py's
+# platform) shrinks ninefold, a 256-512 byte SQL facet by 30%, a ~230-byte standard facet
+# (jobType, nominalTime, a short schema: _producer and _schemaURL make most of it) by 25-30%;
+# a value of a few dozen bytes grows (a frame's header and checksum), and below 128 bytes
+# hardly any facet is that small anyway.
+COMPRESS_FROM = 128
 
 # zstd's compressor and decompressor objects are not thread-safe: one per thread.
 _local = threading.local()

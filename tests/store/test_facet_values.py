@@ -1,0 +1,92 @@
+"""Facet values stored once by hash, compressed when large (store/facet_values.py,
+docs/architecture.md#storage): what the read API serves is what was sent, both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from embrasure.projector.canonical import canonical_json
+from embrasure.projector.facets import value_hash
+from embrasure.projector.graph_rows import entity
+from embrasure.store import facet_values
+from embrasure.store.rows import FacetRow, FacetValueRow
+
+from graph_api import Api, at, ds, facet, run_event, run_id, schema
+
+
+def stored(api: Api) -> tuple[dict[tuple[str, str], FacetRow], dict[bytes, FacetValueRow]]:
+    with api.store.reader() as reader:
+        facets = {(r.entity, r.name): r for r in reader.rows(FacetRow)}
+        values = {bytes(r.hash): r for r in reader.rows(FacetValueRow)}
+    return facets, values
+
+
+def test_a_large_value_is_compressed_and_reads_back_as_sent(api: Api) -> None:
+    # ~150 KB of text zstd shrinks well, with characters JSON escapes or spells in UTF-8.
+    lines = [f'column_{i} "quoted" \\ tab\t ünïcode \u2028 {i * 7919 % 1000}' for i in range(3000)]
+    big = facet("DocumentationDatasetFacet", "1-1-0", description="\n".join(lines))
+    canonical = canonical_json(big)
+    assert len(canonical) > 100_000
+    api.ingest(
+        run_event("COMPLETE", "j", run_id(1), at(9), outputs=[ds("w", "db.big", documentation=big)])
+    )
+
+    assert api.dataset("w", "db.big")["facets"]["documentation"] == big
+    facets, values = stored(api)
+    digest = value_hash(canonical)
+    assert facets[(entity("dataset", "w", "db.big"), "documentation")].value_hash == digest
+    row = values[digest]
+    assert row.encoding == facet_values.ZSTD
+    assert len(row.value) < len(canonical) // 5
+    with api.store.reader() as reader:
+        assert reader.facet_values([digest]) == {digest: canonical.decode()}
+    export = api.export()
+    assert canonical in export  # the export carries the value's canonical bytes as sent
+
+
+def test_two_entities_share_one_value_row(api: Api) -> None:
+    shared = schema("id", "name", "created_at")
+    nominal = facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=at(8))
+    small = {"k": 1}  # a custom facet, shorter than COMPRESS_FROM: stored as it is
+    events: list[Any] = [
+        run_event(
+            "COMPLETE",
+            f"job_{n}",
+            run_id(n),
+            at(9, n),
+            outputs=[ds("w", f"db.t{n}", schema=shared, tiny=small)],
+            run_facets={"nominalTime": nominal},
+        )
+        for n in (1, 2)
+    ]
+    api.ingest(*events)
+
+    facets, values = stored(api)
+    for name, value in (("schema", shared), ("tiny", small)):
+        digest = value_hash(canonical_json(value))
+        owners = [k for k, r in facets.items() if k[1] == name and r.value_hash == digest]
+        assert owners == [(entity("dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
+        assert digest in values
+    runs = [k for k, r in facets.items() if k[1] == "nominalTime"]
+    assert runs == [(entity("run", run_id(n)), "nominalTime") for n in (1, 2)]
+    assert facets[runs[0]].value_hash == facets[runs[1]].value_hash
+    # One row per distinct value, whatever names it: each value's hash is its key.
+    assert sorted(values) == sorted({r.value_hash for r in facets.values() if r.value_hash})
+    plain = values[value_hash(canonical_json(small))]
+    assert (plain.encoding, bytes(plain.value)) == (facet_values.PLAIN, canonical_json(small))
+    for n in (1, 2):
+        view = api.dataset("w", f"db.t{n}")
+        assert view["facets"] == {"schema": shared, "tiny": small}
+        assert api.run(run_id(n))["facets"]["nominalTime"] == nominal
+
+
+@pytest.mark.parametrize("length", [8, facet_values.COMPRESS_FROM - 1, facet_values.COMPRESS_FROM])
+def test_values_from_the_threshold_are_compressed(length: int) -> None:
+    canonical = canonical_json({"v": "a" * (length - 8)})  # {"v":"…"}: 8 bytes around
+    assert len(canonical) == length
+    row = facet_values.value_row(value_hash(canonical), canonical)
+    compressed = length >= facet_values.COMPRESS_FROM
+    assert row.encoding == (facet_values.ZSTD if compressed else facet_values.PLAIN)
+    assert facet_values.decode(row.encoding, row.value) == canonical.decode()
