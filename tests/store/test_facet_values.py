@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.facets import value_hash
 from embrasure.projector.graph_rows import entity
@@ -90,3 +91,35 @@ def test_values_from_the_threshold_are_compressed(length: int) -> None:
     compressed = length >= facet_values.COMPRESS_FROM
     assert row.encoding == (facet_values.ZSTD if compressed else facet_values.PLAIN)
     assert facet_values.decode(row.encoding, row.value) == canonical.decode()
+
+
+def test_a_run_trim_deletes_the_values_only_its_runs_named(api: Api) -> None:
+    engine = facet("ProcessingEngineRunFacet", "1-1-0", version="3.5.1", name="spark")
+    table = schema("id", "amount")
+
+    def nominal(hour: int) -> dict[str, Any]:
+        return facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=at(hour))
+
+    def statistics(rows: int) -> dict[str, Any]:
+        return facet("OutputStatisticsOutputDatasetFacet", "1-0-2", rowCount=rows)
+
+    for n, hour in ((1, 9), (2, 12)):
+        output = ds("w", "db.out", schema=table) | {"outputFacets": {"stats": statistics(n)}}
+        run_facets = {"nominalTime": nominal(hour), "processing_engine": engine}
+        api.ingest(
+            run_event(
+                "COMPLETE", "daily", run_id(n), at(hour), outputs=[output], run_facets=run_facets
+            )
+        )
+    _, before = stored(api)
+    gone = {value_hash(canonical_json(v)) for v in (nominal(9), statistics(1))}
+    kept = {value_hash(canonical_json(v)) for v in (nominal(12), statistics(2), engine, table)}
+    assert gone | kept <= set(before)
+
+    assert trim_runs(api.store, "2026-11-30T11:00:00.000000000Z").runs == 1
+    facets, after = stored(api)
+    assert set(after) == set(before) - gone
+    assert set(after) == {r.value_hash for r in facets.values() if r.value_hash}
+    view = api.run(run_id(2))
+    assert view["facets"] == {"nominalTime": nominal(12), "processing_engine": engine}
+    assert api.dataset("w", "db.out")["facets"]["schema"] == table
