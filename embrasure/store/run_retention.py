@@ -46,6 +46,8 @@ class RunTrimming:
 
     def delete_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the runs and their per-run rows, and the facet values only they named."""
+        if not run_ids:
+            return  # and no lock to wait for (PostgreSQL: exclude_facet_value_readers)
         g = self.prefix
         self.exclude_facet_value_readers()
         one = [(r,) for r in run_ids]
