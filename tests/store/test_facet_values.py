@@ -3,6 +3,7 @@ docs/architecture.md#storage): what the read API serves is what was sent, both b
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -11,9 +12,11 @@ from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.facets import value_hash
 from embrasure.projector.graph_rows import entity
-from embrasure.store import facet_values
-from embrasure.store.rows import FacetRow, FacetValueRow
+from embrasure.projector.worker import Projector
+from embrasure.store import facet_values, open_store
+from embrasure.store.rows import FacetRow, FacetValueRow, RunRow
 
+from event_strategies import deliveries
 from graph_api import Api, at, ds, facet, run_event, run_id, schema
 
 
@@ -123,3 +126,35 @@ def test_a_run_trim_deletes_the_values_only_its_runs_named(api: Api) -> None:
     view = api.run(run_id(2))
     assert view["facets"] == {"nominalTime": nominal(12), "processing_engine": engine}
     assert api.dataset("w", "db.out")["facets"]["schema"] == table
+
+
+def test_postgresql_a_trim_waits_for_a_projection_that_found_a_value_stored(pg_db: str) -> None:
+    # Concurrent projections (PostgreSQL only): one that found a value stored will name
+    # it at commit, so a trim deleting unnamed values must wait for it to end.
+    store = open_store(pg_db)
+    try:
+        for n, hour in ((1, 9), (2, 12)):
+            nominal = facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=at(hour))
+            event = run_event(
+                "COMPLETE", "daily", run_id(n), at(hour), run_facets={"nominalTime": nominal}
+            )
+            for draft in deliveries([[event]]):
+                store.append([draft])
+        Projector(store).run_until_caught_up()
+        trimmed = threading.Event()
+
+        def trim() -> None:
+            trim_runs(store, "2026-11-30T11:00:00.000000000Z")
+            trimmed.set()
+
+        with store.projection() as tx:
+            assert tx.stored_keys(FacetValueRow, [(b"\0" * 16,)]) == set()
+            thread = threading.Thread(target=trim)
+            thread.start()
+            assert not trimmed.wait(1.5), "the trim went ahead of an open projection"
+        assert trimmed.wait(30)
+        thread.join()
+        with store.reader() as reader:
+            assert [r.run_id for r in reader.rows(RunRow)] == [run_id(2)]
+    finally:
+        store.close()
