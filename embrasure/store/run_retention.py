@@ -88,7 +88,7 @@ class RunTrimming:
     def _delete_unnamed_values(self, hashes: list[bytes]) -> None:
         """Delete those of ``hashes`` no facets or facet_sets row names. Neither table is
         indexed by value hash (an index would cost about what the values save), so each
-        statement scans both once, for a chunk of candidates: a trim transaction's few."""
+        statement scans both once, for a chunk of up to 300 candidates."""
         g = self.prefix
         per_query = MAX_PARAMS // 3
         for start in range(0, len(hashes), per_query):
