@@ -25,6 +25,7 @@ from embrasure.projector.shapes import EdgeKey
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.projector.validate import Invalid
 from embrasure.store.base import LogEntry, ProjectionTx
+from embrasure.store.facet_values import value_row
 from embrasure.store.rows import (
     CanonicalRow,
     ColumnEdgeRow,
@@ -201,10 +202,19 @@ def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:
         for owner, name, canonical, digest, _value, _deletion in shape.history:
             facet_sets.add((shape.row.facets_key, owner, name, digest))
             values[digest] = canonical
-    tx.insert_missing(
-        FacetValueRow, [FacetValueRow(h, v.decode()) for h, v in sorted(values.items())]
-    )
+    _insert_values(tx, values)
     tx.insert_missing(FacetSetRow, sorted(facet_sets))
+
+
+def _insert_values(tx: ProjectionTx, values: dict[bytes, bytes]) -> None:
+    """The facet values (hash → canonical JSON) the graph does not hold yet. Only the
+    missing ones are encoded: most of a batch's values (a job's facets, a pipeline's
+    schemas) are stored already, and compressing them again would be wasted."""
+    if not values:
+        return
+    stored = tx.stored_keys(FacetValueRow, [(h,) for h in values])
+    missing = sorted(h for h in values if (h,) not in stored)
+    tx.insert_missing(FacetValueRow, [value_row(h, values[h]) for h in missing])
 
 
 def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
@@ -244,6 +254,8 @@ def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
 
 
 def _merge_facets(tx: ProjectionTx, changes: Contributions) -> None:
+    # A row names its value by hash: the value is stored in the same transaction.
+    _insert_values(tx, graph_rows.facet_values(changes.facet_slots.values()))
     tx.merge(
         FacetRow,
         [(*key, *graph_rows.facet_row(slot)) for key, slot in changes.facet_slots.items()],

@@ -3,9 +3,13 @@
 Rule, per entity and facet name, over the SET of records ever seen for it:
 
 - the value from the latest eventTime wins; an unknown eventTime orders before every known
-  one (docs/projection.md#validation); equal eventTimes break by the larger canonical JSON of the
-  value (sorted keys, no insignificant whitespace), then — when even the values are equal —
-  by the larger event id, so that the event credited with the value is deterministic too;
+  one (docs/projection.md#validation); equal eventTimes break by the larger value hash
+  (BLAKE2b-128 of the value's canonical JSON: sorted keys, no insignificant whitespace),
+  then — when even the values are equal — by the larger event id, so that the event
+  credited with the value is deterministic too. The hash is as total an order as the JSON
+  it replaced (equal hashes: equal values, barring a BLAKE2b collision) and is what the
+  store keeps (docs/architecture.md#storage): a stored row ranks by 16 bytes, not by a
+  value of kilobytes;
 - a job or dataset facet carrying ``"_deleted": true`` is a deletion marker (OpenLineage
   proposal 1837, "static lineage and deleted facets"): it removes the facet when its
   eventTime is not older than the winning value's (deletion time >= value time). A later
@@ -24,6 +28,7 @@ holds without re-reading the history.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -47,12 +52,16 @@ class FacetValue:
     value: Any
     event_id: str
     time: EventTime | None
-    # The value's canonical JSON when the caller has it already (a stored row holds it);
-    # computed on demand otherwise. Comparing values compares these bytes.
+    # The value's canonical JSON and its hash when the caller has them already (a stored
+    # row holds the hash); computed on demand otherwise. Ranking values compares hashes.
     canonical: bytes = dataclasses.field(default=b"", compare=False, repr=False)
+    digest: bytes = dataclasses.field(default=b"", compare=False, repr=False)
 
     def canonical_json(self) -> bytes:
         return self.canonical or canonical_json(self.value)
+
+    def value_hash(self) -> bytes:
+        return self.digest or value_hash(self.canonical_json())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,6 +81,12 @@ class FacetSlot:
         return self.value
 
 
+def value_hash(canonical: bytes) -> bytes:
+    """A facet value's key in facet_values and its rank among equal times: BLAKE2b-128
+    of its canonical JSON."""
+    return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
 def time_key(time: EventTime | None) -> tuple[bool, str]:
     """Sort key of an eventTime: unknown (None) before every known time.
 
@@ -86,7 +101,9 @@ def is_deletion(value: Any) -> bool:
 
 
 def _rank(item: FacetValue) -> tuple[tuple[bool, str], bytes, str]:
-    return (time_key(item.time), item.canonical_json(), item.event_id)
+    # schema.MERGES["facets"] ranks stored rows the same way (value_key, value_hash); the
+    # event id it does not store only makes the Python fold's choice deterministic.
+    return (time_key(item.time), item.value_hash(), item.event_id)
 
 
 def _later(a: FacetValue | None, b: FacetValue | None) -> FacetValue | None:
@@ -111,7 +128,8 @@ def fold_facets(
     """Fold facet records into one slot per name, starting from ``into`` when given."""
     slots: dict[str, FacetSlot] = dict(into) if into is not None else {}
     for name, time, event_id, value in history:
-        item = FacetValue(value, event_id, time, canonical_json(value))
+        canonical = canonical_json(value)
+        item = FacetValue(value, event_id, time, canonical, value_hash(canonical))
         old = slots.get(name, FacetSlot())
         if honour_deleted and is_deletion(value):
             slots[name] = FacetSlot(old.value, _later(old.deletion, item))

@@ -149,7 +149,7 @@ class Contributions:
         # (docs/projection.md#facets); job and dataset facets are the shape's.
         run_id = facts.run_id
         assert run_id is not None
-        records = facet_records(entity("run", run_id), facts.run_facets, False, hashed=False)
+        records = facet_records(entity("run", run_id), facts.run_facets, False)
         for role, ds_ns, ds_name, role_records in shape.role_facets:
             owner = entity(role, run_id, ds_ns, ds_name)
             records += [(owner, *record[1:]) for record in role_records]
@@ -159,8 +159,8 @@ class Contributions:
         self, records: Iterable[FacetRecordRow], event_id: str, time: EventTime | None
     ) -> None:
         slots = self.facet_slots
-        for owner, name, canonical, _digest, value, deletion in records:
-            item = facet_rules.FacetValue(value, event_id, time, canonical)
+        for owner, name, canonical, digest, value, deletion in records:
+            item = facet_rules.FacetValue(value, event_id, time, canonical, digest)
             slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
             old = slots.get((owner, name))
             slots[(owner, name)] = slot if old is None else facet_rules.merge_slots(old, slot)
@@ -168,8 +168,8 @@ class Contributions:
     def fold_shapes(self) -> None:
         """Fold what each shape contributes, once per shape. Each is the join its events
         would give one by one: a span of their times, the earliest link time, the latest
-        run; and a facet value ranks by (eventTime, canonical JSON, event id) with the
-        JSON the same in every event of a shape, so its latest event stands for all."""
+        run; and a facet value ranks by (eventTime, value hash, event id) with the
+        value the same in every event of a shape, so its latest event stands for all."""
         for use in self.shapes.values():
             shape, span = use.shape, use.span
             for link in shape.links:
@@ -272,19 +272,25 @@ def run_row(run_id: str, part: RunPart) -> RunRow:
 
 
 def facet_row(slot: facet_rules.FacetSlot) -> tuple[Any, ...]:
-    """A facet slot's stored value columns (schema.COLUMNS["facets"])."""
-    out: list[Any] = []
-    for item in (slot.value, slot.deletion):
-        if item is None:
-            out += [None, None, None, None]
-        else:
-            out += [
-                time_key(item.time),
-                time_text(item.time),
-                item.canonical_json().decode(),
-                item.event_id,
-            ]
-    return tuple(out)
+    """A facet slot's stored value columns (schema.COLUMNS["facets"]): the winning value's
+    eventTime key and hash, the latest deletion marker's eventTime key. Only these are
+    read (the value's JSON is in facet_values; neither the event nor the time's text is
+    shown), and the rank's leading columns alone are as deterministic as the rank."""
+    value, deletion = slot.value, slot.deletion
+    return (
+        None if value is None else time_key(value.time),
+        None if value is None else value.value_hash(),
+        None if deletion is None else time_key(deletion.time),
+    )
+
+
+def facet_values(slots: Iterable[facet_rules.FacetSlot]) -> dict[bytes, bytes]:
+    """The winning values of ``slots``: hash → canonical JSON (facet_values rows)."""
+    return {
+        slot.value.value_hash(): slot.value.canonical_json()
+        for slot in slots
+        if slot.value is not None
+    }
 
 
 def later_version(

@@ -69,11 +69,6 @@ def shape_of(facts: EventFacts) -> Shape:
     return shape
 
 
-def value_hash(canonical: bytes) -> bytes:
-    """A facet value's key in facet_values (BLAKE2b-128 of its canonical JSON)."""
-    return hashlib.blake2b(canonical, digest_size=16).digest()
-
-
 def set_key(members: Any) -> bytes:
     """The key of a content-addressed set or shape (BLAKE2b-128 of its members' JSON,
     bytes as hex): equal content, equal key, whichever event or run names it."""
@@ -84,15 +79,13 @@ def _hex(value: bytes) -> str:
     return value.hex()
 
 
-def facet_records(
-    owner: str, values: dict[str, Any], honour_deleted: bool, hashed: bool = True
-) -> list[FacetRecordRow]:
-    """``hashed=False`` for values no facet set names (run facets): no value_hash."""
+def facet_records(owner: str, values: dict[str, Any], honour_deleted: bool) -> list[FacetRecordRow]:
+    """Every value with its hash: the facets row and facet_values key it by it."""
     records = []
     for name, value in values.items():
         canonical = canonical_json(value)
         deletion = honour_deleted and facet_rules.is_deletion(value)
-        digest = value_hash(canonical) if hashed else b""
+        digest = facet_rules.value_hash(canonical)
         records.append((owner, name, canonical, digest, value, deletion))
     return records
 
@@ -106,12 +99,12 @@ HISTORY_FACETS = frozenset({"jobType"})
 def _one_per_name(records: list[FacetRecordRow]) -> tuple[FacetRecordRow, ...]:
     """One record per (owner, name): an event naming one dataset twice (as an input and
     an output, say) still writes one history row per facet — a value before a deletion
-    marker, the larger canonical JSON among equals (the facet rule's tie-break)."""
+    marker, the larger value hash among equals (the facet rule's tie-break)."""
     best: dict[tuple[str, str], FacetRecordRow] = {}
     for record in records:
         key = (record[0], record[1])
         old = best.get(key)
-        if old is None or (not record[5], record[2]) > (not old[5], old[2]):
+        if old is None or (not record[5], record[3]) > (not old[5], old[3]):
             best[key] = record
     return tuple(best.values())
 
@@ -172,7 +165,7 @@ def _read_shape(facts: EventFacts) -> Shape:
             ds.role,
             ds.id.namespace,
             ds.id.name,
-            tuple(facet_records("", ds.role_facets, False, hashed=False)),
+            tuple(facet_records("", ds.role_facets, False)),
         )
         for ds in facts.datasets
         if ds.role_facets
@@ -216,7 +209,7 @@ def _read_shape(facts: EventFacts) -> Shape:
     # And every job and dataset facet value: a shape's facets and column edges are
     # folded once per batch (graph_rows), so two events whose facets differ outside the
     # history (HISTORY_FACETS) are two shapes all the same.
-    values = sorted((r[0], r[1], r[3] or r[2]) for r in facets)
+    values = sorted((r[0], r[1], r[3]) for r in facets)
     shape_key = set_key((members, identities, values))
     return Shape(
         tuple(datasets),

@@ -39,7 +39,6 @@ from embrasure.store.base import GraphReader, Key
 from embrasure.store.rows import (
     EventRow,
     FacetSetRow,
-    FacetValueRow,
     IoSetRow,
     LinkRow,
     ShapeRow,
@@ -258,13 +257,13 @@ class AsOfGraph(Graph):
             return None
         value_of = {s.shape_key: hash_of[s.facets_key] for s in shapes.values() if s.facets_key}
         hashes = [(h,) for h in sorted(set(value_of.values()))]
-        values = {r.hash: r.value_json for r in self.reader.rows(FacetValueRow, ("hash",), hashes)}
+        values = self.reader.facet_values(h for (h,) in hashes)
         records = [
             (
                 name,
                 EventTime(r.time_key, r.time_key) if r.time_key else None,
                 r.event_id,
-                orjson.loads(values[value_of[r.shape_key]]),
+                orjson.loads(values[bytes(value_of[r.shape_key])]),
             )
             for r in history
         ]

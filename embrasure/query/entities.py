@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from embrasure.model import DELIVERY_STATES, DatasetId, JobId
+from embrasure.model import DELIVERY_STATES, DatasetId, EventTime, JobId
 from embrasure.projector import facets as facet_rules
-from embrasure.projector.graph_rows import entity, stored_time
+from embrasure.projector.graph_rows import entity
 from embrasure.projector.runs import normalise_state
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import CanonicalRow, FacetRow, JobRow, LinkRow, RunIoRow, RunRow
@@ -145,29 +145,29 @@ def current_facets(
     for row in reader.rows(FacetRow, ("entity",), [(o,) for o in owners]):
         name, slot = row.name, _slot(row, honour_deleted)
         slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
-    return {name: v.value for name, v in facet_rules.current_of(slots).items()}
+    current = facet_rules.current_of(slots)
+    values = reader.facet_values(sorted({v.value_hash() for v in current.values()}))
+    return {name: orjson.loads(values[v.value_hash()]) for name, v in current.items()}
 
 
 def _slot(row: FacetRow, honour_deleted: bool) -> facet_rules.FacetSlot:
-    """A stored facets row as the facet rule's slot."""
-    return facet_rules.FacetSlot(
-        _value(row.value_json, row.value_event, row.value_key, row.value_text),
-        _value(row.deleted_json, row.deleted_event, row.deleted_key, row.deleted_text)
-        if honour_deleted
-        else None,
-    )
+    """A stored facets row as the facet rule's slot, its value by hash alone: the rule
+    ranks by (eventTime, hash), and only the winners' JSON is read, afterwards. The row
+    keeps no event id (schema.MERGES["facets"]), so none is given."""
+    value = None
+    if row.value_hash is not None and row.value_key is not None:
+        time = _rule_time(row.value_key)
+        value = facet_rules.FacetValue(None, "", time, digest=bytes(row.value_hash))
+    deletion = None
+    if honour_deleted and row.deleted_key is not None:
+        deletion = facet_rules.FacetValue(None, "", _rule_time(row.deleted_key), digest=b"\0")
+    return facet_rules.FacetSlot(value, deletion)
 
 
-def _value(
-    json_text: str | None, event: str | None, key: str | None, text: str | None
-) -> facet_rules.FacetValue | None:
-    """A value or a deletion marker of a facets row (its four columns are NULL together:
-    schema.MERGES writes them as one)."""
-    if json_text is None or event is None:
-        return None
-    return facet_rules.FacetValue(
-        orjson.loads(json_text), event, stored_time(key, text), json_text.encode()
-    )
+def _rule_time(key: str) -> EventTime | None:
+    """A stored eventTime key as the rule's time ('' unknown): the rule reads its key only,
+    and the facets row keeps no text."""
+    return EventTime(key, key) if key else None
 
 
 def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[str, Any]:
@@ -217,15 +217,17 @@ def job_kinds(reader: GraphReader, jobs: list[JobId]) -> dict[JobId, str]:
     slots: dict[JobId, facet_rules.FacetSlot] = {}
     for row in reader.rows(FacetRow, ("entity", "name"), [(o, "jobType") for o in owners]):
         slots[owners[row.entity]] = _slot(row, honour_deleted=True)
+    current = {job: slot.current for job, slot in slots.items()}
+    values = reader.facet_values(sorted({v.value_hash() for v in current.values() if v}))
     flags = {
         JobId(r.ns, r.name): r
         for r in reader.rows(JobRow, ("ns", "name"), [(j.namespace, j.name) for j in jobs])
     }
     out = {}
     for job in jobs:
-        slot = slots.get(job)
-        current = slot.current if slot is not None else None
-        out[job] = _kind(current.value if current is not None else None, flags.get(job))
+        value = current.get(job)
+        job_type = orjson.loads(values[value.value_hash()]) if value is not None else None
+        out[job] = _kind(job_type, flags.get(job))
     return out
 
 

@@ -93,6 +93,11 @@ class ProjectionTx(abc.ABC):
         """Delete rows by key."""
 
     @abc.abstractmethod
+    def stored_keys(self, table: Record, keys: Iterable[Key]) -> set[Key]:
+        """Those of ``keys`` the table holds, read from its key alone (``load`` reads
+        whole rows, which may be large)."""
+
+    @abc.abstractmethod
     def select_by(self, table: type[R], columns: Sequence[str], values: Iterable[Key]) -> list[R]:
         """Whole rows whose ``columns`` equal one of ``values``."""
 
@@ -175,6 +180,11 @@ class GraphReader(abc.ABC):
     @abc.abstractmethod
     def distinct(self, table: Record, picked: Sequence[str]) -> list[Key]:
         """The distinct values of the ``picked`` columns over the whole table, sorted."""
+
+    @abc.abstractmethod
+    def facet_values(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
+        """Facet values by hash (``facets.value_hash``, ``facet_sets.value_hash``): each
+        one's canonical JSON, decoded from how it is stored (store/facet_values.py)."""
 
     @abc.abstractmethod
     def page(

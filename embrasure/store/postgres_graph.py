@@ -31,7 +31,7 @@ from typing import Any
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.postgres_conn import PgConnection
-from embrasure.store.rows import LinkRow, table_of
+from embrasure.store.rows import FacetValueRow, LinkRow, table_of
 from embrasure.store.run_retention import RunTrimming
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import (
@@ -49,6 +49,9 @@ LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
 IDENTITY_LOCK = 0x656D6272_00000002  # symlink group resolution
 MIGRATION_LOCK = 0x656D6272_00000003  # schema upgrades
 REPROJECT_LOCK = 0x656D6272_00000004  # one reproject at a time (a session's lock)
+# Facet values: shared by projections that find a value stored, exclusive by a run trim
+# that deletes the values nothing names (store/run_retention.py).
+FACET_VALUES_LOCK = 0x656D6272_00000006
 
 
 ColumnTypes = dict[str, dict[str, str]]  # table → column → its PostgreSQL type
@@ -97,6 +100,7 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         self.codec = codec
         self._holding = False
         self._identity_locked = False
+        self._values_locked = False
 
     def _sql(self, table: str) -> dict[str, str]:
         keys, values = COLUMNS[table]
@@ -155,6 +159,19 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
                 f" IN (SELECT * FROM unnest({arrays}))",
                 _columns(ordered, len(columns)),
             )
+
+    def stored_keys(self, table: Record, keys: Iterable[Key]) -> set[Key]:
+        if table is FacetValueRow and not self._values_locked:
+            # Held until commit: a run trim deletes a value only when no transaction that
+            # found it stored (and so will name it without storing it) is still open.
+            self.conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (FACET_VALUES_LOCK,))
+            self._values_locked = True
+        return super().stored_keys(table, keys)
+
+    def exclude_facet_value_readers(self) -> None:
+        # Before any row is deleted, so the trim holds no row lock a waiting projection
+        # could need; each later statement (READ COMMITTED) sees what those committed.
+        self.conn.execute("SELECT pg_advisory_xact_lock(?)", (FACET_VALUES_LOCK,))
 
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         if not self._identity_locked:

@@ -12,10 +12,12 @@ from typing import Any
 
 from embrasure.store.base import GraphReader, Key, Record
 from embrasure.store.compression import BodyCodec
+from embrasure.store.facet_values import decode
 from embrasure.store.rows import (
     Backlog,
     DeliveryRow,
     EventPlace,
+    FacetValueRow,
     ItemRow,
     NamespaceRow,
     OutcomeTotal,
@@ -76,6 +78,10 @@ class SQLReader(GraphReader):
         listed = ", ".join(picked)
         sql = f"SELECT DISTINCT {listed} FROM {self.g}{table_of(table)} ORDER BY {listed}"
         return [tuple(r) for r in self.conn.execute(sql)]
+
+    def facet_values(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
+        rows = select_records(self.conn, self.g, FacetValueRow, ("hash",), [(h,) for h in hashes])
+        return {bytes(r.hash): decode(r.encoding, r.value) for r in rows}
 
     # -- deliveries ----------------------------------------------------------------------
 

@@ -259,25 +259,22 @@ class RunIoRow(NamedTuple):
 
 
 class FacetRow(NamedTuple):
-    """``facets``: an entity's facet, its winning value and its latest deletion."""
+    """``facets``: an entity's facet, its winning value (by hash) and its latest deletion."""
 
     entity: str
     name: str
-    value_key: str | None
-    value_text: str | None
-    value_json: str | None
-    value_event: str | None
-    deleted_key: str | None
-    deleted_text: str | None
-    deleted_json: str | None
-    deleted_event: str | None
+    value_key: str | None  # '' an unknown eventTime; NULL with value_hash: no value
+    value_hash: bytes | None  # facet_values.hash
+    deleted_key: str | None  # NULL: no deletion marker
 
 
 class FacetValueRow(NamedTuple):
-    """``facet_values``: a facet value's canonical JSON, by hash."""
+    """``facet_values``: a facet value's canonical JSON, by hash, as stored
+    (store/facet_values.py encodes and decodes it; GraphReader.facet_values reads it)."""
 
     hash: bytes
-    value_json: str
+    encoding: int  # 0 plain UTF-8, 1 zstd
+    value: bytes
 
 
 class ColumnEdgeRow(NamedTuple):

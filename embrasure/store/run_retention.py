@@ -7,14 +7,17 @@ of the run and of its inputs and outputs (entities ``run``, ``input`` and ``outp
 the run id first: projector/graph_rows.py ``entity``). What stays: datasets, jobs,
 services, edges (with their first and last seen and run counts), column edges, the
 current job and dataset facets, event shapes, and each job's latest run, which no horizon
-trims (a job page always shows its last run).
+trims (a job page always shows its last run). A facet value the trimmed facets named that
+nothing names any more (no facets or facet_sets row) leaves ``facet_values`` with them:
+values are shared by hash, so a run's own (a nominalTime, a parent run) would otherwise
+stay for good (docs/architecture.md#storage).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from embrasure.store.sql import Connection
+from embrasure.store.sql import MAX_PARAMS, Connection
 
 SEP = "\x1f"  # projector/graph_rows.py SEP: entity parts are joined with it
 RUN_ENTITIES = ("input", "output")  # entities named by a run id then a dataset
@@ -42,13 +45,20 @@ class RunTrimming:
         return [r[0] for r in rows]
 
     def delete_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs and their per-run rows."""
+        """Delete the runs and their per-run rows, and the facet values only they named."""
+        if not run_ids:
+            return  # and no lock to wait for (PostgreSQL: exclude_facet_value_readers)
         g = self.prefix
+        self.exclude_facet_value_readers()
         one = [(r,) for r in run_ids]
         for table in ("runs", "run_io", "events"):
             self.conn.executemany(f"DELETE FROM {g}{table} WHERE run_id = ?", one)
+        hashes: set[bytes] = set()
+        where = "entity = ?"
+        for run_id in run_ids:
+            hashes.update(self._facet_hashes(where, (SEP.join(("run", run_id)),)))
         self.conn.executemany(
-            f"DELETE FROM {g}facets WHERE entity = ?", [(SEP.join(("run", r)),) for r in run_ids]
+            f"DELETE FROM {g}facets WHERE {where}", [(SEP.join(("run", r)),) for r in run_ids]
         )
         # An input's or output's facets: entity 'input<SEP>run<SEP>ns<SEP>name', so every
         # key from 'input<SEP>run<SEP>' up to (not including) the next character after SEP.
@@ -57,7 +67,40 @@ class RunTrimming:
             for kind in RUN_ENTITIES
             for r in run_ids
         ]
-        self.conn.executemany(f"DELETE FROM {g}facets WHERE entity >= ? AND entity < ?", ranges)
+        where = "entity >= ? AND entity < ?"
+        for bounds in ranges:
+            hashes.update(self._facet_hashes(where, bounds))
+        self.conn.executemany(f"DELETE FROM {g}facets WHERE {where}", ranges)
+        self._delete_unnamed_values(sorted(hashes))
+
+    def exclude_facet_value_readers(self) -> None:
+        """Until this transaction ends, keep other projection transactions from finding
+        a facet value stored (``stored_keys``) that this one may delete as unnamed. SQLite:
+        nothing to do, its write lock admits one transaction at a time."""
+
+    def _facet_hashes(self, where: str, params: tuple[str, ...]) -> list[bytes]:
+        rows = self.conn.execute(
+            f"SELECT value_hash FROM {self.prefix}facets WHERE {where} AND value_hash IS NOT NULL",
+            params,
+        ).fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    def _delete_unnamed_values(self, hashes: list[bytes]) -> None:
+        """Delete those of ``hashes`` no facets or facet_sets row names. Neither table is
+        indexed by value hash (an index would cost about what the values save), so each
+        statement scans both once, for a chunk of up to 300 candidates."""
+        g = self.prefix
+        per_query = MAX_PARAMS // 3
+        for start in range(0, len(hashes), per_query):
+            chunk = hashes[start : start + per_query]
+            marks = ", ".join("?" for _ in chunk)
+            self.conn.execute(
+                f"DELETE FROM {g}facet_values WHERE hash IN ({marks})"
+                f" AND hash NOT IN (SELECT value_hash FROM {g}facets WHERE value_hash IN ({marks}))"
+                f" AND hash NOT IN (SELECT value_hash FROM {g}facet_sets"
+                f" WHERE value_hash IN ({marks}))",
+                chunk * 3,
+            )
 
     def record_run_horizon(self, horizon_key: str, now: str) -> str:
         """Move the recorded horizon up to ``horizon_key`` (never down); the horizon."""

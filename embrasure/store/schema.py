@@ -21,8 +21,11 @@ from embrasure.store.rows import GRAPH_ROWS, columns_of
 
 # The version of these tables and of the projection rules that fill them. A graph built by
 # another version is rebuilt from the log on start (worker.py), so a change to a table, or
-# to a rule that changes what old events project to, bumps it. 10: a plain projected item
-# has no items row, its kind is in deliveries.kinds; items.event_id is gone.
+# to a rule that changes what old events project to, bumps it. 9: history written on
+# change — events name a shared shape; facet_history gave way to facet_sets. 10: a plain
+# projected item has no items row (its kind is in deliveries.kinds, items.event_id is
+# gone); facets name their value by hash in facet_values (compressed when large), ranked
+# by it.
 GRAPH_VERSION = 10
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
@@ -210,19 +213,23 @@ CREATE TABLE {g}run_io (
     PRIMARY KEY (run_id, job_ns, job_name, ds_ns, ds_name, direction)
 ){without_rowid};
 CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction);
+-- An entity's current facets: the winning value by hash (its JSON once in facet_values,
+-- however many runs, datasets or versions send it) and the latest deletion marker's time
+-- (docs/architecture.md#storage). Small rows, so no rowid: the key is stored once.
 CREATE TABLE {g}facets (
-    entity TEXT NOT NULL,                  -- 'dataset:ns\\x1fname', 'job:…', 'run:id', …
+    entity TEXT NOT NULL,                  -- 'dataset:ns\x1fname', 'job:…', 'run:id', …
     name TEXT NOT NULL,
-    value_key TEXT, value_text TEXT,       -- eventTime of the winning value
-    value_json TEXT,
-    value_event TEXT,
-    deleted_key TEXT, deleted_text TEXT,   -- the winning `_deleted: true` marker
-    deleted_json TEXT, deleted_event TEXT,
+    value_key TEXT,                        -- eventTime key of the winning value
+    value_hash {blob},                     -- facet_values.hash; NULL: deletion markers only
+    deleted_key TEXT,                      -- eventTime key of the latest `_deleted: true`
     PRIMARY KEY (entity, name)
-);
+){without_rowid};
+-- A rowid table: a value may be kilobytes even compressed, too large for a WITHOUT ROWID
+-- b-tree's cells.
 CREATE TABLE {g}facet_values (
     hash {blob} PRIMARY KEY,               -- BLAKE2b-128 of the canonical JSON
-    value_json TEXT NOT NULL
+    encoding INTEGER NOT NULL,             -- 0: the canonical JSON as UTF-8, 1: zstd of it
+    value {blob} NOT NULL
 );
 CREATE TABLE {g}column_edges (
     src_ns TEXT NOT NULL, src_name TEXT NOT NULL, src_field TEXT NOT NULL,
@@ -381,19 +388,12 @@ MERGES: dict[str, dict[str, str]] = {
         **_later(("last_run_key", "last_run", "last_state"), ("last_run_key", "last_run")),
     },
     "run_io": _later(("version", "version_key"), ("version_key", "version"), "version"),
-    # facets.merge_slots: the best value and the latest deletion marker, each ranked by
-    # (eventTime, canonical JSON, event id).
+    # facets.merge_slots: the best value, ranked by (eventTime, value hash), and the latest
+    # deletion marker's eventTime. The Python rank's last part, the event id, is not
+    # stored: it only decides between records whose stored columns are equal.
     "facets": {
-        **_later(
-            ("value_key", "value_text", "value_json", "value_event"),
-            ("value_key", "value_json", "value_event"),
-            "value_json",
-        ),
-        **_later(
-            ("deleted_key", "deleted_text", "deleted_json", "deleted_event"),
-            ("deleted_key", "deleted_json", "deleted_event"),
-            "deleted_json",
-        ),
+        **_later(("value_key", "value_hash"), ("value_key", "value_hash"), "value_hash"),
+        **_later(("deleted_key",), ("deleted_key",)),
     },
     # projector/admin.py: the latest administrative entry in the log decides.
     "hidden": _later(("hidden", "seq", "at", "by_token", "reason"), ("seq",)),

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from embrasure.errors import IdempotencyConflict, StoreError
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
-from embrasure.store.base import AppendResult, Key, LogEntry
+from embrasure.store.base import AppendResult, Key, LogEntry, Record
 from embrasure.store.compression import NO_DICTIONARY, BodyCodec, LoadDictionary
 from embrasure.store.migrations import DIALECT_TOKENS
 from embrasure.store.rows import LinkRow, R, maker, table_of
@@ -149,6 +149,11 @@ class TxReads:
 
     def select_by(self, table: type[R], columns: Sequence[str], values: Iterable[Key]) -> list[R]:
         return select_records(self.conn, self.prefix, table, columns, values)
+
+    def stored_keys(self, table: Record, keys: Iterable[Key]) -> set[Key]:
+        key_columns = COLUMNS[table_of(table)][0]
+        name = self.prefix + table_of(table)
+        return set(select_where_in(self.conn, name, key_columns, key_columns, keys))
 
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         ids = list(identities)

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from embrasure.model import EventTime
+from embrasure.projector.canonical import canonical_json
 from embrasure.projector.facets import (
     FacetRecord,
     FacetSlot,
@@ -19,6 +20,7 @@ from embrasure.projector.facets import (
     fold_facets,
     is_deletion,
     merge_slots,
+    value_hash,
 )
 
 
@@ -45,10 +47,17 @@ def test_latest_event_time_wins_whatever_the_order() -> None:
     assert current_facets(reversed(history)) == {"ownership": FacetValue(OWNER_B, "e2", t(2))}
 
 
-def test_equal_times_break_by_larger_canonical_json() -> None:
-    # b'{"owners":[{"name":"team:b"}]}' > b'{"owners":[{"name":"team:a"}]}'
-    history = [FacetRecord("ownership", t(1), "e9", OWNER_A), ("ownership", t(1), "e1", OWNER_B)]
-    assert current_facets(history)["ownership"].value == OWNER_B
+def test_equal_times_break_by_larger_value_hash() -> None:
+    # BLAKE2b-128 of the canonical JSON: team:a's hash is the larger, though its JSON is
+    # the smaller (the rule before graph version 10 would have picked team:b).
+    hash_a, hash_b = (value_hash(canonical_json(v)) for v in (OWNER_A, OWNER_B))
+    assert hash_a > hash_b and canonical_json(OWNER_A) < canonical_json(OWNER_B)
+    for order in (1, -1):
+        history = [
+            FacetRecord("ownership", t(1), "e9", OWNER_B),
+            ("ownership", t(1), "e1", OWNER_A),
+        ]
+        assert current_facets(history[::order])["ownership"].value == OWNER_A
 
 
 def test_equal_times_and_values_credit_the_larger_event_id() -> None:
@@ -58,11 +67,15 @@ def test_equal_times_and_values_credit_the_larger_event_id() -> None:
 
 def test_same_instant_in_two_spellings_is_one_time() -> None:
     # "…:01Z" and "…:01.000Z" are the same key: the value decides, not the spelling.
-    history = [
-        FacetRecord("doc", t(1, "2026-11-30T09:00:01.000Z"), "e1", {"d": 1}),
-        FacetRecord("doc", t(1, "2026-11-30T09:00:01Z"), "e2", {"d": 2}),
-    ]
-    assert current_facets(history)["doc"].value == {"d": 2}
+    # {"d": 1} has the larger value hash, whichever spelling or event carries it.
+    assert value_hash(b'{"d":1}') > value_hash(b'{"d":2}')
+    spellings = ("2026-11-30T09:00:01.000Z", "2026-11-30T09:00:01Z")
+    for first, second in (spellings, spellings[::-1]):
+        history = [
+            FacetRecord("doc", t(1, first), "e1", {"d": 1}),
+            FacetRecord("doc", t(1, second), "e2", {"d": 2}),
+        ]
+        assert current_facets(history)["doc"].value == {"d": 1}
 
 
 def test_unknown_time_orders_before_every_known_time() -> None:

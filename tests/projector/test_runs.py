@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from embrasure.model import RUN_STATES, EventTime
-from embrasure.projector.facets import current_facets
+from embrasure.projector.canonical import canonical_json
+from embrasure.projector.facets import current_facets, value_hash
 from embrasure.projector.runs import (
     RunEventFact,
     RunState,
@@ -96,16 +97,21 @@ def latest_facets(values: Iterable[tuple[str, EventTime | None, str, Any]]) -> d
     return {k: v.value for k, v in current_facets(values, honour_deleted=False).items()}
 
 
-def test_run_facets_latest_time_then_larger_canonical_json() -> None:
+def test_run_facets_latest_time_then_larger_value_hash() -> None:
+    boom = {"message": "boom", "programmingLanguage": "python"}
+    alpha = {"message": "alpha", "programmingLanguage": "python"}
+    # alpha's hash is the larger (its canonical JSON the smaller): the hash decides.
+    assert value_hash(canonical_json(alpha)) > value_hash(canonical_json(boom))
+    assert canonical_json(alpha) < canonical_json(boom)
     values: list[tuple[str, EventTime | None, str, Any]] = [
         ("nominalTime", t(1), "a", {"nominalStartTime": "2026-11-30T08:00:00Z"}),
         ("nominalTime", t(2), "b", {"nominalStartTime": "2026-11-30T09:00:00Z"}),
-        ("errorMessage", t(3), "c", {"message": "boom", "programmingLanguage": "python"}),
-        ("errorMessage", t(3), "d", {"message": "alpha", "programmingLanguage": "python"}),
+        ("errorMessage", t(3), "c", boom),
+        ("errorMessage", t(3), "d", alpha),
         ("processing_engine", None, "e", {"version": "3.5"}),
     ]
     assert latest_facets(values) == {
-        "errorMessage": {"message": "boom", "programmingLanguage": "python"},
+        "errorMessage": alpha,
         "nominalTime": {"nominalStartTime": "2026-11-30T09:00:00Z"},
         "processing_engine": {"version": "3.5"},
     }
