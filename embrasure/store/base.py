@@ -29,6 +29,7 @@ from embrasure.store.rows import (
     RunRow,
     SearchHit,
 )
+from embrasure.store.schema import GRAPH_VERSION
 
 AppendResult = Receipt | IdempotencyConflict
 Key = tuple[Any, ...]  # the values of some columns, in the order the caller named them
@@ -316,6 +317,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def graph_version(self) -> int:
         """schema.GRAPH_VERSION of the code that built the served graph."""
+
+    _serves_current: bool = False
+
+    def serves_current_graph(self) -> bool:
+        """Whether the served graph was built by this code's GRAPH_VERSION, so this code's
+        reads fit its tables. False while the projector rebuilds a graph an older
+        Embrasure built (worker.py); once True it stays, as a swap only ever serves the
+        newest build, so only the first reads after a start ask the database."""
+        if not self._serves_current:
+            self._serves_current = self.graph_version() == GRAPH_VERSION
+        return self._serves_current
 
     @abc.abstractmethod
     def create_generation(self) -> int:

@@ -160,10 +160,25 @@ def _allow(request: Request) -> dict[str, str]:
     return {"Allow": ", ".join(sorted(methods))}
 
 
+def graph_rebuilding() -> Problem:
+    """503 while the projector rebuilds a graph an older Embrasure built: this code's
+    reads do not fit the old tables (docs/operations.md#upgrading)."""
+    return Problem(
+        503,
+        "graph-rebuilding",
+        "Graph being rebuilt",
+        "the graph was built by an older Embrasure and is being rebuilt from the log;"
+        " reads answer once it is done, and ingest goes on meanwhile",
+        retry_after=30,
+    )
+
+
 async def read(store: Store, work: Callable[[GraphReader], T]) -> T:
     """``work`` over one store snapshot, run in the thread pool: the stores' drivers block."""
 
     def run() -> T:
+        if not store.serves_current_graph():
+            raise graph_rebuilding()
         with store.reader() as reader:
             return work(reader)
 
