@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 
-from embrasure.store.rows import GRAPH_ROWS, columns_of
+from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 
 # The version of these tables and of the projection rules that fill them. A graph built by
 # another version is rebuilt from the log on start (worker.py), so a change to a table, or
 # to a rule that changes what old events project to, bumps it. 9: history written on
-# change — events name a shared shape; facet_history gave way to facet_sets.
-GRAPH_VERSION = 9
+# change — events name a shared shape; facet_history gave way to facet_sets. 10: the
+# column tables name identities and fields by interned ids (names, field_names).
+GRAPH_VERSION = 10
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
 # log's administrative entries: the latest entry for an entity (by log position) decides.
@@ -123,14 +124,22 @@ CREATE TABLE {g}datasets (
     name TEXT NOT NULL,
     PRIMARY KEY (ns, name)
 ){without_rowid};
-CREATE TABLE {g}fields (
-    ns TEXT NOT NULL, name TEXT NOT NULL,  -- a dataset as sent
-    field TEXT NOT NULL,                   -- named by its schema facet or column lineage
-    PRIMARY KEY (ns, name, field)
-){without_rowid};
-CREATE INDEX {g}fields_field ON {g}fields (field);
+-- The column tables hold millions of rows on a column-heavy platform, each naming two
+-- datasets, two fields and a job: they name them by these small integers, interned by
+-- the store (store/interned.py), and reads join the names back (docs/architecture.md#storage).
+CREATE TABLE {g}names (                    -- a dataset or job identity as sent
+    id {id_pk},
+    ns TEXT NOT NULL, name TEXT NOT NULL,
+    UNIQUE (ns, name)
+);
 CREATE TABLE {g}field_names (              -- every field name once: search scans these
-    field TEXT PRIMARY KEY                 -- (hundreds) rather than every dataset's fields
+    id {id_pk},                            -- (hundreds) rather than every dataset's fields
+    field TEXT NOT NULL UNIQUE
+);
+CREATE TABLE {g}fields (                   -- a dataset's field, named by its schema facet
+    field INTEGER NOT NULL,                -- or column lineage: field_names.id, first, as
+    ds INTEGER NOT NULL,                   -- search finds the datasets of a field name;
+    PRIMARY KEY (field, ds)                -- names.id
 ){without_rowid};
 CREATE TABLE {g}links (
     a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
@@ -222,20 +231,19 @@ CREATE TABLE {g}facet_values (
     hash {blob} PRIMARY KEY,               -- BLAKE2b-128 of the canonical JSON
     value_json TEXT NOT NULL
 );
-CREATE TABLE {g}column_edges (
-    src_ns TEXT NOT NULL, src_name TEXT NOT NULL, src_field TEXT NOT NULL,
-    tgt_ns TEXT NOT NULL, tgt_name TEXT NOT NULL, tgt_field TEXT NOT NULL,
-    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
+CREATE TABLE {g}column_edges (           -- datasets and the job: names.id; fields:
+    tgt INTEGER NOT NULL, tgt_field INTEGER NOT NULL,  -- field_names.id
+    src INTEGER NOT NULL, src_field INTEGER NOT NULL,
+    job INTEGER NOT NULL,                  -- '' '' when no job is known
     derived TEXT NOT NULL,                 -- '' declared, 'sql' parsed from the job's SQL
     kind TEXT NOT NULL,                    -- mapping / indirect
     class TEXT,                            -- direct / expression / aggregate (mappings)
     masked INTEGER NOT NULL,
     subtypes TEXT NOT NULL,                -- JSON array, sorted
     first_key TEXT, first_text TEXT, last_key TEXT, last_text TEXT,
-    PRIMARY KEY (tgt_ns, tgt_name, tgt_field, src_ns, src_name, src_field,
-                 job_ns, job_name, derived)
+    PRIMARY KEY (tgt, tgt_field, src, src_field, job, derived)
 ){without_rowid};
-CREATE INDEX {g}column_edges_src ON {g}column_edges (src_ns, src_name, src_field);
+CREATE INDEX {g}column_edges_src ON {g}column_edges (src, src_field);
 """
     + HIDDEN_TABLE
 )
@@ -251,6 +259,7 @@ TABLES = (
     "io_sets",
     "facet_sets",
     "datasets",
+    "names",
     "fields",
     "field_names",
     "links",
@@ -293,6 +302,12 @@ PARENT_COLUMNS = (
 # the projector and the SQL here.
 COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     name: columns_of(table) for name, table in GRAPH_ROWS.items()
+}
+# The columns as the database has them: a table's record's, or for the tables whose
+# identities are interned (rows.INTERNED), its stored record's. Writes and merge rules
+# work on these; the value columns are the same.
+STORED_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    name: columns_of(INTERNED.get(name, table)) for name, table in GRAPH_ROWS.items()
 }
 
 
