@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from embrasure.store.rows import INTERNED, table_of
-from embrasure.store.schema import COLUMNS
+from embrasure.store.schema import COLUMNS, plain_time_text, time_text_sql
 
 if TYPE_CHECKING:  # sql.py imports this module
     from embrasure.store.sql import Connection
@@ -44,11 +44,27 @@ class Named(NamedTuple):
 
     refs: dict[str, Ref]  # alias → what it joins
     columns: dict[str, tuple[str, str]]  # logical column → (alias, column)
+    shown: dict[str, str]  # a column read by an expression instead
+
+    def expression(self, column: str) -> str:
+        return self.shown.get(column) or ".".join(self.columns[column])
 
 
-def _named(refs: dict[str, Ref], names: dict[str, tuple[str, str]], table: str) -> Named:
+def _named(
+    refs: dict[str, Ref],
+    names: dict[str, tuple[str, str]],
+    table: str,
+    shown: dict[str, str] | None = None,
+) -> Named:
     keys, values = COLUMNS[table]
-    return Named(refs, {c: names.get(c, ("e", c)) for c in keys + values})
+    return Named(refs, {c: names.get(c, ("e", c)) for c in keys + values}, shown or {})
+
+
+# Column edges' times: a text is stored NULL when it is the key's plain text (the text
+# of most of them), schema.time_text_sql.
+_PLAIN_TEXTS = {
+    f"{end}_text": time_text_sql(f"e.{end}_key", f"e.{end}_text") for end in ("first", "last")
+}
 
 
 NAMED: dict[str, Named] = {
@@ -71,6 +87,7 @@ NAMED: dict[str, Named] = {
             "job_name": ("j", "name"),
         },
         "column_edges",
+        _PLAIN_TEXTS,
     ),
     "fields": _named(
         {"d": Ref("names", "ds"), "f": Ref("field_names", "field")},
@@ -110,7 +127,7 @@ def named_sql(
             joins.append(f"{prefix}{named.refs[alias].table} AS {alias} ON {on}")
         by_id = [f"e.{named.refs[a].column} = {a}.id" for a in sorted(matched)]
         by_id += [
-            f"e.{named.columns[c][1]} = v.column{i + 1}"
+            f"{named.expression(c)} = v.column{i + 1}"
             for c, i in where.items()
             if named.columns[c][0] == "e"
         ]
@@ -120,10 +137,10 @@ def named_sql(
     for alias in sorted(wanted):
         ref = named.refs[alias]
         joins.append(f"{prefix}{ref.table} AS {alias} ON {alias}.id = e.{ref.column}")
-    select = ", ".join(".".join(named.columns[c]) for c in picked)
+    select = ", ".join(named.expression(c) for c in picked)
     sql = f"SELECT {select} FROM " + " CROSS JOIN ".join(joins)
     if not match:
-        sql += " ORDER BY " + ", ".join(".".join(named.columns[c]) for c in COLUMNS[table][0])
+        sql += " ORDER BY " + ", ".join(named.expression(c) for c in COLUMNS[table][0])
     return sql
 
 
@@ -154,6 +171,8 @@ def distinct_named(conn: Connection, prefix: str, table: str, picked: Sequence[s
     """The distinct values of logical ``picked`` columns, sorted: distinct ids first
     (ids and names are one to one), then their names."""
     named = NAMED[table]
+    if set(picked) & named.shown.keys():
+        raise ValueError(f"distinct values of {sorted(named.shown)} are not read")
     aliases = sorted({named.columns[c][0] for c in picked} - {"e"})
     inner = sorted(
         {named.refs[a].column for a in aliases}
@@ -230,19 +249,26 @@ class Interner:
         for r in rows:
             try:
                 if table == "column_edges":
-                    out.append(
-                        (
-                            names[(r[0], r[1])],
-                            ids[(r[2],)],
-                            names[(r[3], r[4])],
-                            ids[(r[5],)],
-                            names[(r[6], r[7])],
-                            *r[8:],
-                        )
+                    ids_of = (
+                        names[(r[0], r[1])],
+                        ids[(r[2],)],
+                        names[(r[3], r[4])],
+                        ids[(r[5],)],
+                        names[(r[6], r[7])],
                     )
+                    if len(r) == 9:  # a key
+                        out.append((*ids_of, r[8]))
+                    else:
+                        fk, ft, lk, lt = r[13:]
+                        out.append((*ids_of, *r[8:13], fk, _plain(fk, ft), lk, _plain(lk, lt)))
                 else:
                     out.append((ids[(r[2],)], names[(r[0], r[1])]))
             except KeyError:
                 if create:
                     raise
         return out
+
+
+def _plain(key: str | None, text: str | None) -> str | None:
+    """A time's text as stored: NULL when it is the key's plain text."""
+    return None if key is not None and text == plain_time_text(key) else text

@@ -16,6 +16,7 @@ so an alias learned later re-points everything learned earlier with no rewrite.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
 from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 
@@ -322,26 +323,54 @@ STORED_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 def _later(
-    columns: tuple[str, ...], rank: tuple[str, ...], present: str = "", newer: str = ">"
+    columns: tuple[str, ...],
+    rank: tuple[str, ...],
+    present: str = "",
+    newer: str = ">",
+    shown: Mapping[str, Callable[[str], str]] | None = None,
 ) -> dict[str, str]:
     """``columns`` taken together from whichever row ranks higher by ``rank`` (a row
     value); a row whose ``present`` column (default: the first of ``rank``) is NULL has
-    nothing to offer. ``newer='<'`` takes the lower rank instead (an earliest time)."""
+    nothing to offer. ``newer='<'`` takes the lower rank instead (an earliest time).
+    ``shown`` ranks a column by an expression of it instead (given the row's prefix:
+    '' or 'excluded.')."""
     present = present or rank[0]
-    stored = ", ".join(rank)
-    new = ", ".join(f"excluded.{c}" for c in rank)
+    shown = shown or {}
+    stored = ", ".join(shown[c]("") if c in shown else c for c in rank)
+    new = ", ".join(shown[c]("excluded.") if c in shown else f"excluded.{c}" for c in rank)
     takes_new = (
         f"excluded.{present} IS NOT NULL AND ({present} IS NULL OR ({new}) {newer} ({stored}))"
     )
     return {c: f"CASE WHEN {takes_new} THEN excluded.{c} ELSE {c} END" for c in columns}
 
 
-def _span() -> dict[str, str]:
-    """graph_rows.EdgeSpan.add: the earliest and the latest eventTime (key, then text)."""
+def _span(plain_texts: bool = False) -> dict[str, str]:
+    """graph_rows.EdgeSpan.add: the earliest and the latest eventTime (key, then text).
+    ``plain_texts``: a NULL text is the key's plain one (``time_text_sql``)."""
+    shown = {f"{end}_text": _text_of(end) for end in ("first", "last")} if plain_texts else None
     return {
-        **_later(("first_key", "first_text"), ("first_key", "first_text"), newer="<"),
-        **_later(("last_key", "last_text"), ("last_key", "last_text")),
+        **_later(("first_key", "first_text"), ("first_key", "first_text"), "", "<", shown),
+        **_later(("last_key", "last_text"), ("last_key", "last_text"), "", ">", shown),
     }
+
+
+# A time's text as projector/times.py writes it when the source sent no trailing zeros
+# in its fraction: the key (UTC, always 9 fraction digits) with them cut, and the '.'
+# when none is left ("…:00.159000000Z" → "…:00.159Z", "…:00.000000000Z" → "…:00Z").
+# The column tables store NULL for such a text (nearly all of them) and read it back
+# with this expression; any other text (".150Z" sent as such) is stored: an exact inverse.
+def time_text_sql(key: str, text: str) -> str:
+    return f"COALESCE({text}, rtrim(rtrim(substr({key}, 1, 29), '0'), '.') || 'Z')"
+
+
+def plain_time_text(key: str) -> str:
+    """``time_text_sql``'s text for a stored NULL, in Python."""
+    return key[:29].rstrip("0").rstrip(".") + "Z"
+
+
+def _text_of(end: str) -> Callable[[str], str]:
+    """The text of the span's ``end`` (first / last) of a row ('' or 'excluded.')."""
+    return lambda row: time_text_sql(f"{row}{end}_key", f"{row}{end}_text")
 
 
 _MAPPING = "(kind = 'mapping' OR excluded.kind = 'mapping')"
@@ -418,6 +447,6 @@ MERGES: dict[str, dict[str, str]] = {
         "masked": "{greatest}(masked, excluded.masked)",
         "subtypes": "CASE WHEN subtypes = excluded.subtypes THEN subtypes"
         " ELSE {union_json_arrays} END",
-        **_span(),
+        **_span(plain_texts=True),  # stored NULL when plain (store/interned.py)
     },
 }

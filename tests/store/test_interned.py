@@ -76,6 +76,39 @@ def test_rows_go_in_and_come_back_by_name(db_url: str) -> None:
         store.close()
 
 
+# (key, text) as projector/times.py makes them: a text is stored NULL only when it is
+# the key with its fraction's trailing zeros cut, and always reads back as written.
+TIMES = [
+    ("2026-11-30T09:00:00.000000000Z", "2026-11-30T09:00:00Z", True),
+    ("2026-11-30T09:00:00.000000000Z", "2026-11-30T09:00:00.000Z", False),
+    ("2026-11-30T09:00:00.500000000Z", "2026-11-30T09:00:00.5Z", True),
+    ("2026-11-30T09:00:00.500000000Z", "2026-11-30T09:00:00.50Z", False),
+    ("2026-11-30T09:00:10.123456789Z", "2026-11-30T09:00:10.123456789Z", True),
+    ("2026-11-30T09:00:10.120000000Z", "2026-11-30T09:00:10.120000000Z", False),
+    ("0001-01-01T00:00:00.000000010Z", "0001-01-01T00:00:00.00000001Z", True),
+]
+
+
+def test_time_texts_come_back_exactly(db_url: str) -> None:
+    rows = [
+        edge(A, f"f{n}", B, f"f{n}", "j")._replace(
+            first_key=key, first_text=text, last_key=key, last_text=text
+        )
+        for n, (key, text, _plain) in enumerate(TIMES)
+    ]
+    store = open_store(db_url)
+    try:
+        with store.projection() as tx:
+            tx.merge(ColumnEdgeRow, rows)
+        with store.reader() as reader:
+            assert reader.rows(ColumnEdgeRow) == sorted(rows)
+    finally:
+        store.close()
+    stored = run_sql(db_url, "SELECT COUNT(first_text), COUNT(last_text) FROM g1_column_edges")
+    kept = sum(not plain for _key, _text, plain in TIMES)
+    assert stored == [(kept, kept)]
+
+
 @pytest.mark.parametrize(
     "match",
     [
