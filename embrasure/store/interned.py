@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from embrasure.store.rows import INTERNED, table_of
+from embrasure.store.rows import INTERNED
 from embrasure.store.schema import COLUMNS, plain_time_text, time_text_sql
 
 if TYPE_CHECKING:  # sql.py imports this module
@@ -96,10 +96,6 @@ NAMED: dict[str, Named] = {
     ),
 }
 assert set(NAMED) == set(INTERNED)
-
-
-def is_interned(table: type[tuple[Any, ...]]) -> bool:
-    return table_of(table) in INTERNED
 
 
 def named_sql(
