@@ -9,8 +9,9 @@ GRAPH_VERSION: the next start reprojects.
 
 Times are stored twice: ``*_key`` sorts (fixed-width UTC text, '' for an unknown time,
 which sorts before every known time — docs/projection.md#validation) and ``*_text`` is shown.
-Dataset identities are stored as sent; aliases resolve through ``canonical`` when read,
-so an alias learned later re-points everything learned earlier with no rewrite.
+Dataset identities are stored as sent (the column tables by interned ids:
+store/interned.py); aliases resolve through ``canonical`` when read, so an alias learned
+later re-points everything learned earlier with no rewrite.
 """
 
 from __future__ import annotations

@@ -114,9 +114,9 @@ def _qualified(rule: str, table: str, columns: Sequence[str]) -> str:
 @functools.cache
 def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[str, str]:
     """The generic statements on one graph table (schema.STORED_COLUMNS): rows are
-    tuples, key columns first. ``merge``'s SET list is the table's merge rule (MERGES). The rows
-    come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a query giving
-    every column in order) says otherwise."""
+    tuples, key columns first. ``merge``'s SET list is the table's merge rule (MERGES).
+    The rows come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a
+    query giving every column in order) says otherwise."""
     keys, values = STORED_COLUMNS[table]
     columns = keys + values
     name = prefix + table
