@@ -234,37 +234,42 @@ class Interner:
         """Rows (or key prefixes) of ``table`` by name → as stored; with ``create``
         false a row naming something never interned is left out (nothing stores it)."""
         if table == "column_edges":
-            pairs = {p for r in rows for p in ((r[0], r[1]), (r[3], r[4]), (r[6], r[7]))}
-            fields = {f for r in rows for f in ((r[2],), (r[5],))}
-        else:
-            pairs = {(r[0], r[1]) for r in rows}
-            fields = {(r[2],) for r in rows}
+            return self._column_edges(rows, create)
+        heads = [((r[0], r[1]), (r[2],)) for r in rows]
+        names = self._ids("names", ("ns", "name"), {d for d, _f in heads}, create)
+        ids = self._ids("field_names", ("field",), {f for _d, f in heads}, create)
+        return [(ids[f], names[d]) for d, f in heads if create or (d in names and f in ids)]
+
+    def _column_edges(self, rows: Sequence[Key], create: bool) -> list[Key]:
+        # Written for speed: a projection batch brings tens of thousands of column
+        # edges; each identity tuple is made once, a time's plain text once per key.
+        heads = [((r[0], r[1]), (r[2],), (r[3], r[4]), (r[5],), (r[6], r[7])) for r in rows]
+        pairs = {p for t, _tf, s, _sf, j in heads for p in (t, s, j)}
+        fields = {f for _t, tf, _s, sf, _j in heads for f in (tf, sf)}
         names = self._ids("names", ("ns", "name"), pairs, create)
         ids = self._ids("field_names", ("field",), fields, create)
+        plain: dict[str, str] = {}
+
+        def stored_text(key: str | None, text: str | None) -> str | None:
+            """NULL for the key's plain text (schema.time_text_sql)."""
+            if key is None:
+                return text
+            shown = plain.get(key)
+            if shown is None:
+                shown = plain[key] = plain_time_text(key)
+            return None if text == shown else text
+
         out: list[Key] = []
-        for r in rows:
+        for r, (t, tf, s, sf, j) in zip(rows, heads, strict=True):
             try:
-                if table == "column_edges":
-                    ids_of = (
-                        names[(r[0], r[1])],
-                        ids[(r[2],)],
-                        names[(r[3], r[4])],
-                        ids[(r[5],)],
-                        names[(r[6], r[7])],
-                    )
-                    if len(r) == 9:  # a key
-                        out.append((*ids_of, r[8]))
-                    else:
-                        fk, ft, lk, lt = r[13:]
-                        out.append((*ids_of, *r[8:13], fk, _plain(fk, ft), lk, _plain(lk, lt)))
-                else:
-                    out.append((ids[(r[2],)], names[(r[0], r[1])]))
+                head = (names[t], ids[tf], names[s], ids[sf], names[j])
             except KeyError:
                 if create:
                     raise
+                continue
+            if len(r) == 9:  # a key
+                out.append((*head, r[8]))
+                continue
+            fk, ft, lk, lt = r[13:]
+            out.append((*head, *r[8:13], fk, stored_text(fk, ft), lk, stored_text(lk, lt)))
         return out
-
-
-def _plain(key: str | None, text: str | None) -> str | None:
-    """A time's text as stored: NULL when it is the key's plain text."""
-    return None if key is not None and text == plain_time_text(key) else text
