@@ -36,7 +36,6 @@ from embrasure.store.rows import (
     FacetRow,
     FacetSetRow,
     FacetValueRow,
-    FieldNameRow,
     FieldRow,
     HiddenRow,
     IoSetRow,
@@ -191,9 +190,7 @@ def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:
     datasets = {d for s in shapes for d in s.datasets}
     fields = {f for s in shapes for f in s.fields}
     tx.insert_missing(DatasetRow, sorted(datasets))
-    tx.insert_missing(FieldRow, sorted(fields))
-    names = sorted({field for _ns, _name, field in fields})
-    tx.insert_missing(FieldNameRow, [FieldNameRow(n) for n in names])
+    tx.insert_missing(FieldRow, sorted(fields))  # the store interns the field names
     tx.insert_missing(ShapeRow, sorted(s.row for s in shapes))
     io_sets = {(s.row.io_key, *edge) for s in shapes if s.row.io_key for edge in s.edges}
     tx.insert_missing(IoSetRow, sorted(io_sets))

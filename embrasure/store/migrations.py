@@ -19,6 +19,8 @@ from embrasure.store import schema
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {
         "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        # An interned id (schema.py, names): the rowid itself, reused after a delete.
+        "id_pk": "INTEGER PRIMARY KEY",
         "blob": "BLOB",
         "bigint": "INTEGER",
         "greatest": "max",
@@ -37,6 +39,7 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
     },
     "postgresql": {
         "serial_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "id_pk": "INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
         "blob": "BYTEA",
         "bigint": "BIGINT",
         "greatest": "GREATEST",

@@ -30,12 +30,14 @@ from typing import Any
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
+from embrasure.store.interned import Interner
 from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import FacetValueRow, LinkRow, table_of
 from embrasure.store.run_retention import RunTrimming
-from embrasure.store.schema import COLUMNS
+from embrasure.store.schema import STORED_COLUMNS
 from embrasure.store.sql import (
     LOG_COLUMNS,
+    MAX_PARAMS,
     POSTGRES_BODIES,
     TxReads,
     dictionary_loader,
@@ -66,14 +68,14 @@ def column_types(conn: PgConnection, prefix: str) -> ColumnTypes:
         " JOIN pg_class c ON c.oid = a.attrelid"
         " WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(?)"
         " AND a.attnum > 0 AND NOT a.attisdropped",
-        ([prefix + t for t in COLUMNS],),
+        ([prefix + t for t in STORED_COLUMNS],),
     ):
         types.setdefault(table.removeprefix(prefix), {})[column] = kind
     return types
 
 
 def _key_order(table: str, rows: Sequence[Key]) -> list[Key]:
-    width = len(COLUMNS[table][0])
+    width = len(STORED_COLUMNS[table][0])
     return sorted(rows, key=lambda row: row[:width])
 
 
@@ -101,15 +103,16 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         self._holding = False
         self._identity_locked = False
         self._values_locked = False
+        self.interner = Interner(conn, prefix, MAX_PARAMS)
 
     def _sql(self, table: str) -> dict[str, str]:
-        keys, values = COLUMNS[table]
+        keys, values = STORED_COLUMNS[table]
         arrays = ", ".join(f"?::{self.types[table][c]}[]" for c in keys + values)
         return table_sql(self.prefix, table, "postgresql", f"SELECT * FROM unnest({arrays})")
 
     def _run(self, table: str, statement: str, rows: Sequence[Key]) -> None:
         if rows:
-            width = len(COLUMNS[table][0]) + len(COLUMNS[table][1])
+            width = len(STORED_COLUMNS[table][0]) + len(STORED_COLUMNS[table][1])
             self.conn.execute_arrays(self._sql(table)[statement], _columns(rows, width))
 
     # -- rows ----------------------------------------------------------------------------
@@ -118,12 +121,13 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         if not rows:
             return []
         name = table_of(table)
-        keys = COLUMNS[name][0]
+        keys = STORED_COLUMNS[name][0]
         width = len(keys)
+        rows = self.stored(table, rows)
         ordered = _key_order(name, rows)
         returned = self.conn.execute_arrays(
             self._sql(name)["insert_new"] + " RETURNING " + ", ".join(keys),
-            _columns(ordered, width + len(COLUMNS[name][1])),
+            _columns(ordered, width + len(STORED_COLUMNS[name][1])),
         )
         new = {tuple(r) for r in returned}
         inserted = []
@@ -134,25 +138,25 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
 
     def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
-        self._run(name, "insert_new", _key_order(name, rows))
+        self._run(name, "insert_new", _key_order(name, self.stored(table, rows)))
 
     def save(self, table: Record, rows: Sequence[Key]) -> None:
         # The last row of a key wins, as SQLite's row-by-row upserts have it (one
         # statement may not upsert a key twice).
         name = table_of(table)
-        width = len(COLUMNS[name][0])
-        last = {row[:width]: row for row in rows}
+        width = len(STORED_COLUMNS[name][0])
+        last = {row[:width]: row for row in self.stored(table, rows)}
         self._run(name, "save", _key_order(name, list(last.values())))
 
     def merge(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
-        self._run(name, "merge", _key_order(name, rows))
+        self._run(name, "merge", _key_order(name, self.stored(table, rows)))
 
     def delete(self, table: Record, keys: Iterable[Key]) -> None:
         name = table_of(table)
-        ordered = _key_order(name, list(keys))
+        ordered = _key_order(name, self.keys_as_stored(table, keys))
         if ordered:
-            columns = COLUMNS[name][0]
+            columns = STORED_COLUMNS[name][0]
             arrays = ", ".join(f"?::{self.types[name][c]}[]" for c in columns)
             self.conn.execute_arrays(
                 f"DELETE FROM {self.prefix}{name} WHERE ({', '.join(columns)})"

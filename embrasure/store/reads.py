@@ -13,7 +13,9 @@ from typing import Any
 from embrasure.store.base import GraphReader, Key, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.facet_values import decode
+from embrasure.store.interned import distinct_named, select_named
 from embrasure.store.rows import (
+    INTERNED,
     Backlog,
     DeliveryRow,
     EventPlace,
@@ -30,7 +32,13 @@ from embrasure.store.rows import (
 )
 from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
-from embrasure.store.sql import Connection, read_body, select_records, select_where_in
+from embrasure.store.sql import (
+    MAX_PARAMS,
+    Connection,
+    read_body,
+    select_records,
+    select_where_in,
+)
 
 DELIVERY_COLUMNS = (
     "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
@@ -60,6 +68,8 @@ class SQLReader(GraphReader):
     ) -> list[R]:
         if not columns:
             keys, rest = COLUMNS[table_of(table)]
+            if table_of(table) in INTERNED:
+                return select_records(self.conn, self.g, table, (), ())
             head = f"SELECT {', '.join(keys + rest)} FROM {self.g}{table_of(table)}"
             make = maker(table)
             return [make(r) for r in self.conn.execute(head + " ORDER BY " + ", ".join(keys))]
@@ -72,9 +82,14 @@ class SQLReader(GraphReader):
         columns: Sequence[str],
         values: Iterable[Key],
     ) -> list[Key]:
-        return select_where_in(self.conn, self.g + table_of(table), picked, columns, values)
+        name = table_of(table)
+        if name in INTERNED:
+            return select_named(self.conn, self.g, name, picked, columns, values, tuple, MAX_PARAMS)
+        return select_where_in(self.conn, self.g + name, picked, columns, values)
 
     def distinct(self, table: Record, picked: Sequence[str]) -> list[Key]:
+        if table_of(table) in INTERNED:
+            return distinct_named(self.conn, self.g, table_of(table), picked)
         listed = ", ".join(picked)
         sql = f"SELECT DISTINCT {listed} FROM {self.g}{table_of(table)} ORDER BY {listed}"
         return [tuple(r) for r in self.conn.execute(sql)]
@@ -251,8 +266,9 @@ class SQLReader(GraphReader):
                     FROM {self.g}datasets WHERE instr(lower(name), :q) > 0
                 UNION ALL SELECT 'job', ns, name, NULL, name
                     FROM {self.g}jobs WHERE instr(lower(name), :q) > 0
-                UNION ALL SELECT 'field', f.ns, f.name, f.field, f.field
-                    FROM {self.g}field_names n CROSS JOIN {self.g}fields f ON f.field = n.field
+                UNION ALL SELECT 'field', d.ns, d.name, n.field, n.field
+                    FROM {self.g}field_names n CROSS JOIN {self.g}fields f ON f.field = n.id
+                    CROSS JOIN {self.g}names d ON d.id = f.ds
                     WHERE instr(lower(n.field), :q) > 0
             ) AS m ORDER BY rank, length(text), kind, ns, name, field LIMIT :limit"""
         return [SearchHit._make(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]

@@ -135,6 +135,15 @@ class DatasetRow(NamedTuple):
     name: str
 
 
+class NameRow(NamedTuple):
+    """``names``: a dataset or job identity interned as a small integer, which the
+    column tables store in its place (internal to a generation)."""
+
+    id: int
+    ns: str
+    name: str
+
+
 class FieldRow(NamedTuple):
     """``fields``: a field a dataset's schema facet or column lineage named."""
 
@@ -144,8 +153,9 @@ class FieldRow(NamedTuple):
 
 
 class FieldNameRow(NamedTuple):
-    """``field_names``: every field name once."""
+    """``field_names``: every field name once, interned as a small integer."""
 
+    id: int
     field: str
 
 
@@ -299,6 +309,34 @@ class ColumnEdgeRow(NamedTuple):
     last_text: str | None
 
 
+class StoredField(NamedTuple):
+    """``fields`` as stored: the field and the dataset interned (``FieldRow`` is what
+    reads give and writes take)."""
+
+    field: int  # field_names.id
+    ds: int  # names.id
+
+
+class StoredColumnEdge(NamedTuple):
+    """``column_edges`` as stored: identities and fields interned (``ColumnEdgeRow`` is
+    what reads give and writes take)."""
+
+    tgt: int  # names.id
+    tgt_field: int  # field_names.id
+    src: int
+    src_field: int
+    job: int  # names.id ('' '' for no job)
+    derived: str
+    kind: str
+    class_: str | None
+    masked: int
+    subtypes: str
+    first_key: str | None
+    first_text: str | None
+    last_key: str | None
+    last_text: str | None
+
+
 class HiddenRow(NamedTuple):
     """``hidden``: the latest admin hide or unhide of an entity."""
 
@@ -327,6 +365,7 @@ GRAPH_ROWS: dict[str, Table] = {
     "io_sets": Table(IoSetRow, 7),
     "facet_sets": Table(FacetSetRow, 3),
     "datasets": Table(DatasetRow, 2),
+    "names": Table(NameRow, 1),
     "fields": Table(FieldRow, 3),
     "field_names": Table(FieldNameRow, 1),
     "links": Table(LinkRow, 5),
@@ -343,6 +382,14 @@ GRAPH_ROWS: dict[str, Table] = {
 }
 
 _TABLE_OF = {table.row: name for name, table in GRAPH_ROWS.items()}
+
+# The tables whose rows name identities and fields by their ``names`` / ``field_names``
+# ids, and their records as stored: the store translates (store/interned.py), so every
+# other module reads and writes them by name (docs/architecture.md#storage).
+INTERNED: dict[str, Table] = {
+    "fields": Table(StoredField, 2),
+    "column_edges": Table(StoredColumnEdge, 6),
+}
 
 
 # Fields named otherwise than their column: ``class`` is a Python keyword.

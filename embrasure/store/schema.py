@@ -9,15 +9,17 @@ GRAPH_VERSION: the next start reprojects.
 
 Times are stored twice: ``*_key`` sorts (fixed-width UTC text, '' for an unknown time,
 which sorts before every known time — docs/projection.md#validation) and ``*_text`` is shown.
-Dataset identities are stored as sent; aliases resolve through ``canonical`` when read,
-so an alias learned later re-points everything learned earlier with no rewrite.
+Dataset identities are stored as sent (the column tables by interned ids:
+store/interned.py); aliases resolve through ``canonical`` when read, so an alias learned
+later re-points everything learned earlier with no rewrite.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
-from embrasure.store.rows import GRAPH_ROWS, columns_of
+from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 
 # The version of these tables and of the projection rules that fill them. A graph built by
 # another version is rebuilt from the log on start (worker.py), so a change to a table, or
@@ -25,7 +27,8 @@ from embrasure.store.rows import GRAPH_ROWS, columns_of
 # change — events name a shared shape; facet_history gave way to facet_sets. 10: a plain
 # projected item has no items row (its kind is in deliveries.kinds, items.event_id is
 # gone); facets name their value by hash in facet_values (compressed when large), ranked
-# by it.
+# by it; the column tables name identities and fields by interned ids (names,
+# field_names).
 GRAPH_VERSION = 10
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
@@ -128,14 +131,22 @@ CREATE TABLE {g}datasets (
     name TEXT NOT NULL,
     PRIMARY KEY (ns, name)
 ){without_rowid};
-CREATE TABLE {g}fields (
-    ns TEXT NOT NULL, name TEXT NOT NULL,  -- a dataset as sent
-    field TEXT NOT NULL,                   -- named by its schema facet or column lineage
-    PRIMARY KEY (ns, name, field)
-){without_rowid};
-CREATE INDEX {g}fields_field ON {g}fields (field);
+-- The column tables hold millions of rows on a column-heavy platform, each naming two
+-- datasets, two fields and a job: they name them by these small integers, interned by
+-- the store (store/interned.py), and reads join the names back (docs/architecture.md#storage).
+CREATE TABLE {g}names (                    -- a dataset or job identity as sent
+    id {id_pk},
+    ns TEXT NOT NULL, name TEXT NOT NULL,
+    UNIQUE (ns, name)
+);
 CREATE TABLE {g}field_names (              -- every field name once: search scans these
-    field TEXT PRIMARY KEY                 -- (hundreds) rather than every dataset's fields
+    id {id_pk},                            -- (hundreds) rather than every dataset's fields
+    field TEXT NOT NULL UNIQUE
+);
+CREATE TABLE {g}fields (                   -- a dataset's field, named by its schema facet
+    field INTEGER NOT NULL,                -- or column lineage: field_names.id, first, as
+    ds INTEGER NOT NULL,                   -- search finds the datasets of a field name;
+    PRIMARY KEY (field, ds)                -- names.id
 ){without_rowid};
 CREATE TABLE {g}links (
     a_ns TEXT NOT NULL, a_name TEXT NOT NULL,
@@ -231,20 +242,19 @@ CREATE TABLE {g}facet_values (
     encoding INTEGER NOT NULL,             -- 0: the canonical JSON as UTF-8, 1: zstd of it
     value {blob} NOT NULL
 );
-CREATE TABLE {g}column_edges (
-    src_ns TEXT NOT NULL, src_name TEXT NOT NULL, src_field TEXT NOT NULL,
-    tgt_ns TEXT NOT NULL, tgt_name TEXT NOT NULL, tgt_field TEXT NOT NULL,
-    job_ns TEXT NOT NULL, job_name TEXT NOT NULL,
+CREATE TABLE {g}column_edges (           -- datasets and the job: names.id; fields:
+    tgt INTEGER NOT NULL, tgt_field INTEGER NOT NULL,  -- field_names.id
+    src INTEGER NOT NULL, src_field INTEGER NOT NULL,
+    job INTEGER NOT NULL,                  -- '' '' when no job is known
     derived TEXT NOT NULL,                 -- '' declared, 'sql' parsed from the job's SQL
     kind TEXT NOT NULL,                    -- mapping / indirect
     class TEXT,                            -- direct / expression / aggregate (mappings)
     masked INTEGER NOT NULL,
     subtypes TEXT NOT NULL,                -- JSON array, sorted
     first_key TEXT, first_text TEXT, last_key TEXT, last_text TEXT,
-    PRIMARY KEY (tgt_ns, tgt_name, tgt_field, src_ns, src_name, src_field,
-                 job_ns, job_name, derived)
+    PRIMARY KEY (tgt, tgt_field, src, src_field, job, derived)
 ){without_rowid};
-CREATE INDEX {g}column_edges_src ON {g}column_edges (src_ns, src_name, src_field);
+CREATE INDEX {g}column_edges_src ON {g}column_edges (src, src_field);
 """
     + HIDDEN_TABLE
 )
@@ -260,6 +270,7 @@ TABLES = (
     "io_sets",
     "facet_sets",
     "datasets",
+    "names",
     "fields",
     "field_names",
     "links",
@@ -303,6 +314,12 @@ PARENT_COLUMNS = (
 COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     name: columns_of(table) for name, table in GRAPH_ROWS.items()
 }
+# The columns as the database has them: a table's record's, or for the tables whose
+# identities are interned (rows.INTERNED), its stored record's. Writes and merge rules
+# work on these; the value columns are the same.
+STORED_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    name: columns_of(INTERNED.get(name, table)) for name, table in GRAPH_ROWS.items()
+}
 
 
 # -- merged rows ----------------------------------------------------------------------------
@@ -316,26 +333,54 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 def _later(
-    columns: tuple[str, ...], rank: tuple[str, ...], present: str = "", newer: str = ">"
+    columns: tuple[str, ...],
+    rank: tuple[str, ...],
+    present: str = "",
+    newer: str = ">",
+    shown: Mapping[str, Callable[[str], str]] | None = None,
 ) -> dict[str, str]:
     """``columns`` taken together from whichever row ranks higher by ``rank`` (a row
     value); a row whose ``present`` column (default: the first of ``rank``) is NULL has
-    nothing to offer. ``newer='<'`` takes the lower rank instead (an earliest time)."""
+    nothing to offer. ``newer='<'`` takes the lower rank instead (an earliest time).
+    ``shown`` ranks a column by an expression of it instead (given the row's prefix:
+    '' or 'excluded.')."""
     present = present or rank[0]
-    stored = ", ".join(rank)
-    new = ", ".join(f"excluded.{c}" for c in rank)
+    shown = shown or {}
+    stored = ", ".join(shown[c]("") if c in shown else c for c in rank)
+    new = ", ".join(shown[c]("excluded.") if c in shown else f"excluded.{c}" for c in rank)
     takes_new = (
         f"excluded.{present} IS NOT NULL AND ({present} IS NULL OR ({new}) {newer} ({stored}))"
     )
     return {c: f"CASE WHEN {takes_new} THEN excluded.{c} ELSE {c} END" for c in columns}
 
 
-def _span() -> dict[str, str]:
-    """graph_rows.EdgeSpan.add: the earliest and the latest eventTime (key, then text)."""
+def _span(plain_texts: bool = False) -> dict[str, str]:
+    """graph_rows.EdgeSpan.add: the earliest and the latest eventTime (key, then text).
+    ``plain_texts``: a NULL text is the key's plain one (``time_text_sql``)."""
+    shown = {f"{end}_text": _text_of(end) for end in ("first", "last")} if plain_texts else None
     return {
-        **_later(("first_key", "first_text"), ("first_key", "first_text"), newer="<"),
-        **_later(("last_key", "last_text"), ("last_key", "last_text")),
+        **_later(("first_key", "first_text"), ("first_key", "first_text"), "", "<", shown),
+        **_later(("last_key", "last_text"), ("last_key", "last_text"), "", ">", shown),
     }
+
+
+# A time's text as projector/times.py writes it when the source sent no trailing zeros
+# in its fraction: the key (UTC, always 9 fraction digits) with them cut, and the '.'
+# when none is left ("…:00.159000000Z" → "…:00.159Z", "…:00.000000000Z" → "…:00Z").
+# The column tables store NULL for such a text (nearly all of them) and read it back
+# with this expression; any other text (".150Z" sent as such) is stored: an exact inverse.
+def time_text_sql(key: str, text: str) -> str:
+    return f"COALESCE({text}, rtrim(rtrim(substr({key}, 1, 29), '0'), '.') || 'Z')"
+
+
+def plain_time_text(key: str) -> str:
+    """``time_text_sql``'s text for a stored NULL, in Python."""
+    return key[:29].rstrip("0").rstrip(".") + "Z"
+
+
+def _text_of(end: str) -> Callable[[str], str]:
+    """The text of the span's ``end`` (first / last) of a row ('' or 'excluded.')."""
+    return lambda row: time_text_sql(f"{row}{end}_key", f"{row}{end}_text")
 
 
 _MAPPING = "(kind = 'mapping' OR excluded.kind = 'mapping')"
@@ -405,6 +450,6 @@ MERGES: dict[str, dict[str, str]] = {
         "masked": "{greatest}(masked, excluded.masked)",
         "subtypes": "CASE WHEN subtypes = excluded.subtypes THEN subtypes"
         " ELSE {union_json_arrays} END",
-        **_span(),
+        **_span(plain_texts=True),  # stored NULL when plain (store/interned.py)
     },
 }

@@ -22,9 +22,10 @@ from embrasure.errors import IdempotencyConflict, StoreError
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
 from embrasure.store.base import AppendResult, Key, LogEntry, Record
 from embrasure.store.compression import NO_DICTIONARY, BodyCodec, LoadDictionary
+from embrasure.store.interned import Interner, select_named
 from embrasure.store.migrations import DIALECT_TOKENS
-from embrasure.store.rows import LinkRow, R, maker, table_of
-from embrasure.store.schema import COLUMNS, GRAPH_VERSION, MERGES
+from embrasure.store.rows import INTERNED, LinkRow, R, maker, table_of
+from embrasure.store.schema import COLUMNS, GRAPH_VERSION, MERGES, STORED_COLUMNS
 
 T = TypeVar("T")
 
@@ -64,10 +65,13 @@ def select_records(
     conn: Connection, prefix: str, table: type[R], match: Sequence[str], values: Iterable[Key]
 ) -> list[R]:
     """Whole rows of a graph table (of generation ``prefix``), as ``select_where_in``
-    finds them, as records."""
+    finds them, as records (an interned table's by name: store/interned.py)."""
     name = table_of(table)
     keys, rest = COLUMNS[name]
-    return _select_where_in(conn, prefix + name, keys + rest, match, values, "", maker(table))
+    make = maker(table)
+    if name in INTERNED:
+        return select_named(conn, prefix, name, keys + rest, match, values, make, MAX_PARAMS)
+    return _select_where_in(conn, prefix + name, keys + rest, match, values, "", make)
 
 
 def _select_where_in(
@@ -110,11 +114,11 @@ def _qualified(rule: str, table: str, columns: Sequence[str]) -> str:
 
 @functools.cache
 def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[str, str]:
-    """The generic statements on one graph table (schema.COLUMNS): rows are tuples,
-    key columns first. ``merge``'s SET list is the table's merge rule (MERGES). The rows
-    come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a query giving
-    every column in order) says otherwise."""
-    keys, values = COLUMNS[table]
+    """The generic statements on one graph table (schema.STORED_COLUMNS): rows are
+    tuples, key columns first. ``merge``'s SET list is the table's merge rule (MERGES).
+    The rows come from ``VALUES (?, …)``, one row a statement, unless ``source`` (a
+    query giving every column in order) says otherwise."""
+    keys, values = STORED_COLUMNS[table]
     columns = keys + values
     name = prefix + table
     source = source or f"VALUES ({', '.join('?' for _ in columns)})"
@@ -136,10 +140,25 @@ def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[s
 
 class TxReads:
     """The reads of a projection transaction (base.ProjectionTx), one SQL text for both
-    backends; a backend's ProjectionTx lists this class first among its bases."""
+    backends, and the translation of interned tables' rows (``stored``); a backend's
+    ProjectionTx lists this class first among its bases and sets ``interner``."""
 
     conn: Connection
     prefix: str
+    interner: Interner
+
+    def stored(self, table: type[tuple[Any, ...]], rows: Sequence[Key]) -> Sequence[Key]:
+        """Rows to write as the table stores them: an interned table's names become
+        ids (interned now when new); any other table's rows as they are."""
+        name = table_of(table)
+        return self.interner.stored(name, rows) if name in INTERNED else rows
+
+    def keys_as_stored(self, table: type[tuple[Any, ...]], keys: Iterable[Key]) -> list[Key]:
+        """Keys to delete, as stored; an interned key naming something never interned
+        is left out (no row has it)."""
+        name = table_of(table)
+        listed = list(keys)
+        return self.interner.stored(name, listed, create=False) if name in INTERNED else listed
 
     def load(self, table: type[R], keys: Iterable[Key]) -> dict[Key, R]:
         key_columns = COLUMNS[table_of(table)][0]

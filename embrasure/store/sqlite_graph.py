@@ -12,9 +12,11 @@ from collections.abc import Iterable, Sequence
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
+from embrasure.store.interned import Interner
 from embrasure.store.rows import table_of
 from embrasure.store.run_retention import RunTrimming
 from embrasure.store.sql import (
+    MAX_PARAMS,
     SQLITE_BODIES,
     TxReads,
     decode_rejections,
@@ -38,28 +40,29 @@ class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
         self.conn = conn
         self.prefix = prefix
         self.codec = codec
+        self.interner = Interner(conn, prefix, MAX_PARAMS)
 
     def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
         sql = _sql(self.prefix, table)["insert_new"]
         cursor = self.conn.cursor()
         inserted = []
-        for row in rows:
+        for row in self.stored(table, rows):
             cursor.execute(sql, row)
             inserted.append(cursor.rowcount == 1)
         return inserted
 
     def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         # One executemany: SQLite's per-row counts are only needed by insert_new.
-        self.conn.executemany(_sql(self.prefix, table)["insert_new"], rows)
+        self.conn.executemany(_sql(self.prefix, table)["insert_new"], self.stored(table, rows))
 
     def save(self, table: Record, rows: Sequence[Key]) -> None:
-        self.conn.executemany(_sql(self.prefix, table)["save"], rows)
+        self.conn.executemany(_sql(self.prefix, table)["save"], self.stored(table, rows))
 
     def merge(self, table: Record, rows: Sequence[Key]) -> None:
-        self.conn.executemany(_sql(self.prefix, table)["merge"], rows)
+        self.conn.executemany(_sql(self.prefix, table)["merge"], self.stored(table, rows))
 
     def delete(self, table: Record, keys: Iterable[Key]) -> None:
-        self.conn.executemany(_sql(self.prefix, table)["delete"], list(keys))
+        self.conn.executemany(_sql(self.prefix, table)["delete"], self.keys_as_stored(table, keys))
 
     def position(self) -> int:
         row = self.conn.execute(f"SELECT seq FROM {self.prefix}position").fetchone()

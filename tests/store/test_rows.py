@@ -12,6 +12,7 @@ from pathlib import Path
 from embrasure.store import open_store
 from embrasure.store.rows import (
     GRAPH_ROWS,
+    INTERNED,
     ItemRow,
     columns_of,
     decode_kinds,
@@ -33,10 +34,17 @@ def test_records_name_the_created_tables_columns_and_keys(db_path: Path) -> None
     with contextlib.closing(sqlite3.connect(db_path)) as conn:
         for name, table in GRAPH_ROWS.items():
             info = conn.execute(f"PRAGMA table_info(g1_{name})").fetchall()
-            keys, values = columns_of(table)
+            # A table storing interned ids has its stored record (store/interned.py).
+            keys, values = columns_of(INTERNED.get(name, table))
             # (cid, name, type, notnull, default, pk): pk is the place in the primary key
             assert {c[1] for c in info} == {*keys, *values}, name
             assert tuple(c[1] for c in sorted(info, key=lambda c: c[5]) if c[5]) == keys, name
+
+
+def test_interned_tables_keep_their_value_columns() -> None:
+    # The merge rules (schema.MERGES) name value columns: the stored record has the same.
+    for name, stored in INTERNED.items():
+        assert columns_of(stored)[1] == columns_of(GRAPH_ROWS[name])[1], name
 
 
 def test_item_outcomes_have_one_shape() -> None:

@@ -211,7 +211,8 @@ def test_concurrent_upgrades_do_not_race(empty_db_url: str) -> None:
         ("deliveries", ("provider_key", "dedupe_key")),
         ("g1_facets", ("entity", "name")),
         ("g1_edges", ("ds_ns", "ds_name")),
-        ("g1_column_edges", ("tgt_ns", "tgt_name", "tgt_field")),
+        ("g1_column_edges", ("tgt", "tgt_field")),  # interned ids (test_interned.py)
+        ("g1_column_edges", ("src", "src_field")),
         ("g1_links", ("b_ns", "b_name")),
     ],
 )

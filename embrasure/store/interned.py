@@ -1,0 +1,275 @@
+"""Interned identities: the column tables store small integers for names.
+
+On a column-heavy platform ``column_edges`` and ``fields`` hold millions of rows, each
+naming datasets, a job and fields whose text is repeated in every row and again in
+every index. They store instead the ids of ``names`` (a dataset or job identity as
+sent) and ``field_names`` (docs/architecture.md#storage). Only this module knows: the
+projector writes ``ColumnEdgeRow`` / ``FieldRow`` records and the read API gets them
+back, named, from one SQL text for both backends. Ids are internal to a generation (a
+rebuild may number them otherwise) and are never handed out.
+
+Writes intern in the projection transaction: the names a batch needs are looked up,
+the missing ones inserted (``ON CONFLICT DO NOTHING``: on PostgreSQL a concurrent
+projector inserting the same name makes this one wait for its commit) and looked up
+again; the ids are cached for the rest of the transaction, which alone may roll them
+back. Reads join the ids back to names; a lookup by names searches ``names`` first,
+then the table's index on those ids, so no read scans the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from embrasure.store.rows import INTERNED
+from embrasure.store.schema import COLUMNS, plain_time_text, time_text_sql
+
+if TYPE_CHECKING:  # sql.py imports this module
+    from embrasure.store.sql import Connection
+
+T = TypeVar("T")
+Key = tuple[Any, ...]
+
+
+class Ref(NamedTuple):
+    """An interned reference: the table of ids and the stored column holding one."""
+
+    table: str  # names / field_names
+    column: str  # the stored column
+
+
+class Named(NamedTuple):
+    """How an interned table's logical columns are read: each is ``alias.column``,
+    ``e`` being the table itself and every other alias a ``Ref`` joined on its id."""
+
+    refs: dict[str, Ref]  # alias → what it joins
+    columns: dict[str, tuple[str, str]]  # logical column → (alias, column)
+    shown: dict[str, str]  # a column read by an expression instead
+
+    def expression(self, column: str) -> str:
+        return self.shown.get(column) or ".".join(self.columns[column])
+
+
+def _named(
+    refs: dict[str, Ref],
+    names: dict[str, tuple[str, str]],
+    table: str,
+    shown: dict[str, str] | None = None,
+) -> Named:
+    keys, values = COLUMNS[table]
+    return Named(refs, {c: names.get(c, ("e", c)) for c in keys + values}, shown or {})
+
+
+# Column edges' times: a text is stored NULL when it is the key's plain text (the text
+# of most of them), schema.time_text_sql.
+_PLAIN_TEXTS = {
+    f"{end}_text": time_text_sql(f"e.{end}_key", f"e.{end}_text") for end in ("first", "last")
+}
+
+
+NAMED: dict[str, Named] = {
+    "column_edges": _named(
+        {
+            "t": Ref("names", "tgt"),
+            "tf": Ref("field_names", "tgt_field"),
+            "s": Ref("names", "src"),
+            "sf": Ref("field_names", "src_field"),
+            "j": Ref("names", "job"),
+        },
+        {
+            "tgt_ns": ("t", "ns"),
+            "tgt_name": ("t", "name"),
+            "tgt_field": ("tf", "field"),
+            "src_ns": ("s", "ns"),
+            "src_name": ("s", "name"),
+            "src_field": ("sf", "field"),
+            "job_ns": ("j", "ns"),
+            "job_name": ("j", "name"),
+        },
+        "column_edges",
+        _PLAIN_TEXTS,
+    ),
+    "fields": _named(
+        {"d": Ref("names", "ds"), "f": Ref("field_names", "field")},
+        {"ns": ("d", "ns"), "name": ("d", "name"), "field": ("f", "field")},
+        "fields",
+    ),
+}
+assert set(NAMED) == set(INTERNED)
+
+
+def named_sql(
+    prefix: str, table: str, picked: Sequence[str], match: Sequence[str], rows: int
+) -> str:
+    """SELECT of the logical ``picked`` columns of an interned table whose ``match``
+    columns equal one of ``rows`` VALUES rows (every row, in key order, when ``match``
+    is empty). The joins are written in loop order (``CROSS JOIN``, see sql.py): the
+    VALUES, the names they match, the table by its index on those ids, then the names
+    of the rest."""
+    named = NAMED[table]
+    where = {c: i for i, c in enumerate(match)}
+    matched = {named.columns[c][0] for c in match} - {"e"}
+    wanted = {named.columns[c][0] for c in picked} - {"e"} - matched
+    joins: list[str] = []
+    if match:
+        marks = "(" + ", ".join("?" for _ in match) + ")"
+        joins.append(f"(VALUES {', '.join(marks for _ in range(rows))}) AS v")
+        for alias in sorted(matched):
+            on = " AND ".join(
+                f"{alias}.{column} = v.column{where[c] + 1}"
+                for c, (a, column) in named.columns.items()
+                if a == alias and c in where
+            )
+            joins.append(f"{prefix}{named.refs[alias].table} AS {alias} ON {on}")
+        by_id = [f"e.{named.refs[a].column} = {a}.id" for a in sorted(matched)]
+        by_id += [
+            f"{named.expression(c)} = v.column{i + 1}"
+            for c, i in where.items()
+            if named.columns[c][0] == "e"
+        ]
+        joins.append(f"{prefix}{table} AS e ON {' AND '.join(by_id)}")
+    else:
+        joins.append(f"{prefix}{table} AS e")
+    for alias in sorted(wanted):
+        ref = named.refs[alias]
+        joins.append(f"{prefix}{ref.table} AS {alias} ON {alias}.id = e.{ref.column}")
+    select = ", ".join(named.expression(c) for c in picked)
+    sql = f"SELECT {select} FROM " + " CROSS JOIN ".join(joins)
+    if not match:
+        sql += " ORDER BY " + ", ".join(named.expression(c) for c in COLUMNS[table][0])
+    return sql
+
+
+def select_named(
+    conn: Connection,
+    prefix: str,
+    table: str,
+    picked: Sequence[str],
+    match: Sequence[str],
+    values: Iterable[Sequence[object]],
+    make: Callable[[Any], T],
+    max_params: int,
+) -> list[T]:
+    """``named_sql`` run over ``values``, up to ``max_params`` parameters a statement."""
+    if not match:
+        return [make(r) for r in conn.execute(named_sql(prefix, table, picked, (), 0))]
+    wanted = list(dict.fromkeys(tuple(v) for v in values))
+    per_query = max(1, max_params // len(match))
+    out: list[T] = []
+    for start in range(0, len(wanted), per_query):
+        chunk = wanted[start : start + per_query]
+        sql = named_sql(prefix, table, picked, match, len(chunk))
+        out.extend(make(r) for r in conn.execute(sql, [x for key in chunk for x in key]))
+    return out
+
+
+def distinct_named(conn: Connection, prefix: str, table: str, picked: Sequence[str]) -> list[Key]:
+    """The distinct values of logical ``picked`` columns, sorted: distinct ids first
+    (ids and names are one to one), then their names."""
+    named = NAMED[table]
+    if set(picked) & named.shown.keys():
+        raise ValueError(f"distinct values of {sorted(named.shown)} are not read")
+    aliases = sorted({named.columns[c][0] for c in picked} - {"e"})
+    inner = sorted(
+        {named.refs[a].column for a in aliases}
+        | {named.columns[c][1] for c in picked if named.columns[c][0] == "e"}
+    )
+    joins = [f"(SELECT DISTINCT {', '.join(inner)} FROM {prefix}{table}) AS e"]
+    for alias in aliases:
+        ref = named.refs[alias]
+        joins.append(f"{prefix}{ref.table} AS {alias} ON {alias}.id = e.{ref.column}")
+    listed = ", ".join(".".join(named.columns[c]) for c in picked)
+    sql = f"SELECT {listed} FROM " + " CROSS JOIN ".join(joins) + f" ORDER BY {listed}"
+    return [tuple(r) for r in conn.execute(sql)]
+
+
+class Interner:
+    """One projection transaction's ids: names → ids, inserting the missing ones."""
+
+    def __init__(self, conn: Connection, prefix: str, max_params: int) -> None:
+        self.conn = conn
+        self.prefix = prefix
+        self.max_params = max_params
+        self._names: dict[Key, int] = {}
+        self._fields: dict[Key, int] = {}
+
+    def _ids(
+        self, table: str, columns: tuple[str, ...], wanted: set[Key], create: bool
+    ) -> dict[Key, int]:
+        known = self._names if table == "names" else self._fields
+        missing = sorted(wanted - known.keys())
+        if not missing:
+            return known
+        width = len(columns)
+        listed = ", ".join(columns)
+        picked = ", ".join(f"v.column{i + 1}" for i in range(width))
+        match = " AND ".join(f"t.{c} = v.column{i + 1}" for i, c in enumerate(columns))
+        per_query = max(1, self.max_params // width)
+        row_marks = "(" + ", ".join("?" for _ in columns) + ")"
+        for start in range(0, len(missing), per_query):
+            chunk = missing[start : start + per_query]
+            values = "VALUES " + ", ".join(row_marks for _ in chunk)
+            params = [x for key in chunk for x in key]
+            if create:
+                # Only the names not there yet: PostgreSQL takes an identity value for
+                # every row offered, even one the conflict then skips. Sorted, so two
+                # projectors wait for each other's new names in one order. The WHERE
+                # also keeps SQLite from reading ``SELECT … ON CONFLICT`` as a join.
+                self.conn.execute(
+                    f"INSERT INTO {self.prefix}{table} ({listed}) SELECT {picked}"
+                    f" FROM ({values}) AS v WHERE NOT EXISTS (SELECT 1 FROM"
+                    f" {self.prefix}{table} AS t WHERE {match})"
+                    f" ON CONFLICT ({listed}) DO NOTHING",
+                    params,
+                )
+            found = self.conn.execute(
+                f"SELECT {picked}, t.id FROM ({values}) AS v"
+                f" CROSS JOIN {self.prefix}{table} AS t ON {match}",
+                params,
+            )
+            known.update((tuple(r[:-1]), int(r[-1])) for r in found)
+        return known
+
+    def stored(self, table: str, rows: Sequence[Key], create: bool = True) -> list[Key]:
+        """Rows (or key prefixes) of ``table`` by name → as stored; with ``create``
+        false a row naming something never interned is left out (nothing stores it)."""
+        if table == "column_edges":
+            return self._column_edges(rows, create)
+        heads = [((r[0], r[1]), (r[2],)) for r in rows]
+        names = self._ids("names", ("ns", "name"), {d for d, _f in heads}, create)
+        ids = self._ids("field_names", ("field",), {f for _d, f in heads}, create)
+        return [(ids[f], names[d]) for d, f in heads if create or (d in names and f in ids)]
+
+    def _column_edges(self, rows: Sequence[Key], create: bool) -> list[Key]:
+        # Written for speed: a projection batch brings tens of thousands of column
+        # edges; each identity tuple is made once, a time's plain text once per key.
+        heads = [((r[0], r[1]), (r[2],), (r[3], r[4]), (r[5],), (r[6], r[7])) for r in rows]
+        pairs = {p for t, _tf, s, _sf, j in heads for p in (t, s, j)}
+        fields = {f for _t, tf, _s, sf, _j in heads for f in (tf, sf)}
+        names = self._ids("names", ("ns", "name"), pairs, create)
+        ids = self._ids("field_names", ("field",), fields, create)
+        plain: dict[str, str] = {}
+
+        def stored_text(key: str | None, text: str | None) -> str | None:
+            """NULL for the key's plain text (schema.time_text_sql)."""
+            if key is None:
+                return text
+            shown = plain.get(key)
+            if shown is None:
+                shown = plain[key] = plain_time_text(key)
+            return None if text == shown else text
+
+        out: list[Key] = []
+        for r, (t, tf, s, sf, j) in zip(rows, heads, strict=True):
+            try:
+                head = (names[t], ids[tf], names[s], ids[sf], names[j])
+            except KeyError:
+                if create:
+                    raise
+                continue
+            if len(r) == 9:  # a key
+                out.append((*head, r[8]))
+                continue
+            fk, ft, lk, lt = r[13:]
+            out.append((*head, *r[8:13], fk, stored_text(fk, ft), lk, stored_text(lk, lt)))
+        return out
