@@ -4,7 +4,7 @@ unprojected log grows (receiver.Backpressure → GraphReader.backlog).
 Before migration 5 the backlog was counted over every delivery past the projector's
 position (``SCAN_SQL`` below, the old query, kept here as the reference): with no
 projector running, or one far behind, that is the whole log, read through its covering
-index every second. Now it is two rows of the running totals (sql.record_totals) and the
+index every second. Now it is two rows of the running totals (log_sql.record_totals) and the
 first pending delivery. Both are timed side by side, in one process, on the same SQLite
 file, at several log lengths; the answers must agree.
 

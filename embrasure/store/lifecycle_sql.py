@@ -27,11 +27,12 @@ from collections.abc import Iterable, Iterator, Sequence
 import psycopg
 
 from embrasure.errors import StoreError, StoreUnavailable
-from embrasure.store import schema, sql
+from embrasure.store import log_sql, schema
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
 from embrasure.store.compression import BodyCodec
+from embrasure.store.log_sql import dictionary_loader
 from embrasure.store.postgres_conn import PgConnection, neutral
-from embrasure.store.sql import MAX_PARAMS, Connection, dictionary_loader
+from embrasure.store.sql import MAX_PARAMS, Connection
 
 log = logging.getLogger("embrasure.retention")
 
@@ -55,7 +56,7 @@ class SQLTrimmer(LogTrimmer):
 
     conn: Connection
     codec: BodyCodec  # the store's: archived bodies are the bytes as received
-    bodies: sql.BodySQL  # how the backend keys delivery_bodies
+    bodies: log_sql.BodySQL  # how the backend keys delivery_bodies
 
     @abc.abstractmethod
     def _tx(self, doing: str, write: bool = False) -> contextlib.AbstractContextManager[Connection]:
@@ -187,7 +188,7 @@ def file_lock(path: str) -> Iterator[bool]:
 
 
 class SQLiteTrimmer(SQLTrimmer):
-    bodies = sql.SQLITE_BODIES
+    bodies = log_sql.SQLITE_BODIES
 
     def __init__(self, conn: sqlite3.Connection, path: str, codec: BodyCodec) -> None:
         self.conn = self.sqlite = conn
@@ -242,7 +243,7 @@ class PostgresTrimmer(SQLTrimmer):
     detached and dropped. Elsewhere (today's partition, the DEFAULT one) archived bodies
     are deleted."""
 
-    bodies = sql.POSTGRES_BODIES
+    bodies = log_sql.POSTGRES_BODIES
 
     def __init__(self, conn: PgConnection, name: str, codec: BodyCodec) -> None:
         self.conn = self.pg = conn

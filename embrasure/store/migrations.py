@@ -179,7 +179,7 @@ MIGRATIONS += (
         5,
         "running totals of the log",
         """
-        -- Per delivery, the totals of the log up to it (sql.record_totals writes them at
+        -- Per delivery, the totals of the log up to it (log_sql.record_totals writes them at
         -- append): the backlog past any position is a difference of two rows, where
         -- counting it meant reading every unprojected delivery's index entry each second.
         CREATE TABLE delivery_totals (
@@ -270,7 +270,7 @@ MIGRATIONS += (
         9,
         "SQLite bodies keyed by seq alone",
         """
-        -- received_at is PostgreSQL's partition key (sql.BodySQL); in SQLite's rowid
+        -- received_at is PostgreSQL's partition key (log_sql.BodySQL); in SQLite's rowid
         -- table it was 28 bytes a body for nothing. Copied in seq order, so the rows are
         -- packed into whole pages (ALTER TABLE … DROP COLUMN would rewrite each in place).
         CREATE TABLE delivery_bodies_9 (

@@ -36,7 +36,7 @@ from psycopg_pool import ConnectionPool
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
-from embrasure.store import migrations, redact, schema, sql
+from embrasure.store import log_sql, migrations, redact, schema, sql
 from embrasure.store.base import (
     AppendResult,
     GraphReader,
@@ -91,7 +91,7 @@ class PostgresStore(Store):
         self._ids = DeliveryIds()
         self.codec = BodyCodec(compress)
         with self._transaction("BEGIN READ ONLY", "reading the log's dictionaries") as conn:
-            self.codec.load(sql.dictionaries(conn))
+            self.codec.load(log_sql.dictionaries(conn))
         self.codec.train_with(self._save_dictionary, self._compress_bodies)
         self._days_made: str = ""  # the last UTC day with a body partition made
         self._make_partitions(utc_now())
@@ -155,23 +155,23 @@ class PostgresStore(Store):
         for day in days:
             try:
                 with self._transaction("BEGIN", "making a body partition") as conn:
-                    sql.make_body_partition(conn, day)
+                    log_sql.make_body_partition(conn, day)
             except StoreError as exc:
                 log.warning("bodies of %s stay in the default partition: %s", day, exc)
         self._days_made = days[-1].isoformat()
 
     def _save_dictionary(self, content: bytes, samples: int) -> int:
         with self._transaction("BEGIN", "storing a zstd dictionary") as conn:
-            return sql.save_dictionary(conn, content, samples, utc_now())
+            return log_sql.save_dictionary(conn, content, samples, utc_now())
 
     def _compress_bodies(self) -> None:
         """Compress again the bodies stored without a dictionary (as received by a
         version before migration 6, or before the first dictionary), a transaction per
-        thousand: sql.compress_again."""
+        thousand: log_sql.compress_again."""
         seq = 0
         while True:
             with self._transaction("BEGIN", "compressing the log's bodies") as conn:
-                seq = sql.compress_again(conn, self.codec, sql.POSTGRES_BODIES, seq, 1000)
+                seq = log_sql.compress_again(conn, self.codec, log_sql.POSTGRES_BODIES, seq, 1000)
             if not seq:
                 return
 
@@ -187,7 +187,9 @@ class PostgresStore(Store):
                     "SELECT set_config('synchronous_commit', 'on', true), pg_advisory_xact_lock(?)",
                     (LOG_LOCK,),
                 )
-                results = sql.append(conn, sql.POSTGRES_BODIES, drafts, packed, self._ids.new)
+                results = log_sql.append(
+                    conn, log_sql.POSTGRES_BODIES, drafts, packed, self._ids.new
+                )
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -199,8 +201,8 @@ class PostgresStore(Store):
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
     ) -> list[LogEntry]:
         with self._transaction("BEGIN READ ONLY", "reading the log") as conn:
-            return sql.read_log(
-                conn, self.codec, sql.POSTGRES_BODIES, after_seq, limit, max_bytes, max_items
+            return log_sql.read_log(
+                conn, self.codec, log_sql.POSTGRES_BODIES, after_seq, limit, max_bytes, max_items
             )
 
     # -- the graph --------------------------------------------------------------------------

@@ -31,20 +31,12 @@ from typing import Any
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import Interner
+from embrasure.store.log_sql import LOG_COLUMNS, POSTGRES_BODIES, dictionary_loader, log_entries
 from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import FacetValueRow, LinkRow, table_of
 from embrasure.store.run_retention import RunTrimming
 from embrasure.store.schema import STORED_COLUMNS
-from embrasure.store.sql import (
-    LOG_COLUMNS,
-    MAX_PARAMS,
-    POSTGRES_BODIES,
-    TxReads,
-    dictionary_loader,
-    log_entries,
-    serve_generation,
-    table_sql,
-)
+from embrasure.store.sql import MAX_PARAMS, TxReads, serve_generation, table_sql
 
 # pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order

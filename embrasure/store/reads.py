@@ -14,6 +14,7 @@ from embrasure.store.base import GraphReader, Key, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.facet_values import decode
 from embrasure.store.interned import distinct_named, select_named
+from embrasure.store.log_sql import read_body
 from embrasure.store.rows import (
     INTERNED,
     Backlog,
@@ -32,13 +33,7 @@ from embrasure.store.rows import (
 )
 from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
-from embrasure.store.sql import (
-    MAX_PARAMS,
-    Connection,
-    read_body,
-    select_records,
-    select_where_in,
-)
+from embrasure.store.sql import MAX_PARAMS, Connection, select_records, select_where_in
 
 DELIVERY_COLUMNS = (
     "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
@@ -167,7 +162,7 @@ class SQLReader(GraphReader):
         return [OutcomeTotal._make(r) for r in self.conn.execute(sql)]
 
     def backlog(self) -> Backlog:
-        # Two rows of the running totals (sql.record_totals), and the first delivery past
+        # Two rows of the running totals (log_sql.record_totals), and the first delivery past
         # the position with an item to project, from the deliveries_backlog index: no
         # scan of the backlog, however long it is.
         position = f"(SELECT seq FROM {self.g}position)"

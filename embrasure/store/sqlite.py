@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
-from embrasure.store import migrations, schema, sql
+from embrasure.store import log_sql, migrations, schema, sql
 from embrasure.store.base import (
     AppendResult,
     GraphReader,
@@ -64,7 +64,7 @@ class SQLiteStore(Store):
         self.migrations_applied = applied
         self._ids = DeliveryIds()
         self.codec = BodyCodec(compress)
-        self.codec.load(sql.dictionaries(self._writer))
+        self.codec.load(log_sql.dictionaries(self._writer))
         self.codec.train_with(self._save_dictionary, self._compress_bodies)
         self._local = threading.local()
         if migrations.BODIES_MOVED in applied:
@@ -92,11 +92,11 @@ class SQLiteStore(Store):
     def _compress_bodies(self, batch: int = 1000) -> None:
         """Compress again the bodies stored without a dictionary (as received by a
         version before migration 6, or before the first dictionary), ``batch`` a
-        transaction: sql.compress_again."""
+        transaction: log_sql.compress_again."""
         seq = 0
         while True:
             with self._short_write() as conn:
-                seq = sql.compress_again(conn, self.codec, sql.SQLITE_BODIES, seq, batch)
+                seq = log_sql.compress_again(conn, self.codec, log_sql.SQLITE_BODIES, seq, batch)
             if not seq:
                 return
 
@@ -124,7 +124,7 @@ class SQLiteStore(Store):
         packed = [self.codec.compress(d.body) for d in drafts]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            results = sql.append(conn, sql.SQLITE_BODIES, drafts, packed, self._ids.new)
+            results = log_sql.append(conn, log_sql.SQLITE_BODIES, drafts, packed, self._ids.new)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -164,8 +164,8 @@ class SQLiteStore(Store):
     def read_log(
         self, after_seq: int, limit: int, max_bytes: int, max_items: int | None = None
     ) -> list[LogEntry]:
-        return sql.read_log(
-            self._read(), self.codec, sql.SQLITE_BODIES, after_seq, limit, max_bytes, max_items
+        return log_sql.read_log(
+            self._read(), self.codec, log_sql.SQLITE_BODIES, after_seq, limit, max_bytes, max_items
         )
 
     def free_disk_bytes(self) -> int | None:
@@ -293,7 +293,7 @@ class SQLiteStore(Store):
 
     def _save_dictionary(self, content: bytes, samples: int) -> int:
         with self._short_write() as conn:
-            return sql.save_dictionary(conn, content, samples, utc_now())
+            return log_sql.save_dictionary(conn, content, samples, utc_now())
 
     def ping(self) -> None:
         try:

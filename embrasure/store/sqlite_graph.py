@@ -13,18 +13,10 @@ from collections.abc import Iterable, Sequence
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import Interner
+from embrasure.store.log_sql import SQLITE_BODIES, decode_rejections, read_log
 from embrasure.store.rows import table_of
 from embrasure.store.run_retention import RunTrimming
-from embrasure.store.sql import (
-    MAX_PARAMS,
-    SQLITE_BODIES,
-    TxReads,
-    decode_rejections,
-    read_log,
-    select_where_in,
-    serve_generation,
-    table_sql,
-)
+from embrasure.store.sql import MAX_PARAMS, TxReads, select_where_in, serve_generation, table_sql
 
 __all__ = ["SQLiteProjectionTx", "decode_rejections", "read_log", "select_where_in"]
 

@@ -263,7 +263,7 @@ def test_the_cli_hides_lists_and_unhides(admin: Admin, db_url: str) -> None:
 
 def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> None:
     """Migration 4 adds the hidden table to the served graph; 5 backfills the log's
-    running totals (sql.record_totals), so the backlog of an older log is right; 6
+    running totals (log_sql.record_totals), so the backlog of an older log is right; 6
     moves the bodies out of the deliveries rows, and they still read back."""
     api = Admin(client)
     api.ingest(*platform())  # projected
