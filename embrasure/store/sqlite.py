@@ -108,7 +108,13 @@ class SQLiteStore(Store):
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("VACUUM")
         else:
-            conn.execute("PRAGMA incremental_vacuum").fetchall()
+            # One page per statement from Python's sqlite3 (lifecycle_sql.py give_back):
+            # the free pages' count of them, in one transaction.
+            (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+            conn.execute("BEGIN IMMEDIATE")
+            for _ in range(int(free)):
+                conn.execute("PRAGMA incremental_vacuum(1)")
+            conn.execute("COMMIT")
 
     def schema_version(self) -> int:
         row = self._read().execute("SELECT MAX(version) FROM embrasure_schema").fetchone()
