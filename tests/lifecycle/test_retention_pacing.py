@@ -1,6 +1,7 @@
-"""A retention pass shares the write lock with ingest (docs/operations.md#retention-and-the-archive):
-its write transactions are small, each followed by a pause, and the vacuum returns the
-pages free when it began, not the ones the projector keeps freeing meanwhile."""
+"""A retention pass shares the write lock with ingest
+(docs/operations.md#retention-and-the-archive): its write transactions are small, each
+followed by a pause, and the vacuum returns the pages free when it began, not the ones
+the projector keeps freeing meanwhile."""
 
 from __future__ import annotations
 
