@@ -31,9 +31,9 @@ from embrasure.store.rows import EventRow, IoSetRow, RunRow, ShapeRow, TrimmedEd
 
 log = logging.getLogger("embrasure.retention")
 
-# Runs per transaction. Measured in the soak (bench/results/storage.md): 1,000 held the
+# Runs per transaction. In bench/storage_soak.py's load (500 events/s), 1,000 held the
 # write lock 0.3 to 1 s each, and the receiver's appends waited as long; 100 hold it for
-# tens of milliseconds.
+# 20 to 110 ms.
 BATCH = 100
 EdgeKey = tuple[str, str, str, str, str]  # job ns, job name, dataset ns, name, direction
 

@@ -99,7 +99,7 @@ class SQLTrimmer(LogTrimmer):
                 " FROM delivery_bodies b CROSS JOIN deliveries d ON d.seq = b.seq"
                 " WHERE b.seq > ? AND b.seq <= ? ORDER BY b.seq LIMIT ?",
                 (after_seq, through_seq, limit),
-            )
+            ).fetchall()  # compressed: small beside what they decompress to
             fetch = dictionary_loader(conn)
             out: list[LogBody] = []
             size = 0
