@@ -79,7 +79,7 @@ def trim_runs(
             break
         pause_after(time.monotonic() - held)
     report = RunsReport(horizon, removed, time.monotonic() - started)
-    log.info("run retention: %s", report.summary())
+    log.info("run retention: %s", report.summary(), extra={"seconds": report.seconds})
     return report
 
 
