@@ -136,9 +136,13 @@ class ProjectionTx(abc.ABC):
         already.)"""
 
     @abc.abstractmethod
-    def trimmable_runs(self, horizon_key: str, limit: int) -> list[str]:
+    def trimmable_runs(
+        self, horizon_key: str, limit: int, after: tuple[str, str, str] | None = None
+    ) -> tuple[list[str], tuple[str, str, str] | None]:
         """Up to ``limit`` runs --retain-runs removes: latest eventTime key before
-        ``horizon_key``, and a later run of the same job (each job's latest run stays)."""
+        ``horizon_key``, and a later run of the same job (each job's latest run stays);
+        from the cursor ``after`` on, and the cursor the next call starts from (None
+        once none is left)."""
 
     @abc.abstractmethod
     def delete_runs(self, run_ids: Sequence[str]) -> None:
@@ -416,9 +420,12 @@ class LogTrimmer(abc.ABC):
         graph. Also fixes which PostgreSQL day partitions this pass empties whole."""
 
     @abc.abstractmethod
-    def untrimmed(self, after_seq: int, through_seq: int, limit: int) -> list[LogBody]:
+    def untrimmed(
+        self, after_seq: int, through_seq: int, limit: int, max_bytes: int | None = None
+    ) -> list[LogBody]:
         """The bodies still stored with ``after_seq < seq <= through_seq``, in seq
-        order, at most ``limit``."""
+        order, at most ``limit``, and no more once they hold ``max_bytes`` (as received:
+        at least one)."""
 
     @abc.abstractmethod
     def delivery_ids(self, seqs: Iterable[int]) -> dict[int, str]:

@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 
 import psycopg
@@ -31,8 +32,10 @@ from embrasure.store import log_sql, schema
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
 from embrasure.store.compression import BodyCodec
 from embrasure.store.log_sql import dictionary_loader
+from embrasure.store.pacing import pause_after
 from embrasure.store.postgres_conn import PgConnection, neutral
 from embrasure.store.sql import MAX_PARAMS, Connection
+from embrasure.store.sqlite import INCREMENTAL
 
 log = logging.getLogger("embrasure.retention")
 
@@ -40,9 +43,9 @@ log = logging.getLogger("embrasure.retention")
 # beside postgres_graph's, in the same "embr" key space).
 RETENTION_LOCK = 0x656D6272_00000005
 
-# SQLite frees at most this many pages per write transaction (8 MiB of 4 KiB pages), so
+# SQLite frees at most this many pages per write transaction (2 MiB of 4 KiB pages), so
 # the vacuum never holds the write lock the receiver's group commit waits for for long.
-VACUUM_PAGES = 2048
+VACUUM_PAGES = 512
 
 # PostgreSQL: how long a partition drop waits for its lock on delivery_bodies (ACCESS
 # EXCLUSIVE, for the few milliseconds of the DETACH and DROP). While it waits, every
@@ -89,19 +92,26 @@ class SQLTrimmer(LogTrimmer):
     def _plan(self, conn: Connection, horizon: str, through: int) -> None:
         """What a backend decides once per pass (PostgreSQL: the partitions to drop)."""
 
-    def untrimmed(self, after_seq: int, through_seq: int, limit: int) -> list[LogBody]:
+    def untrimmed(
+        self, after_seq: int, through_seq: int, limit: int, max_bytes: int | None = None
+    ) -> list[LogBody]:
         with self._tx("reading bodies to archive") as conn:
             rows = conn.execute(
                 "SELECT d.seq, d.delivery_id, d.provider_key, d.received_at, b.dict_id, b.body"
                 " FROM delivery_bodies b CROSS JOIN deliveries d ON d.seq = b.seq"
                 " WHERE b.seq > ? AND b.seq <= ? ORDER BY b.seq LIMIT ?",
                 (after_seq, through_seq, limit),
-            ).fetchall()
+            ).fetchall()  # compressed: small beside what they decompress to
             fetch = dictionary_loader(conn)
-            return [
-                LogBody(seq, d_id, key, at, self.codec.decompress(dict_id, bytes(body), fetch))
-                for seq, d_id, key, at, dict_id, body in rows
-            ]
+            out: list[LogBody] = []
+            size = 0
+            for seq, d_id, key, at, dict_id, body in rows:
+                raw = self.codec.decompress(dict_id, bytes(body), fetch)
+                out.append(LogBody(seq, d_id, key, at, raw))
+                size += len(raw)
+                if max_bytes is not None and size >= max_bytes:
+                    break
+            return out
 
     def delivery_ids(self, seqs: Iterable[int]) -> dict[int, str]:
         wanted = sorted(set(seqs))
@@ -214,21 +224,36 @@ class SQLiteTrimmer(SQLTrimmer):
 
     def give_back(self, horizon: str) -> int:
         # auto_vacuum=INCREMENTAL (docs/operations.md#retention-and-the-archive): the
-        # pages of deleted bodies go to the free list; each step returns some to the OS.
+        # pages of deleted bodies and runs go to the free list, and each step returns
+        # up to VACUUM_PAGES of them to the OS in one write transaction, then pauses
+        # (store/pacing.py). Python's sqlite3 runs a statement that returns no rows for
+        # one sqlite3_step, and ``PRAGMA incremental_vacuum(N)`` frees one page a step:
+        # so a step is that many one-page statements inside BEGIN ... COMMIT. (Run
+        # alone, each statement was a transaction and an fsync of its own for one page,
+        # thousands back to back: 10 s a pass in the soak, the receiver waiting behind.)
+        # A pass returns at most the pages free when it began: the projector frees and
+        # reuses pages all the time, and there is no end to chasing those.
         conn = self.sqlite
         try:
+            if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != INCREMENTAL:
+                return 0  # an older database `embrasure db upgrade` has not converted
             page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
             before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-            free = before
-            while free > 0:
-                conn.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
+            left = before
+            while left > 0:
+                step = min(VACUUM_PAGES, left)
+                with self._tx("vacuuming", write=True):
+                    started = time.monotonic()
+                    for _ in range(step):
+                        conn.execute("PRAGMA incremental_vacuum(1)")
+                held = time.monotonic() - started
                 now = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-                if now >= free:  # not an incremental-vacuum database: nothing to free
-                    break
-                free = now
+                left = min(left - step, now)
+                if left > 0:
+                    pause_after(held)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"vacuuming {self.path}: {exc}") from exc
-        return (before - free) * page_size
+        return (before - left) * page_size
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------

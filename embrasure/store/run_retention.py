@@ -21,6 +21,7 @@ from embrasure.store.sql import MAX_PARAMS, Connection
 
 SEP = "\x1f"  # projector/graph_rows.py SEP: entity parts are joined with it
 RUN_ENTITIES = ("input", "output")  # entities named by a run id then a dataset
+RunCursor = tuple[str, str, str]  # job ns, job name, latest key: where a pass goes on
 
 
 class RunTrimming:
@@ -30,19 +31,35 @@ class RunTrimming:
     conn: Connection
     prefix: str
 
-    def trimmable_runs(self, horizon_key: str, limit: int) -> list[str]:
+    def trimmable_runs(
+        self, horizon_key: str, limit: int, after: RunCursor | None = None
+    ) -> tuple[list[str], RunCursor | None]:
         """Up to ``limit`` runs whose latest eventTime key is before ``horizon_key`` and
-        whose job has a later run (each job's latest run stays)."""
+        whose job has a later run (each job's latest run stays), from ``after`` on in
+        the order of the ``runs_job`` index (job, latest key); and where the next call
+        starts (None when none was found).
+
+        Read along that index from where the last transaction of the pass stopped, not
+        sorted by latest key: runs has no index on latest_key alone, so that sort read
+        the whole table in every transaction of the pass. The cursor is inclusive: the
+        runs taken at it are deleted with the batch, and the ones left there (not
+        trimmable, or past ``limit``) are looked at again."""
         g = self.prefix
+        start = after or ("", "", "")
         rows = self.conn.execute(
-            f"SELECT r.run_id FROM {g}runs r WHERE r.latest_key < ? AND EXISTS"
-            f" (SELECT 1 FROM {g}runs l WHERE l.job_ns = r.job_ns AND l.job_name = r.job_name"
-            " AND (l.latest_key > r.latest_key"
-            " OR (l.latest_key = r.latest_key AND l.run_id > r.run_id)))"
-            " ORDER BY r.latest_key, r.run_id LIMIT ?",
-            (horizon_key, limit),
+            f"SELECT r.run_id, r.job_ns, r.job_name, r.latest_key FROM {g}runs r"
+            " WHERE (r.job_ns, r.job_name, r.latest_key) >= (?, ?, ?) AND r.latest_key < ?"
+            # A later run of the job: the index range from this run's key on.
+            f" AND EXISTS (SELECT 1 FROM {g}runs l WHERE l.job_ns = r.job_ns"
+            " AND l.job_name = r.job_name AND l.latest_key >= r.latest_key"
+            " AND (l.latest_key > r.latest_key OR l.run_id > r.run_id))"
+            " ORDER BY r.job_ns, r.job_name, r.latest_key LIMIT ?",
+            (*start, horizon_key, limit),
         ).fetchall()
-        return [r[0] for r in rows]
+        if not rows:
+            return [], None
+        _, job_ns, job_name, latest_key = rows[-1]
+        return [r[0] for r in rows], (str(job_ns), str(job_name), str(latest_key))
 
     def delete_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the runs and their per-run rows, and the facet values only they named."""

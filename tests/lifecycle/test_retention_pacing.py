@@ -1,0 +1,88 @@
+"""A retention pass shares the write lock with ingest
+(docs/operations.md#retention-and-the-archive): its write transactions are small, each
+followed by a pause, and the vacuum returns the pages free when it began, not the ones
+the projector keeps freeing meanwhile."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from embrasure.lifecycle import run_retention
+from embrasure.lifecycle.run_retention import trim_runs
+from embrasure.store import lifecycle_sql, open_store, pacing
+from embrasure.store.rows import RunRow
+
+from graph_api import Api, at, run_event, run_id
+
+HORIZON = "2026-11-30T11:00:00.000000000Z"
+
+
+def test_a_pause_is_at_least_as_long_as_the_lock_was_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    for held in (0.0, 0.01, 0.2, 5.0):
+        pacing.pause_after(held)
+    assert slept == [pacing.PAUSE_S, pacing.PAUSE_S, 0.2, pacing.MAX_PAUSE_S]
+
+
+def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Four jobs of three runs at 09:00, 10:00 and 12:00: the first two of each go.
+    for job in range(4):
+        for n, hour in enumerate((9, 10, 12)):
+            api.ingest(run_event("COMPLETE", f"job{job}", run_id(job * 10 + n), at(hour)))
+    pauses: list[float] = []
+    monkeypatch.setattr(run_retention, "pause_after", pauses.append)
+    report = trim_runs(api.store, HORIZON, batch=3)
+    assert report.runs == 8
+    # 3 + 3 + 2 runs: a pause after each full batch, none after the last.
+    assert len(pauses) == 2
+    with api.store.reader() as reader:
+        kept = sorted(r.run_id for r in reader.rows(RunRow))
+    assert kept == sorted(run_id(job * 10 + 2) for job in range(4))
+
+
+def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "vacuum.db"
+    store = open_store(f"sqlite:///{path}")
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("CREATE TABLE filler (n INTEGER PRIMARY KEY, blob BLOB)")
+        rows = [(n, hashlib.sha256(str(n).encode()).digest() * 100) for n in range(2000)]
+        other.executemany("INSERT INTO filler VALUES (?, ?)", rows)
+        other.execute("DELETE FROM filler WHERE n < 1000")
+        (free,) = other.execute("PRAGMA freelist_count").fetchone()
+        assert free > 100
+        steps: list[float] = []
+
+        def pause(held: float) -> None:
+            # While the pass pauses, another writer frees pages (as the projector does).
+            steps.append(held)
+            low = 1000 + 40 * (len(steps) - 1)
+            other.execute("DELETE FROM filler WHERE n >= ? AND n < ?", (low, low + 40))
+
+        monkeypatch.setattr(lifecycle_sql, "VACUUM_PAGES", 32)
+        monkeypatch.setattr(lifecycle_sql, "pause_after", pause)
+        with store.log_trimmer() as trimmer:
+            assert trimmer is not None
+            given_back = trimmer.give_back("")
+        page_size = other.execute("PRAGMA page_size").fetchone()[0]
+        assert given_back == free * page_size
+        # Steps of 32 pages (the last one shorter), a pause between two steps: the
+        # pages freed meanwhile are left to the next pass.
+        assert len(steps) + 1 == -(-free // 32)
+        (left,) = other.execute("PRAGMA freelist_count").fetchone()
+        assert left > 0
+        other.close()
+    finally:
+        store.close()
