@@ -177,9 +177,9 @@ async def read(store: Store, work: Callable[[GraphReader], T]) -> T:
     """``work`` over one store snapshot, run in the thread pool: the stores' drivers block."""
 
     def run() -> T:
-        if not store.serves_current_graph():
-            raise graph_rebuilding()
-        with store.reader() as reader:
+        with store.reader() as reader:  # a store that cannot be read is a 503 from here
+            if not store.serves_current_graph():
+                raise graph_rebuilding()
             return work(reader)
 
     return await run_in_threadpool(run)
