@@ -31,8 +31,9 @@ from embrasure.store.sqlite_graph import SQLiteProjectionTx
 
 BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024
-# SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_CANTOPEN (primary result codes)
-UNAVAILABLE_CODES = frozenset({5, 6, 10, 14})
+# SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (primary result
+# codes): a full disk can fail a read too (a reader opening its connection), a 503.
+UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14})
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 
 
