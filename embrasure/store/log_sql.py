@@ -39,25 +39,25 @@ class BodySQL:
         return f"deliveries d LEFT JOIN delivery_bodies b ON {self.match}"
 
     @property
-    def columns(self) -> tuple[str, ...]:
-        return (
-            ("seq", "received_at", "dict_id", "size", "body")
-            if self.by_day
-            else ("seq", "dict_id", "size", "body")
-        )
+    def key(self) -> tuple[str, ...]:
+        return ("seq", "received_at") if self.by_day else ("seq",)
 
     @property
     def insert(self) -> str:
-        marks = ", ".join("?" for _ in self.columns)
-        return f"INSERT INTO delivery_bodies ({', '.join(self.columns)}) VALUES ({marks})"
+        columns = (*self.key, "dict_id", "size", "body")
+        marks = ", ".join("?" for _ in columns)
+        return f"INSERT INTO delivery_bodies ({', '.join(columns)}) VALUES ({marks})"
+
+    @property
+    def delete(self) -> str:
+        """Deletes one body by its key: the first ``len(key)`` values of its ``row``."""
+        return "DELETE FROM delivery_bodies WHERE " + " AND ".join(f"{c} = ?" for c in self.key)
 
     def row(
         self, seq: int, received_at: str, dict_id: int | None, size: int, body: bytes
     ) -> tuple[Any, ...]:
         """A row for ``insert``."""
-        if self.by_day:
-            return (seq, received_at, dict_id, size, body)
-        return (seq, dict_id, size, body)
+        return (*(seq, received_at)[: len(self.key)], dict_id, size, body)
 
 
 SQLITE_BODIES = BodySQL(by_day=False)
@@ -139,11 +139,7 @@ def compress_again(
         new_id, packed = codec.compress(codec.decompress(dict_id, stored, load))
         if new_id != dict_id and len(packed) < len(stored):
             again.append(bodies.row(seq, received_at, new_id, size, packed))
-    conn.executemany(
-        "DELETE FROM delivery_bodies WHERE seq = ?"
-        + (" AND received_at = ?" if bodies.by_day else ""),
-        [row[:2] if bodies.by_day else row[:1] for row in again],
-    )
+    conn.executemany(bodies.delete, [row[: len(bodies.key)] for row in again])
     conn.executemany(bodies.insert, again)
     return int(rows[-1][0]) if rows else 0
 
