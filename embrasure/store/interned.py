@@ -11,9 +11,15 @@ rebuild may number them otherwise) and are never handed out.
 Writes intern in the projection transaction: the names a batch needs are looked up,
 the missing ones inserted (``ON CONFLICT DO NOTHING``: on PostgreSQL a concurrent
 projector inserting the same name makes this one wait for its commit) and looked up
-again; the ids are cached for the rest of the transaction, which alone may roll them
-back. Reads join the ids back to names; a lookup by names searches ``names`` first,
-then the table's index on those ids, so no read scans the table.
+again. The ids a transaction learns are its own until it commits (it alone may roll
+them back); then they join the store's ``InternCache`` for that generation, so the
+next batches, which name mostly the same columns again, translate a row by one dict
+lookup instead of five and query nothing. A committed id stays right for the life of
+the generation's tables: nothing deletes from ``names`` or ``field_names``, and a
+generation's number is only used again for a rebuild's tables, which the store that
+creates them starts with an empty cache (``InternCaches.keep_only``). Reads join the ids
+back to names; a lookup by names searches ``names`` first, then the table's index on
+those ids, so no read scans the table.
 """
 
 from __future__ import annotations
@@ -183,23 +189,79 @@ def distinct_named(conn: Connection, prefix: str, table: str, picked: Sequence[s
     return [tuple(r) for r in conn.execute(sql)]
 
 
-class Interner:
-    """One projection transaction's ids: names → ids, inserting the missing ones."""
+class InternCache:
+    """One generation's committed ids, kept across projection transactions."""
 
-    def __init__(self, conn: Connection, prefix: str, max_params: int) -> None:
+    # Enough for every column a large platform names; past it the cache starts over
+    # rather than grow without bound (ids are read again from the tables as needed).
+    LIMIT = 1_000_000
+
+    def __init__(self) -> None:
+        self.names: dict[Key, int] = {}
+        self.fields: dict[Key, int] = {}
+        self.heads: dict[Key, Key] = {}  # a column edge's eight names → its five ids
+
+    def add(self, names: dict[Key, int], fields: dict[Key, int], heads: dict[Key, Key]) -> None:
+        """What a transaction learned, once it has committed."""
+        if max(len(self.names) + len(names), len(self.heads) + len(heads)) > self.LIMIT:
+            self.names, self.fields, self.heads = {}, {}, {}
+        self.names.update(names)
+        self.fields.update(fields)
+        self.heads.update(heads)
+
+
+class InternCaches:
+    """A store's caches, one per generation prefix (dict operations are atomic under
+    the GIL, so projection threads may share them)."""
+
+    def __init__(self) -> None:
+        self._caches: dict[str, InternCache] = {}
+
+    def of(self, prefix: str) -> InternCache:
+        return self._caches.setdefault(prefix, InternCache())
+
+    def forget(self, prefix: str) -> None:
+        """Called when a generation's tables are dropped."""
+        self._caches.pop(prefix, None)
+
+    def keep_only(self, prefix: str) -> None:
+        """Called when a rebuild creates tables: ``prefix`` is the served generation's,
+        and every other generation's tables are new (or a crashed rebuild's, dropped)."""
+        self._caches = {p: c for p, c in self._caches.items() if p == prefix}
+
+
+class Interner:
+    """One projection transaction's ids: names → ids, inserting the missing ones. The
+    ids it learns reach ``cache`` only through ``committed``."""
+
+    def __init__(
+        self, conn: Connection, prefix: str, max_params: int, cache: InternCache | None = None
+    ) -> None:
         self.conn = conn
         self.prefix = prefix
         self.max_params = max_params
+        self.cache = InternCache() if cache is None else cache
+        # Learned in this transaction, not yet committed.
         self._names: dict[Key, int] = {}
         self._fields: dict[Key, int] = {}
+        self._heads: dict[Key, Key] = {}
+
+    def committed(self) -> None:
+        """The transaction committed: what it learned is true for later ones too."""
+        self.cache.add(self._names, self._fields, self._heads)
+        self._names, self._fields, self._heads = {}, {}, {}
 
     def _ids(
         self, table: str, columns: tuple[str, ...], wanted: set[Key], create: bool
     ) -> dict[Key, int]:
+        """The ids of ``wanted`` (those that exist, unless ``create``), keyed by name."""
+        shared = self.cache.names if table == "names" else self.cache.fields
         known = self._names if table == "names" else self._fields
-        missing = sorted(wanted - known.keys())
+        out = {k: shared[k] for k in wanted if k in shared}
+        missing = sorted(k for k in wanted if k not in out and k not in known)
+        out.update((k, known[k]) for k in wanted if k in known)
         if not missing:
-            return known
+            return out
         width = len(columns)
         listed = ", ".join(columns)
         picked = ", ".join(f"v.column{i + 1}" for i in range(width))
@@ -227,8 +289,10 @@ class Interner:
                 f" CROSS JOIN {self.prefix}{table} AS t ON {match}",
                 params,
             )
-            known.update((tuple(r[:-1]), int(r[-1])) for r in found)
-        return known
+            learned = {tuple(r[:-1]): int(r[-1]) for r in found}
+            known.update(learned)
+            out.update(learned)
+        return out
 
     def stored(self, table: str, rows: Sequence[Key], create: bool = True) -> list[Key]:
         """Rows (or key prefixes) of ``table`` by name → as stored; with ``create``
@@ -240,14 +304,47 @@ class Interner:
         ids = self._ids("field_names", ("field",), {f for _d, f in heads}, create)
         return [(ids[f], names[d]) for d, f in heads if create or (d in names and f in ids)]
 
+    def _heads_of(self, rows: Sequence[Key], create: bool) -> list[Key | None]:
+        """Each row's five ids (from its eight names), in row order; None for a row
+        naming something never interned, unless ``create``."""
+        shared, learned = self.cache.heads, self._heads
+        heads: list[Key | None] = []
+        new: dict[Key, list[int]] = {}  # names not cached → the rows naming them
+        for i, r in enumerate(rows):
+            names = r[:8]
+            head = shared.get(names) or learned.get(names)
+            if head is None:
+                new.setdefault(names, []).append(i)
+            heads.append(head)
+        if not new:
+            return heads
+        pairs = {p for n in new for p in ((n[0], n[1]), (n[3], n[4]), (n[6], n[7]))}
+        fields = {f for n in new for f in ((n[2],), (n[5],))}
+        ids = self._ids("names", ("ns", "name"), pairs, create)
+        field_ids = self._ids("field_names", ("field",), fields, create)
+        for n, at in new.items():
+            try:
+                head = (
+                    ids[n[0], n[1]],
+                    field_ids[n[2],],
+                    ids[n[3], n[4]],
+                    field_ids[n[5],],
+                    ids[n[6], n[7]],
+                )
+            except KeyError:
+                if create:
+                    raise
+                continue
+            learned[n] = head
+            for i in at:
+                heads[i] = head
+        return heads
+
     def _column_edges(self, rows: Sequence[Key], create: bool) -> list[Key]:
         # Written for speed: a projection batch brings tens of thousands of column
-        # edges; each identity tuple is made once, a time's plain text once per key.
-        heads = [((r[0], r[1]), (r[2],), (r[3], r[4]), (r[5],), (r[6], r[7])) for r in rows]
-        pairs = {p for t, _tf, s, _sf, j in heads for p in (t, s, j)}
-        fields = {f for _t, tf, _s, sf, _j in heads for f in (tf, sf)}
-        names = self._ids("names", ("ns", "name"), pairs, create)
-        ids = self._ids("field_names", ("field",), fields, create)
+        # edges, nearly all of them named by earlier batches (their ids cached), and a
+        # time's plain text is made once per key.
+        heads = self._heads_of(rows, create)
         plain: dict[str, str] = {}
 
         def stored_text(key: str | None, text: str | None) -> str | None:
@@ -260,12 +357,8 @@ class Interner:
             return None if text == shown else text
 
         out: list[Key] = []
-        for r, (t, tf, s, sf, j) in zip(rows, heads, strict=True):
-            try:
-                head = (names[t], ids[tf], names[s], ids[sf], names[j])
-            except KeyError:
-                if create:
-                    raise
+        for r, head in zip(rows, heads, strict=True):
+            if head is None:  # never interned, and not created
                 continue
             if len(r) == 9:  # a key
                 out.append((*head, r[8]))

@@ -46,6 +46,7 @@ from embrasure.store.base import (
     Store,
 )
 from embrasure.store.compression import BodyCodec
+from embrasure.store.interned import InternCaches
 from embrasure.store.postgres_conn import PgConnection, neutral, one_line
 from embrasure.store.postgres_graph import (
     LOG_LOCK,
@@ -99,6 +100,7 @@ class PostgresStore(Store):
             self._compress_bodies()
         self._types: ColumnTypes | None = None  # read once, at the first projection
         self._reproject_lock: psycopg.Connection[Any] | None = None
+        self._interned = InternCaches()
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -233,7 +235,11 @@ class PostgresStore(Store):
             prefix = schema.prefix(gen)
             if self._types is None:
                 self._types = column_types(conn, prefix)
-            yield PostgresProjectionTx(conn, prefix, self._types, self.codec)
+            tx = PostgresProjectionTx(
+                conn, prefix, self._types, self.codec, self._interned.of(prefix)
+            )
+            yield tx
+        tx.interner.committed()
 
     def graph_version(self) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the graph version") as conn:
@@ -264,6 +270,7 @@ class PostgresStore(Store):
             for statement in migrations.render(schema.GRAPH_TABLES, "postgresql", g=prefix):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {prefix}position (id, seq) VALUES (1, 0)")
+            self._interned.keep_only(schema.prefix(served))
         return new
 
     def drop_generation(self, generation: int) -> None:
@@ -271,6 +278,7 @@ class PostgresStore(Store):
             if generation == self._generation(conn):
                 raise StoreError(f"generation {generation} is the served graph")
             self._drop(conn, generation)
+            self._interned.forget(schema.prefix(generation))
         self._release_reproject_lock()
 
     def _release_reproject_lock(self) -> None:

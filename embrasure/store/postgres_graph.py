@@ -30,7 +30,7 @@ from typing import Any
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
-from embrasure.store.interned import Interner
+from embrasure.store.interned import InternCache, Interner
 from embrasure.store.log_sql import LOG_COLUMNS, POSTGRES_BODIES, dictionary_loader, log_entries
 from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import FacetValueRow, LinkRow, table_of
@@ -86,7 +86,12 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
     conn: PgConnection
 
     def __init__(
-        self, conn: PgConnection, prefix: str, types: ColumnTypes, codec: BodyCodec
+        self,
+        conn: PgConnection,
+        prefix: str,
+        types: ColumnTypes,
+        codec: BodyCodec,
+        interned: InternCache | None = None,
     ) -> None:
         self.conn = conn
         self.prefix = prefix
@@ -95,7 +100,7 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         self._holding = False
         self._identity_locked = False
         self._values_locked = False
-        self.interner = Interner(conn, prefix, MAX_PARAMS)
+        self.interner = Interner(conn, prefix, MAX_PARAMS, interned)
 
     def _sql(self, table: str) -> dict[str, str]:
         keys, values = STORED_COLUMNS[table]

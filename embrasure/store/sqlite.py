@@ -26,6 +26,7 @@ from embrasure.store.base import (
     Store,
 )
 from embrasure.store.compression import BodyCodec
+from embrasure.store.interned import InternCaches
 from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
 
@@ -75,6 +76,7 @@ class SQLiteStore(Store):
         self._readers_lock = threading.Lock()
         self._projector: sqlite3.Connection | None = None
         self._projector_lock = threading.Lock()
+        self._interned = InternCaches()
 
     # -- schema ---------------------------------------------------------------------
 
@@ -201,9 +203,11 @@ class SQLiteStore(Store):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 gen = self.generation(conn) if generation is None else generation
-                tx = SQLiteProjectionTx(conn, schema.prefix(gen), self.codec)
+                prefix = schema.prefix(gen)
+                tx = SQLiteProjectionTx(conn, prefix, self.codec, self._interned.of(prefix))
                 yield tx
                 conn.execute("COMMIT")
+                tx.interner.committed()
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -231,6 +235,7 @@ class SQLiteStore(Store):
             for statement in migrations.render(schema.GRAPH_TABLES, "sqlite", g=schema.prefix(new)):
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {schema.prefix(new)}position (id, seq) VALUES (1, 0)")
+            self._interned.keep_only(schema.prefix(served))
         return new
 
     def drop_generation(self, generation: int) -> None:
@@ -240,6 +245,7 @@ class SQLiteStore(Store):
             if generation == self.generation(conn):
                 raise StoreError(f"generation {generation} is the served graph")
             self._drop(conn, generation)
+            self._interned.forget(schema.prefix(generation))
 
     @staticmethod
     def _drop(conn: sqlite3.Connection, generation: int) -> None:

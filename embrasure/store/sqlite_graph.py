@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from embrasure.store.base import Key, LogEntry, ProjectionTx, Record
 from embrasure.store.compression import BodyCodec
-from embrasure.store.interned import Interner
+from embrasure.store.interned import InternCache, Interner
 from embrasure.store.log_sql import SQLITE_BODIES, decode_rejections, read_log
 from embrasure.store.rows import table_of
 from embrasure.store.run_retention import RunTrimming
@@ -28,11 +28,17 @@ def _sql(prefix: str, table: Record) -> dict[str, str]:
 class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
     conn: sqlite3.Connection
 
-    def __init__(self, conn: sqlite3.Connection, prefix: str, codec: BodyCodec) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        prefix: str,
+        codec: BodyCodec,
+        interned: InternCache | None = None,
+    ) -> None:
         self.conn = conn
         self.prefix = prefix
         self.codec = codec
-        self.interner = Interner(conn, prefix, MAX_PARAMS)
+        self.interner = Interner(conn, prefix, MAX_PARAMS, interned)
 
     def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
         sql = _sql(self.prefix, table)["insert_new"]

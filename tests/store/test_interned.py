@@ -42,7 +42,7 @@ def test_rows_go_in_and_come_back_by_name(db_url: str) -> None:
             tx.merge(ColumnEdgeRow, EDGES)
             tx.insert_missing(FieldRow, [FieldRow(*A, "id"), FieldRow(*C, "id")])
         with store.projection() as tx:
-            # A second transaction (ids from the store, not its cache) merges into them.
+            # A second transaction (ids from the store's cache) merges into them.
             later = EDGES[0]._replace(
                 last_key="2026-12-01T00:00:00.000000000Z", last_text="2026-12-01T00:00:00Z"
             )
@@ -87,6 +87,44 @@ TIMES = [
     ("2026-11-30T09:00:10.120000000Z", "2026-11-30T09:00:10.120000000Z", False),
     ("0001-01-01T00:00:00.000000010Z", "0001-01-01T00:00:00.00000001Z", True),
 ]
+
+
+def test_a_rolled_back_transaction_leaves_no_ids_behind(db_url: str) -> None:
+    """Ids reach the cache kept across transactions only when theirs commits: the
+    names a rolled-back one interned are gone, and their ids may be another's now."""
+    store = open_store(db_url)
+    try:
+        with contextlib.suppress(RuntimeError), store.projection() as tx:
+            tx.merge(ColumnEdgeRow, [EDGES[0]])
+            raise RuntimeError("roll back")
+        with store.projection() as tx:
+            tx.merge(ColumnEdgeRow, [EDGES[3]])  # takes the ids SQLite handed out above
+        with store.projection() as tx:
+            tx.merge(ColumnEdgeRow, [EDGES[0]])
+        with store.reader() as reader:
+            assert reader.rows(ColumnEdgeRow) == sorted([EDGES[0], EDGES[3]])
+    finally:
+        store.close()
+
+
+def test_a_rebuild_starts_with_no_cached_ids(db_url: str) -> None:
+    """A rebuild's tables number names afresh: ids cached for the generation they
+    replace (or a crashed rebuild's tables of the same number) must not be used."""
+    store = open_store(db_url)
+    try:
+        with store.projection() as tx:
+            tx.merge(ColumnEdgeRow, [EDGES[3]])
+        first = store.create_generation()
+        with store.projection(first) as tx:
+            tx.merge(ColumnEdgeRow, [EDGES[0]])
+        store.drop_generation(first)  # as a failed rebuild does; the next takes its number
+        again = store.create_generation()
+        assert again == first
+        with store.projection(again) as tx:
+            tx.merge(ColumnEdgeRow, [EDGES[1], EDGES[0]])
+            assert tx.load(ColumnEdgeRow, [EDGES[0][:9]]) == {EDGES[0][:9]: EDGES[0]}
+    finally:
+        store.close()
 
 
 def test_time_texts_come_back_exactly(db_url: str) -> None:
