@@ -581,3 +581,37 @@ def test_a_server_with_tokens_asks_for_one_and_keeps_it_for_the_tab(
         page.close()
     finally:
         secured.stop()
+
+
+def test_nodes_are_named_with_their_namespace(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    nodes = graph_nodes(page)
+    raw = nodes.locator("li", has=page.get_by_role("link", name="orders", exact=True))
+    # The short form of s3://demo-raw beside the name, the whole name on hover.
+    expect(raw.locator(".ns")).to_have_text("demo-raw")
+    link = raw.get_by_role("link", name="orders", exact=True)
+    expect(link).to_have_attribute("title", f"{demo.RAW}/orders")
+    expect(nodes.locator("li.root .ns")).to_have_text("metastore.demo")
+    # Keyboard focus on a node shows its whole name beside the list.
+    link.focus()
+    expect(page.locator(".node-details")).to_contain_text(f"dataset · {demo.RAW}/orders")
+    # The runs that wrote it name their job's namespace too.
+    writer = page.get_by_role("region", name="Runs that wrote it").locator("tr.run").first
+    expect(writer.locator(".ns")).to_have_text(demo.SPARK_NS)
+    expect(writer.get_by_role("link", name=demo.SPARK_JOB)).to_have_attribute(
+        "title", f"{demo.SPARK_NS}/{demo.SPARK_JOB}"
+    )
+
+    page.goto("/")
+    recent = page.get_by_role("region", name="Recent runs").locator("tr.run").first
+    expect(recent.locator(".ns")).to_have_text("ui-tests")
+    expect(recent.get_by_role("link", name="hourly")).to_have_attribute("title", "ui-tests/hourly")
+    # The rule: a URI's last path segment, else its host without the port.
+    short = page.evaluate(
+        """async (names) => {
+            const { shortNamespace } = await import("/ui/static/js/names.js");
+            return names.map(shortNamespace);
+        }""",
+        [demo.SHOP_DB, demo.WAREHOUSE, demo.RAW, "postgres://db:5432/shop", demo.AIRFLOW_NS],
+    )
+    assert short == ["shop-db.demo", "metastore.demo", "demo-raw", "shop", "demo-airflow"]

@@ -38,6 +38,17 @@ const STYLE = [
       "text-max-width": 176,
     },
   },
+  {
+    selector: "node[w]",
+    style: {
+      width: "data(w)",
+      height: "data(h)",
+      "text-wrap": "wrap",
+      "text-max-width": (node) => node.data("w") - 14,
+      "text-overflow-wrap": "anywhere",
+      "line-height": 1.25,
+    },
+  },
   { selector: "node.dataset", style: { "background-color": "#eef4fb", "border-color": "#5b8bc9" } },
   {
     selector: "node.job",
@@ -165,6 +176,12 @@ export function createCanvas(container, { onTap, onDoubleTap } = {}) {
     if (wasEmpty && !empty) frame(cy);
     wasEmpty = empty;
   }).observe(container);
+  // The canvas has no DOM per node: the whole name of the node under the pointer is the
+  // container's title, so hovering a box shows it as hovering a link does.
+  cy.on("mouseover", "node", (event) => {
+    container.title = event.target.data("full") || event.target.data("label") || "";
+  });
+  cy.on("mouseout", "node", () => container.removeAttribute("title"));
   if (onTap) cy.on("tap", "node", (event) => onTap(event.target.id()));
   if (onDoubleTap) cy.on("dbltap", "node", (event) => onDoubleTap(event.target.id()));
   return cy;
@@ -179,7 +196,7 @@ export function draw(cy, elements) {
     name: "dagre",
     rankDir: "LR",
     nodeSep: 14,
-    rankSep: 90,
+    rankSep: 70,
     edgeSep: 8,
     animate: false,
     fit: true,

@@ -10,6 +10,7 @@ import { get } from "./api.js";
 import { createCanvas, draw, readingOrder } from "./canvas.js";
 import { h } from "./dom.js";
 import { nodeHref } from "./links.js";
+import { fullName, shortNamespace } from "./names.js";
 import { summarize } from "./summarize.js";
 
 const STATES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"];
@@ -35,7 +36,7 @@ export function lineageExplorer(rootNode) {
   const canvas = h("div", {
     class: "canvas",
     role: "img",
-    "aria-label": `Lineage graph of ${rootNode.name}`,
+    "aria-label": `Lineage graph of ${fullName(rootNode)}`,
   });
   const list = h("ol", { class: "graph-nodes", "aria-label": "Nodes in the lineage graph" });
   const details = h("div", { class: "node-details" });
@@ -231,7 +232,7 @@ export function lineageExplorer(rootNode) {
     cy.getElementById(id).select();
     details.replaceChildren(
       h("h3", {}, node.name),
-      h("p", { class: "muted small" }, `${node.type} · ${node.namespace}`),
+      h("p", { class: "muted small full-name" }, `${node.type} · ${fullName(node)}`),
       h(
         "p",
         {},
@@ -260,7 +261,7 @@ export function lineageExplorer(rootNode) {
       const classes = [node.type];
       if (id === rootId) classes.push("root");
       if (node.dropped) classes.push("dropped");
-      elements.push({ group: "nodes", data: { id, label: node.name }, classes: classes.join(" ") });
+      elements.push({ group: "nodes", data: nodeData(node), classes: classes.join(" ") });
     }
     for (const edge of edges) {
       if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
@@ -308,7 +309,17 @@ export function lineageExplorer(rootNode) {
           onmouseleave: () => cy.getElementById(id).removeClass("highlight"),
         },
         h("span", { class: `kind kind-${node.type}` }, node.type),
-        h("a", { href: nodeHref(node), title: `${node.namespace} ${node.name}` }, node.name),
+        // Focus shows the whole name in the details above, as hovering shows the title.
+        h(
+          "span",
+          { class: "node-name" },
+          h(
+            "a",
+            { href: nodeHref(node), title: fullName(node), onfocus: () => select(id) },
+            node.name,
+          ),
+          h("span", { class: "ns small", title: fullName(node) }, shortNamespace(node.namespace)),
+        ),
         id === rootId
           ? null
           : h(
@@ -368,4 +379,17 @@ function legend() {
     item("edge-abort", "aborted"),
     item("edge-static", "declared (JobEvent)"),
   );
+}
+
+// A node's box on the canvas: its name over its short namespace, wrapped rather than cut
+// short, and sized to fit (about 7 px a character at 12 px); the whole name is the
+// canvas's title while the pointer is on it (canvas.js).
+export function nodeData(node) {
+  const label = `${node.name}\n${shortNamespace(node.namespace)}`;
+  const longest = Math.max(...label.split("\n").map((line) => line.length));
+  const w = Math.max(130, Math.min(260, longest * 7 + 24));
+  const lines = label
+    .split("\n")
+    .reduce((n, line) => n + Math.max(1, Math.ceil((line.length * 7) / (w - 20))), 0);
+  return { id: node.id, label, full: fullName(node), w, h: 14 + 15 * lines };
 }

@@ -5,7 +5,8 @@ import { get } from "../api.js";
 import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { lineageExplorer } from "../lineage.js";
-import { datasetHref, jobHref, namespaceHref } from "../links.js";
+import { namespaceHref } from "../links.js";
+import { entityLink } from "../names.js";
 import { pagedRunTable } from "../runs.js";
 
 const RUNS = 25;
@@ -34,11 +35,7 @@ export async function render(params, page) {
           "p",
           {},
           "Part of ",
-          h(
-            "a",
-            { href: jobHref(job.parent_job.namespace, job.parent_job.name) },
-            job.parent_job.name,
-          ),
+          entityLink(job.parent_job),
         )
       : null,
     io(around),
@@ -62,12 +59,7 @@ function io(graph) {
   const byId = new Map(graph.nodes.map((n) => [n.id, n]));
   const link = (id) => {
     const node = byId.get(id);
-    return h(
-      "li",
-      {},
-      h("a", { href: datasetHref(node.namespace, node.name) }, node.name),
-      h("span", { class: "muted small" }, ` ${node.namespace}`),
-    );
+    return h("li", {}, entityLink(node));
   };
   const inputs = graph.edges.filter((e) => e.target === graph.root).map((e) => link(e.source));
   const outputs = graph.edges.filter((e) => e.source === graph.root).map((e) => link(e.target));
