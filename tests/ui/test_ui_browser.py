@@ -491,18 +491,56 @@ def test_the_graph_filters_by_last_run_state_and_by_time(page: Page) -> None:
     expect(refunds).to_be_visible()
     expect(spark).to_be_visible()
 
+    # No box ticked is no filter, and the page says so.
+    hint = page.locator(".states-hint")
+    expect(hint).to_have_text("none ticked: all states")
     # Only edges whose last run failed: the refunds job's, not the Spark job's.
     page.get_by_role("checkbox", name="FAIL").check()
+    expect(hint).to_have_text("only edges whose last run is FAIL")
     expect(spark).to_have_count(0)
     expect(refunds).to_be_visible()
     page.get_by_role("checkbox", name="FAIL").uncheck()
+    expect(hint).to_have_text("none ticked: all states")
     expect(spark).to_be_visible()
 
-    # As of 02:30, after Spark wrote the table and before dbt or refunds read it.
-    page.get_by_label("As of (UTC)").fill(f"{demo.DAY}T02:30:00")
+    # As of 02:30 UTC, after Spark wrote the table and before dbt or refunds read it:
+    # typed without a zone, read as UTC and shown back in ISO 8601 with its Z.
+    as_of = page.get_by_label("As of (UTC)")
+    as_of.fill(f"{demo.DAY} 02:30")
+    as_of.press("Enter")
+    expect(as_of).to_have_value(f"{demo.DAY}T02:30:00Z")
     expect(refunds).to_have_count(0)
     expect(nodes.get_by_role("link", name="demo_shop.customer_orders")).to_have_count(0)
     expect(spark).to_be_visible()
+    # Not a time: said so, and the graph stays as it was.
+    as_of.fill("yesterday")
+    as_of.press("Enter")
+    expect(as_of).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(".graph-status")).to_contain_text('"yesterday" is not a time')
+    expect(refunds).to_have_count(0)
+
+
+def test_as_of_is_utc_whatever_the_browsers_time_zone(
+    browser: Browser, server: ServerProcess
+) -> None:
+    # 02:30 in Auckland (UTC+13 in January) is 13:30 UTC the day before, when nothing had
+    # run yet: had the page read the value as local time, the Spark job would be gone.
+    context = browser.new_context(base_url=server.url, timezone_id="Pacific/Auckland")
+    page = context.new_page()
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    spark = graph_nodes(page).get_by_role("link", name="orders_clean", exact=True)
+    expect(spark).to_be_visible()
+    as_of = page.get_by_label("As of (UTC)")
+    as_of.fill(f"{demo.DAY}T02:30:00")
+    as_of.press("Enter")
+    expect(as_of).to_have_value(f"{demo.DAY}T02:30:00Z")
+    expect(spark).to_be_visible()
+    expect(graph_nodes(page).get_by_role("link", name="refunds", exact=True)).to_have_count(0)
+    # A zone, when typed, is honoured: 15:30+13:00 is 02:30 UTC.
+    as_of.fill(f"{demo.DAY}T15:30:00+13:00")
+    as_of.press("Enter")
+    expect(as_of).to_have_value(f"{demo.DAY}T02:30:00Z")
+    context.close()
 
 
 def test_an_unknown_dataset_shows_the_servers_problem(

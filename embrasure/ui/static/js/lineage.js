@@ -64,9 +64,52 @@ export function lineageExplorer(rootNode) {
     );
   }
 
+  // No box ticked is no filter: the hint says so, and which states are kept otherwise.
+  const statesHint = h("span", { class: "states-hint muted small", "aria-live": "polite" });
+  const showStates = () => {
+    statesHint.textContent = view.states.size
+      ? `only edges whose last run is ${[...view.states].join(" or ")}`
+      : "none ticked: all states";
+  };
+  showStates();
+
+  // As of: typed as ISO 8601 and read as UTC whatever the browser's zone (a
+  // datetime-local picker shows local, often 12-hour, wall time without saying which).
+  const asOfInput = h("input", {
+    id: `as-of-${rootId}`,
+    type: "text",
+    inputmode: "numeric",
+    spellcheck: "false",
+    autocomplete: "off",
+    size: 21,
+    placeholder: "YYYY-MM-DDTHH:MM:SSZ",
+    "aria-describedby": `as-of-help-${rootId}`,
+    onchange: () => applyAsOf(),
+  });
+  function applyAsOf() {
+    const text = asOfInput.value.trim();
+    const value = text ? utcInstant(text) : "";
+    if (value === null) {
+      asOfInput.setAttribute("aria-invalid", "true");
+      status.textContent = `As of: "${text}" is not a time; write it like 2026-01-15T02:30:00Z`;
+      return;
+    }
+    asOfInput.removeAttribute("aria-invalid");
+    asOfInput.value = value; // shown back as the API reads it: ISO 8601, UTC, with Z
+    if (value === view.asOf) return;
+    view.asOf = value;
+    load();
+  }
+
   const toolbar = h(
     "form",
-    { class: "toolbar", onsubmit: (event) => event.preventDefault() },
+    {
+      class: "toolbar",
+      onsubmit: (event) => {
+        event.preventDefault();
+        applyAsOf(); // Enter in the As of box
+      },
+    },
     depthInput("Upstream", "up"),
     depthInput("Downstream", "down"),
     h(
@@ -83,29 +126,25 @@ export function lineageExplorer(rootNode) {
             onchange: (event) => {
               if (event.target.checked) view.states.add(state);
               else view.states.delete(state);
+              showStates();
               load();
             },
           }),
           state,
         ),
       ),
+      statesHint,
     ),
     h(
-      "label",
-      { title: "Show the graph as it was at this time (UTC)" },
-      "As of",
-      h("input", {
-        type: "datetime-local",
-        step: 1,
-        "aria-label": "As of (UTC)",
-        onchange: (event) => {
-          // The input's value is local wall time without a zone, and without seconds
-          // when they are zero: read it as UTC, in the RFC 3339 form the API takes.
-          const value = event.target.value;
-          view.asOf = value ? `${value.length === 16 ? `${value}:00` : value}Z` : "";
-          load();
-        },
-      }),
+      "span",
+      { class: "as-of" },
+      h("label", { for: `as-of-${rootId}` }, "As of (UTC)"),
+      asOfInput,
+      h(
+        "span",
+        { id: `as-of-help-${rootId}`, class: "muted small" },
+        "ISO 8601, read as UTC; empty: now",
+      ),
     ),
     h(
       "span",
@@ -392,4 +431,20 @@ export function nodeData(node) {
     .split("\n")
     .reduce((n, line) => n + Math.max(1, Math.ceil((line.length * 7) / (w - 20))), 0);
   return { id: node.id, label, full: fullName(node), w, h: 14 + 15 * lines };
+}
+
+// A time as typed (`2026-01-15T02:30`, `2026-01-15 02:30:00Z`, `…+01:00`, a date alone)
+// as the RFC 3339 UTC instant the API takes (`2026-01-15T02:30:00Z`); null if it is not
+// one. Without a zone it is UTC, never the browser's zone.
+export function utcInstant(text) {
+  const m =
+    /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?$/i.exec(
+      text,
+    );
+  if (!m) return null;
+  const [, day, hh = "00", mm = "00", ss = "00", fraction = "", zone = "Z"] = m;
+  const offset = /^(z|utc)$/i.test(zone) ? "Z" : zone.replace(/^([+-]\d{2})(\d{2})$/, "$1:$2");
+  const date = new Date(`${day}T${hh}:${mm}:${ss}${fraction}${offset}`);
+  if (Number.isNaN(date.getTime())) return null;
+  return date.toISOString().replace(/\.000Z$/, "Z");
 }
