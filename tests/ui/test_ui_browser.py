@@ -653,3 +653,25 @@ def test_nodes_are_named_with_their_namespace(page: Page) -> None:
         [demo.SHOP_DB, demo.WAREHOUSE, demo.RAW, "postgres://db:5432/shop", demo.AIRFLOW_NS],
     )
     assert short == ["shop-db.demo", "metastore.demo", "demo-raw", "shop", "demo-airflow"]
+
+
+def test_facets_shown_elsewhere_on_the_page_are_said_to_be_there(page: Page) -> None:
+    # The customers table has a schema facet only: not "No facets." beside its fields.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.CUSTOMERS}")
+    facets = page.get_by_role("region", name="Facets")
+    expect(facets).to_contain_text("No other facets.")
+    expect(facets.locator(".facets-elsewhere")).to_have_text("schema: shown under Schema")
+    expect(facets).not_to_contain_text("No facets.")
+    # A dbt model: its column lineage is drawn in the column view of each field.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.MODELS[0]}")
+    expect(page.locator(".facets-elsewhere")).to_contain_text(
+        "columnLineage: shown in each field's column view"
+    )
+    # The Spark table: its symlinks facet is its aliases; the catalog's facets are listed.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    facets = page.get_by_role("region", name="Facets")
+    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "datasource"])
+    expect(facets.locator(".facets-elsewhere")).to_have_text(
+        "schema: shown under Schema; symlinks: shown above the graph (Also known as, Locations)"
+    )
+    expect(page.get_by_label("Identities")).to_contain_text("Also known as")
