@@ -437,6 +437,40 @@ def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> 
     expect(page.get_by_label("Provider key")).to_have_value(demo.PROVIDER_KEY)
 
 
+def test_a_dag_is_drawn_as_its_tasks_and_their_lineage(page: Page) -> None:
+    page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.DAG}")
+    nodes = graph_nodes(page)
+    # The tasks, the Spark job one submitted and the dbt models another ran: the jobs
+    # under the DAG's latest run, each with its lineage.
+    under = [*demo.TASKS, demo.SPARK_JOB, *(f"demo_shop.{m.split('.')[1]}" for m in demo.MODELS)]
+    for name in under:
+        expect(nodes.locator("li.member").get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(nodes.locator("li.member")).to_have_count(len(under))
+    for name in ("shop.public.orders", "orders", demo.TABLE, demo.MODELS[2]):
+        expect(nodes.get_by_role("link", name=name, exact=True)).to_be_visible()
+    status = page.locator(".graph-status")
+    expect(status).to_contain_text(f"{len(under)} jobs under {demo.DAG}")
+    expect(status).not_to_contain_text("1 nodes")
+    expect(page.get_by_role("list", name="Legend")).to_contain_text("part of")
+    # The DAG's inputs come from outside it; what its jobs write are its outputs, the
+    # intermediate raw orders too.
+    inputs = page.get_by_role("region", name="Inputs")
+    outputs = page.get_by_role("region", name="Outputs")
+    expect(inputs.get_by_role("link", name="shop.public.orders")).to_be_visible()
+    expect(inputs.get_by_role("link", name=demo.CUSTOMERS, exact=True)).to_be_visible()
+    expect(inputs.get_by_role("link", name="orders", exact=True)).to_have_count(0)
+    for name in ("orders", demo.TABLE, *demo.MODELS):
+        expect(outputs.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.locator(".family")).to_contain_text(f"the {len(under)} jobs under it")
+    shot(page, "job-dag")
+
+    # A task with no child runs draws its own lineage only.
+    page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.TASKS[0]}")
+    expect(nodes.get_by_role("link", name="orders", exact=True)).to_be_visible()
+    expect(nodes.locator("li.member")).to_have_count(0)
+    expect(page.get_by_role("list", name="Legend")).not_to_contain_text("part of")
+
+
 def test_job_page_opens_a_dag_runs_children(page: Page) -> None:
     page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.DAG}")
     children = page.get_by_role("button", name="3 child runs")

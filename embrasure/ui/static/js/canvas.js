@@ -58,6 +58,7 @@ const STYLE = [
     selector: "node.service",
     style: { shape: "cut-rectangle", "background-color": "#fdf3e7", "border-color": "#c98a3c" },
   },
+  { selector: "node.member", style: { "border-width": 2.5 } },
   { selector: "node.dropped", style: { "border-style": "dashed", color: "#7b8794" } },
   {
     selector: "node.root",
@@ -115,6 +116,19 @@ const STYLE = [
   })),
   { selector: "edge.static", style: { "line-style": "dotted" } },
   { selector: "edge.summary", style: { "line-style": "dotted", "line-color": "#c5cfdb" } },
+  // A parent job → a child job (a DAG → its task): not data, so light, dashed, with a
+  // diamond at the parent (UML's composition).
+  {
+    selector: "edge.part",
+    style: {
+      "line-style": "dashed",
+      "line-color": "#b8a6e0",
+      "target-arrow-shape": "none",
+      "source-arrow-shape": "diamond",
+      "source-arrow-color": "#b8a6e0",
+      width: 1.3,
+    },
+  },
   // Column lineage (docs/projection.md#column-lineage): the class of a mapping, indirect dependencies dashed,
   // masked mappings red with a marker.
   {
@@ -221,6 +235,10 @@ function frame(cy) {
     const root = cy.$(".root");
     cy.zoom(0.5);
     cy.center(root.length ? root : undefined);
+    // A root at the graph's edge (a DAG drawn from its left) leaves half the canvas
+    // empty: slide the graph back so it starts at the padding.
+    const box = cy.elements().renderedBoundingBox();
+    cy.panBy({ x: Math.min(0, 24 - box.x1), y: Math.min(0, 24 - box.y1) });
   }
 }
 

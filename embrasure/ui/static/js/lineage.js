@@ -2,6 +2,11 @@
 // upstream and downstream depth, run-state and time filters, expand and collapse of a
 // node's neighbours, and "+N more" for big neighbourhoods (summarize.js).
 //
+// A parent job (an Airflow DAG) has no lineage edge of its own: its page passes the jobs
+// under it as `members` and the parent → child pairs as `links` (hierarchy.js). Each
+// member is walked like the root, and each link is drawn as a "part of" edge, so the
+// DAG is drawn as its tasks and their data.
+//
 // Every drawn node is also an item of a plain list beside the canvas (a link and an
 // Expand button), so a screen reader — or a test — finds the graph in the DOM, not only
 // as pixels (docs/ui.md).
@@ -16,10 +21,13 @@ import { summarize } from "./summarize.js";
 const STATES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"];
 const PAGE_LIMIT = 500; // nodes per request: what the canvas lays out without freezing
 
-export function lineageExplorer(rootNode) {
+export function lineageExplorer(rootNode, { members = [], links = [], membersTruncated = false } = {}) {
+  // A DAG starts from each of its jobs: one edge each way is already the whole DAG with
+  // its inputs and outputs; two would pull in every neighbour's neighbours.
+  const start = members.length ? 1 : 2;
   const view = {
-    up: 2,
-    down: 2,
+    up: start,
+    down: start,
     states: new Set(),
     asOf: "",
     nodes: new Map(), // id → node, as the API returns them
@@ -31,6 +39,7 @@ export function lineageExplorer(rootNode) {
     loads: 0, // a newer load (a filter changed again) wins over a slower, older one
   };
   const rootId = rootNode.id;
+  const memberIds = new Set(members.map((m) => m.id));
 
   const status = h("p", { class: "graph-status muted", "aria-live": "polite" });
   const canvas = h("div", {
@@ -161,7 +170,7 @@ export function lineageExplorer(rootNode) {
     toolbar,
     h("div", { class: "graph-area" }, canvas, h("aside", { class: "graph-side" }, details, list)),
     status,
-    legend(),
+    legend(members.length > 0),
   );
 
   // The buttons zoom about the centre of the canvas, as the wheel does about the pointer.
@@ -193,16 +202,19 @@ export function lineageExplorer(rootNode) {
   async function load() {
     status.textContent = "Loading…";
     const walks = [];
-    const base = nodeParams(rootNode);
-    if (view.up)
-      walks.push(
-        get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })),
-      );
-    if (view.down)
-      walks.push(
-        get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
-      );
-    if (!walks.length) walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+    for (const start of [rootNode, ...members]) {
+      const base = nodeParams(start);
+      if (view.up)
+        walks.push(
+          get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })),
+        );
+      if (view.down)
+        walks.push(
+          get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
+        );
+      if (!view.up && !view.down)
+        walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+    }
     const mine = ++view.loads;
     try {
       const graphs = await Promise.all(walks);
@@ -212,6 +224,9 @@ export function lineageExplorer(rootNode) {
       view.expanded.clear();
       view.truncated = false;
       view.base = new Set(graphs.flatMap(merge));
+      for (const [source, target] of links) {
+        view.edges.set(`${source}→${target}`, { source, target, part: true });
+      }
       render();
     } catch (error) {
       if (mine !== view.loads) return;
@@ -299,12 +314,13 @@ export function lineageExplorer(rootNode) {
       const node = view.nodes.get(id);
       const classes = [node.type];
       if (id === rootId) classes.push("root");
+      if (memberIds.has(id)) classes.push("member");
       if (node.dropped) classes.push("dropped");
       elements.push({ group: "nodes", data: nodeData(node), classes: classes.join(" ") });
     }
     for (const edge of edges) {
       if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
-      const classes = [`state-${(edge.last_state || "other").toLowerCase()}`];
+      const classes = edge.part ? ["part"] : [`state-${(edge.last_state || "other").toLowerCase()}`];
       if (edge.static) classes.push("static");
       elements.push({
         group: "edges",
@@ -329,8 +345,13 @@ export function lineageExplorer(rootNode) {
     draw(cy, elements);
     renderList(visible, summaries);
     const hiddenCount = summaries.reduce((sum, s) => sum + s.count, 0);
+    const shownMembers = members.filter((m) => visible.has(m.id)).length;
     status.textContent =
-      `${visible.size} nodes, ${cy.edges().not(".summary").length} edges shown` +
+      `${visible.size} nodes, ${cy.edges().not(".summary, .part").length} edges shown` +
+      (members.length
+        ? `; ${shownMembers} job${shownMembers === 1 ? "" : "s"} under ${rootNode.name}` +
+          (membersTruncated ? " (the first ones)" : "")
+        : "") +
       (hiddenCount ? `; ${hiddenCount} summarized` : "") +
       (view.truncated ? `; the server stopped at ${PAGE_LIMIT} nodes per walk` : "");
   }
@@ -342,7 +363,7 @@ export function lineageExplorer(rootNode) {
       return h(
         "li",
         {
-          class: `graph-node kind-${node.type}${id === rootId ? " root" : ""}`,
+          class: `graph-node kind-${node.type}${id === rootId ? " root" : ""}${memberIds.has(id) ? " member" : ""}`,
           dataset: { nodeId: id },
           onmouseenter: () => cy.getElementById(id).addClass("highlight"),
           onmouseleave: () => cy.getElementById(id).removeClass("highlight"),
@@ -404,7 +425,7 @@ export function lineageExplorer(rootNode) {
   return { element, destroy: () => cy.destroy() };
 }
 
-function legend() {
+function legend(part) {
   const item = (cls, text) => h("li", {}, h("span", { class: `swatch ${cls}` }), text);
   return h(
     "ul",
@@ -417,6 +438,7 @@ function legend() {
     item("edge-running", "running"),
     item("edge-abort", "aborted"),
     item("edge-static", "declared (JobEvent)"),
+    part ? item("edge-part", "part of (parent job → child job)") : null,
   );
 }
 
