@@ -379,10 +379,35 @@ def test_column_view_marks_the_masked_path(page: Page) -> None:
     expect(masked).to_have_count(1)
     expect(masked).to_contain_text("analytics.customers_masked.email_hash")
     expect(masked.locator(".badge.masked")).to_have_text("masked")
+    # Masking protects: the badge says what it means, and is not the alarm red.
+    expect(masked.locator(".badge.masked")).to_have_attribute(
+        "title", re.compile("value is hashed or masked.*masking flag")
+    )
+    colours = masked.locator(".badge.masked").evaluate(
+        "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+    )
+    assert "rgb(201, 54, 43)" not in colours, colours  # the failed-run red (--fail)
     expect(masked).to_contain_text("expression")
+    # Each edge names the job it goes through, as the CLI does.
+    expect(masked.locator(".via")).to_contain_text("via demo_shop.customers_masked")
+    expect(masked.locator(".via").get_by_role("link")).to_have_attribute(
+        "href", re.compile("#/job\\?namespace=demo-dbt&name=demo_shop.customers_masked")
+    )
     impact = page.get_by_role("region", name="Impact")
     expect(impact.locator("tr.masked").first).to_contain_text("masked path")
+    expect(impact.locator("tr.masked .badge.masked").first).to_have_attribute(
+        "title", re.compile("hashed or masked value, not the raw one")
+    )
     shot(page, "column-masked")
+
+    # Direction and depth: nothing is upstream of a source table's field.
+    page.get_by_label("Direction").select_option("upstream")
+    expect(page).to_have_url(re.compile("direction=upstream"))
+    expect(page.get_by_role("region", name="Column lineage")).to_contain_text(
+        "No column lineage for this field."
+    )
+    expect(page.get_by_label("Direction")).to_have_value("upstream")
+    page.get_by_label("Direction").select_option("both")
 
     # Pick another field: a join key. Downstream, it is copied (direct), joins on (the
     # indirect JOIN dependency of every customer_orders field) and is counted (aggregate).
@@ -395,6 +420,17 @@ def test_column_view_marks_the_masked_path(page: Page) -> None:
     expect(edges.locator("li.aggregate")).to_have_count(2)
     expect(edges.locator("li.indirect", has_text="indirect JOIN")).to_have_count(5)
     shot(page, "column-classes")
+    # One edge deep: only the edges from the field itself.
+    page.get_by_label("Depth").fill("1")
+    page.get_by_label("Depth").press("Enter")
+    expect(page).to_have_url(re.compile("depth=1"))
+    expect(page.get_by_label("Depth")).to_have_value("1")
+    edges = page.get_by_role("list", name="Column lineage edges")
+    root = "analytics.customers.customer_id"
+    expect(edges.locator("li").first).to_be_visible()
+    total = edges.locator("li").count()
+    assert 0 < total < 11
+    expect(edges.locator("li", has_text=root)).to_have_count(total)
 
 
 def test_job_page_shows_the_failed_run_its_error_and_sql(page: Page) -> None:

@@ -130,7 +130,7 @@ const STYLE = [
     },
   },
   // Column lineage (docs/projection.md#column-lineage): the class of a mapping, indirect dependencies dashed,
-  // masked mappings red with a marker.
+  // masked mappings in a calm teal with a marker: masking is the protected case, not an alarm.
   {
     selector: "edge.direct",
     style: { "line-color": "#2f6fcb", "target-arrow-color": "#2f6fcb", width: 2 },
@@ -155,13 +155,13 @@ const STYLE = [
   {
     selector: "edge.masked",
     style: {
-      "line-color": "#c9362b",
-      "target-arrow-color": "#c9362b",
+      "line-color": "#2a7f8f",
+      "target-arrow-color": "#2a7f8f",
       "source-arrow-shape": "circle",
-      "source-arrow-color": "#c9362b",
+      "source-arrow-color": "#2a7f8f",
       label: "masked",
       "font-size": 10,
-      color: "#c9362b",
+      color: "#1f5f6b",
       "text-background-color": "#ffffff",
       "text-background-opacity": 1,
       "text-background-padding": 2,

@@ -42,7 +42,18 @@ export function impactTable(impact) {
             "td",
             {},
             entityLink(node, { text: title }),
-            item.masked ? h("span", { class: "badge masked" }, "masked path") : null,
+            item.masked
+              ? h(
+                  "span",
+                  {
+                    class: "badge masked",
+                    title:
+                      "Masked path: a masking mapping (columnLineage masking flag) lies on this " +
+                      "path, so this item gets a hashed or masked value, not the raw one.",
+                  },
+                  "masked path",
+                )
+              : null,
           ),
           h("td", {}, h("span", { class: `kind kind-${node.type}` }, node.type)),
           h("td", { class: "num" }, item.distance),

@@ -11,8 +11,8 @@ export function jobHref(namespace, name) {
   return "#" + url("/job", { namespace, name });
 }
 
-export function columnHref(namespace, name, field) {
-  return "#" + url("/column", { namespace, name, field });
+export function columnHref(namespace, name, field, options = {}) {
+  return "#" + url("/column", { namespace, name, field, ...options });
 }
 
 export function namespaceHref(name) {
