@@ -461,6 +461,17 @@ def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> 
     item.get_by_role("button", name="Replay").click()
     expect(item.get_by_role("status")).to_contain_text("Still quarantined")
 
+    # The quarantined item's delivery id opens that delivery's page, with its items.
+    delivery_id = item.locator("a.delivery-link").inner_text()
+    item.get_by_role("link", name=delivery_id).click()
+    expect(page).to_have_url(re.compile(f"#/delivery\\?id={delivery_id}$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Delivery {delivery_id}")
+    expect(page.get_by_label("Delivery")).to_contain_text("partially projected")
+    items = page.get_by_role("region", name="Items")
+    expect(items.locator(".outcome-quarantined")).to_have_count(1)
+    expect(items.locator(".reason")).to_contain_text("runId")
+    page.go_back()
+
     # Filters: by provider (the demo's), then by state; each is part of the address.
     page.get_by_label("Provider key").fill(demo.PROVIDER_KEY)
     page.get_by_label("Provider key").press("Enter")
@@ -479,9 +490,10 @@ def test_a_dag_is_drawn_as_its_tasks_and_their_lineage(page: Page) -> None:
     # The tasks, the Spark job one submitted and the dbt models another ran: the jobs
     # under the DAG's latest run, each with its lineage.
     under = [*demo.TASKS, demo.SPARK_JOB, *(f"demo_shop.{m.split('.')[1]}" for m in demo.MODELS)]
+    members = nodes.locator("li.member")
     for name in under:
-        expect(nodes.locator("li.member").get_by_role("link", name=name, exact=True)).to_be_visible()
-    expect(nodes.locator("li.member")).to_have_count(len(under))
+        expect(members.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(members).to_have_count(len(under))
     for name in ("shop.public.orders", "orders", demo.TABLE, demo.MODELS[2]):
         expect(nodes.get_by_role("link", name=name, exact=True)).to_be_visible()
     status = page.locator(".graph-status")
@@ -676,6 +688,10 @@ def test_a_server_with_tokens_asks_for_one_and_keeps_it_for_the_tab(
         page.goto("/#/deliveries")
         expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
         expect(page.get_by_role("alert")).to_contain_text("needs a bearer token")
+        # The command is code, not text in backticks.
+        label = page.locator("form.sign-in label")
+        expect(label.locator("code")).to_have_text("embrasure tokens create --scope read")
+        expect(label).not_to_contain_text("`")
         field = page.get_by_label("Bearer token with scope read")
         field.fill("emb_000000000000_wrong")
         page.get_by_role("button", name="Use this token").click()

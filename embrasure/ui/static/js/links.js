@@ -19,6 +19,10 @@ export function namespaceHref(name) {
   return "#" + url("/namespace", { name });
 }
 
+export function deliveryHref(id) {
+  return "#" + url("/delivery", { id });
+}
+
 export function nodeHref(node) {
   if (node.type === "field") return columnHref(node.namespace, node.name, node.field);
   if (node.type === "dataset") return datasetHref(node.namespace, node.name);
