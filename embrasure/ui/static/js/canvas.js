@@ -88,6 +88,7 @@ const STYLE = [
       "font-size": 11,
       color: "#52606d",
       padding: 10,
+      "text-max-width": 320, // the dataset and its namespace, above the box: room to spare
     },
   },
   {

@@ -59,7 +59,10 @@ export function impactTable(impact) {
           h("td", { class: "num" }, item.distance),
           h(
             "td",
-            { class: "path small", title: item.path.map((id) => fullName(parseNodeId(id))).join(" → ") },
+            {
+              class: "path small",
+              title: item.path.map((id) => fullName(parseNodeId(id))).join(" → "),
+            },
             item.path.map(shortId).join(" → "),
           ),
         );

@@ -21,7 +21,10 @@ import { summarize } from "./summarize.js";
 const STATES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"];
 const PAGE_LIMIT = 500; // nodes per request: what the canvas lays out without freezing
 
-export function lineageExplorer(rootNode, { members = [], links = [], membersTruncated = false } = {}) {
+export function lineageExplorer(
+  rootNode,
+  { members = [], links = [], membersTruncated = false } = {},
+) {
   // A DAG starts from each of its jobs: one edge each way is already the whole DAG with
   // its inputs and outputs; two would pull in every neighbour's neighbours.
   const start = members.length ? 1 : 2;
@@ -320,7 +323,9 @@ export function lineageExplorer(rootNode, { members = [], links = [], membersTru
     }
     for (const edge of edges) {
       if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
-      const classes = edge.part ? ["part"] : [`state-${(edge.last_state || "other").toLowerCase()}`];
+      const classes = edge.part
+        ? ["part"]
+        : [`state-${(edge.last_state || "other").toLowerCase()}`];
       if (edge.static) classes.push("static");
       elements.push({
         group: "edges",
@@ -363,7 +368,13 @@ export function lineageExplorer(rootNode, { members = [], links = [], membersTru
       return h(
         "li",
         {
-          class: `graph-node kind-${node.type}${id === rootId ? " root" : ""}${memberIds.has(id) ? " member" : ""}`,
+          class: [
+            `graph-node kind-${node.type}`,
+            id === rootId ? "root" : null,
+            memberIds.has(id) ? "member" : null,
+          ]
+            .filter(Boolean)
+            .join(" "),
           dataset: { nodeId: id },
           onmouseenter: () => cy.getElementById(id).addClass("highlight"),
           onmouseleave: () => cy.getElementById(id).removeClass("highlight"),
@@ -455,14 +466,14 @@ export function nodeData(node) {
   return { id: node.id, label, full: fullName(node), w, h: 14 + 15 * lines };
 }
 
+const INSTANT =
+  /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?$/i;
+
 // A time as typed (`2026-01-15T02:30`, `2026-01-15 02:30:00Z`, `…+01:00`, a date alone)
 // as the RFC 3339 UTC instant the API takes (`2026-01-15T02:30:00Z`); null if it is not
 // one. Without a zone it is UTC, never the browser's zone.
 export function utcInstant(text) {
-  const m =
-    /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?$/i.exec(
-      text,
-    );
+  const m = INSTANT.exec(text);
   if (!m) return null;
   const [, day, hh = "00", mm = "00", ss = "00", fraction = "", zone = "Z"] = m;
   const offset = /^(z|utc)$/i.test(zone) ? "Z" : zone.replace(/^([+-]\d{2})(\d{2})$/, "$1:$2");

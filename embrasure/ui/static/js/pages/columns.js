@@ -185,7 +185,9 @@ function edgeList(graph) {
         " → ",
         field(edge.target),
         // The job the mapping goes through, as `embrasure graph --field` names it.
-        edge.job ? h("span", { class: "via small" }, " via ", entityLink(parseNodeId(edge.job))) : null,
+        edge.job
+          ? h("span", { class: "via small" }, " via ", entityLink(parseNodeId(edge.job)))
+          : null,
         " ",
         h(
           "span",

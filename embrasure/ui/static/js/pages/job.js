@@ -73,7 +73,8 @@ export async function render(params, page) {
 const key = (job) => `${job.namespace}\u0000${job.name}`;
 
 function familyNote(job, members, truncated) {
-  const count = `${members.length}${truncated ? " (the first)" : ""} job${members.length === 1 ? "" : "s"}`;
+  const plural = members.length === 1 ? "" : "s";
+  const count = `${members.length}${truncated ? " (the first)" : ""} job${plural}`;
   return h(
     "p",
     { class: "family muted" },
