@@ -379,10 +379,35 @@ def test_column_view_marks_the_masked_path(page: Page) -> None:
     expect(masked).to_have_count(1)
     expect(masked).to_contain_text("analytics.customers_masked.email_hash")
     expect(masked.locator(".badge.masked")).to_have_text("masked")
+    # Masking protects: the badge says what it means, and is not the alarm red.
+    expect(masked.locator(".badge.masked")).to_have_attribute(
+        "title", re.compile("value is hashed or masked.*masking flag")
+    )
+    colours = masked.locator(".badge.masked").evaluate(
+        "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+    )
+    assert "rgb(201, 54, 43)" not in colours, colours  # the failed-run red (--fail)
     expect(masked).to_contain_text("expression")
+    # Each edge names the job it goes through, as the CLI does.
+    expect(masked.locator(".via")).to_contain_text("via demo_shop.customers_masked")
+    expect(masked.locator(".via").get_by_role("link")).to_have_attribute(
+        "href", re.compile("#/job\\?namespace=demo-dbt&name=demo_shop.customers_masked")
+    )
     impact = page.get_by_role("region", name="Impact")
     expect(impact.locator("tr.masked").first).to_contain_text("masked path")
+    expect(impact.locator("tr.masked .badge.masked").first).to_have_attribute(
+        "title", re.compile("hashed or masked value, not the raw one")
+    )
     shot(page, "column-masked")
+
+    # Direction and depth: nothing is upstream of a source table's field.
+    page.get_by_label("Direction").select_option("upstream")
+    expect(page).to_have_url(re.compile("direction=upstream"))
+    expect(page.get_by_role("region", name="Column lineage")).to_contain_text(
+        "No column lineage for this field."
+    )
+    expect(page.get_by_label("Direction")).to_have_value("upstream")
+    page.get_by_label("Direction").select_option("both")
 
     # Pick another field: a join key. Downstream, it is copied (direct), joins on (the
     # indirect JOIN dependency of every customer_orders field) and is counted (aggregate).
@@ -395,6 +420,17 @@ def test_column_view_marks_the_masked_path(page: Page) -> None:
     expect(edges.locator("li.aggregate")).to_have_count(2)
     expect(edges.locator("li.indirect", has_text="indirect JOIN")).to_have_count(5)
     shot(page, "column-classes")
+    # One edge deep: only the edges from the field itself.
+    page.get_by_label("Depth").fill("1")
+    page.get_by_label("Depth").press("Enter")
+    expect(page).to_have_url(re.compile("depth=1"))
+    expect(page.get_by_label("Depth")).to_have_value("1")
+    edges = page.get_by_role("list", name="Column lineage edges")
+    root = "analytics.customers.customer_id"
+    expect(edges.locator("li").first).to_be_visible()
+    total = edges.locator("li").count()
+    assert 0 < total < 11
+    expect(edges.locator("li", has_text=root)).to_have_count(total)
 
 
 def test_job_page_shows_the_failed_run_its_error_and_sql(page: Page) -> None:
@@ -425,6 +461,17 @@ def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> 
     item.get_by_role("button", name="Replay").click()
     expect(item.get_by_role("status")).to_contain_text("Still quarantined")
 
+    # The quarantined item's delivery id opens that delivery's page, with its items.
+    delivery_id = item.locator("a.delivery-link").inner_text()
+    item.get_by_role("link", name=delivery_id).click()
+    expect(page).to_have_url(re.compile(f"#/delivery\\?id={delivery_id}$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Delivery {delivery_id}")
+    expect(page.get_by_label("Delivery")).to_contain_text("partially projected")
+    items = page.get_by_role("region", name="Items")
+    expect(items.locator(".outcome-quarantined")).to_have_count(1)
+    expect(items.locator(".reason")).to_contain_text("runId")
+    page.go_back()
+
     # Filters: by provider (the demo's), then by state; each is part of the address.
     page.get_by_label("Provider key").fill(demo.PROVIDER_KEY)
     page.get_by_label("Provider key").press("Enter")
@@ -435,6 +482,41 @@ def test_deliveries_page_shows_the_quarantine_reason_and_replays(page: Page) -> 
     page.get_by_label("Delivery state").select_option("partially_projected")
     expect(page.get_by_role("region", name="Recent deliveries")).to_contain_text("No deliveries.")
     expect(page.get_by_label("Provider key")).to_have_value(demo.PROVIDER_KEY)
+
+
+def test_a_dag_is_drawn_as_its_tasks_and_their_lineage(page: Page) -> None:
+    page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.DAG}")
+    nodes = graph_nodes(page)
+    # The tasks, the Spark job one submitted and the dbt models another ran: the jobs
+    # under the DAG's latest run, each with its lineage.
+    under = [*demo.TASKS, demo.SPARK_JOB, *(f"demo_shop.{m.split('.')[1]}" for m in demo.MODELS)]
+    members = nodes.locator("li.member")
+    for name in under:
+        expect(members.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(members).to_have_count(len(under))
+    for name in ("shop.public.orders", "orders", demo.TABLE, demo.MODELS[2]):
+        expect(nodes.get_by_role("link", name=name, exact=True)).to_be_visible()
+    status = page.locator(".graph-status")
+    expect(status).to_contain_text(f"{len(under)} jobs under {demo.DAG}")
+    expect(status).not_to_contain_text("1 nodes")
+    expect(page.get_by_role("list", name="Legend")).to_contain_text("part of")
+    # The DAG's inputs come from outside it; what its jobs write are its outputs, the
+    # intermediate raw orders too.
+    inputs = page.get_by_role("region", name="Inputs")
+    outputs = page.get_by_role("region", name="Outputs")
+    expect(inputs.get_by_role("link", name="shop.public.orders")).to_be_visible()
+    expect(inputs.get_by_role("link", name=demo.CUSTOMERS, exact=True)).to_be_visible()
+    expect(inputs.get_by_role("link", name="orders", exact=True)).to_have_count(0)
+    for name in ("orders", demo.TABLE, *demo.MODELS):
+        expect(outputs.get_by_role("link", name=name, exact=True)).to_be_visible()
+    expect(page.locator(".family")).to_contain_text(f"the {len(under)} jobs under it")
+    shot(page, "job-dag")
+
+    # A task with no child runs draws its own lineage only.
+    page.goto(f"/#/job?namespace={demo.AIRFLOW_NS}&name={demo.TASKS[0]}")
+    expect(nodes.get_by_role("link", name="orders", exact=True)).to_be_visible()
+    expect(nodes.locator("li.member")).to_have_count(0)
+    expect(page.get_by_role("list", name="Legend")).not_to_contain_text("part of")
 
 
 def test_job_page_opens_a_dag_runs_children(page: Page) -> None:
@@ -491,18 +573,56 @@ def test_the_graph_filters_by_last_run_state_and_by_time(page: Page) -> None:
     expect(refunds).to_be_visible()
     expect(spark).to_be_visible()
 
+    # No box ticked is no filter, and the page says so.
+    hint = page.locator(".states-hint")
+    expect(hint).to_have_text("none ticked: all states")
     # Only edges whose last run failed: the refunds job's, not the Spark job's.
     page.get_by_role("checkbox", name="FAIL").check()
+    expect(hint).to_have_text("only edges whose last run is FAIL")
     expect(spark).to_have_count(0)
     expect(refunds).to_be_visible()
     page.get_by_role("checkbox", name="FAIL").uncheck()
+    expect(hint).to_have_text("none ticked: all states")
     expect(spark).to_be_visible()
 
-    # As of 02:30, after Spark wrote the table and before dbt or refunds read it.
-    page.get_by_label("As of (UTC)").fill(f"{demo.DAY}T02:30:00")
+    # As of 02:30 UTC, after Spark wrote the table and before dbt or refunds read it:
+    # typed without a zone, read as UTC and shown back in ISO 8601 with its Z.
+    as_of = page.get_by_label("As of (UTC)")
+    as_of.fill(f"{demo.DAY} 02:30")
+    as_of.press("Enter")
+    expect(as_of).to_have_value(f"{demo.DAY}T02:30:00Z")
     expect(refunds).to_have_count(0)
     expect(nodes.get_by_role("link", name="demo_shop.customer_orders")).to_have_count(0)
     expect(spark).to_be_visible()
+    # Not a time: said so, and the graph stays as it was.
+    as_of.fill("yesterday")
+    as_of.press("Enter")
+    expect(as_of).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(".graph-status")).to_contain_text('"yesterday" is not a time')
+    expect(refunds).to_have_count(0)
+
+
+def test_as_of_is_utc_whatever_the_browsers_time_zone(
+    browser: Browser, server: ServerProcess
+) -> None:
+    # 02:30 in Auckland (UTC+13 in January) is 13:30 UTC the day before, when nothing had
+    # run yet: had the page read the value as local time, the Spark job would be gone.
+    context = browser.new_context(base_url=server.url, timezone_id="Pacific/Auckland")
+    page = context.new_page()
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    spark = graph_nodes(page).get_by_role("link", name="orders_clean", exact=True)
+    expect(spark).to_be_visible()
+    as_of = page.get_by_label("As of (UTC)")
+    as_of.fill(f"{demo.DAY}T02:30:00")
+    as_of.press("Enter")
+    expect(as_of).to_have_value(f"{demo.DAY}T02:30:00Z")
+    expect(spark).to_be_visible()
+    expect(graph_nodes(page).get_by_role("link", name="refunds", exact=True)).to_have_count(0)
+    # A zone, when typed, is honoured: 15:30+13:00 is 02:30 UTC.
+    as_of.fill(f"{demo.DAY}T15:30:00+13:00")
+    as_of.press("Enter")
+    expect(as_of).to_have_value(f"{demo.DAY}T02:30:00Z")
+    context.close()
 
 
 def test_an_unknown_dataset_shows_the_servers_problem(
@@ -568,6 +688,10 @@ def test_a_server_with_tokens_asks_for_one_and_keeps_it_for_the_tab(
         page.goto("/#/deliveries")
         expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
         expect(page.get_by_role("alert")).to_contain_text("needs a bearer token")
+        # The command is code, not text in backticks.
+        label = page.locator("form.sign-in label")
+        expect(label.locator("code")).to_have_text("embrasure tokens create --scope read")
+        expect(label).not_to_contain_text("`")
         field = page.get_by_label("Bearer token with scope read")
         field.fill("emb_000000000000_wrong")
         page.get_by_role("button", name="Use this token").click()
@@ -581,3 +705,59 @@ def test_a_server_with_tokens_asks_for_one_and_keeps_it_for_the_tab(
         page.close()
     finally:
         secured.stop()
+
+
+def test_nodes_are_named_with_their_namespace(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    nodes = graph_nodes(page)
+    raw = nodes.locator("li", has=page.get_by_role("link", name="orders", exact=True))
+    # The short form of s3://demo-raw beside the name, the whole name on hover.
+    expect(raw.locator(".ns")).to_have_text("demo-raw")
+    link = raw.get_by_role("link", name="orders", exact=True)
+    expect(link).to_have_attribute("title", f"{demo.RAW}/orders")
+    expect(nodes.locator("li.root .ns")).to_have_text("metastore.demo")
+    # Keyboard focus on a node shows its whole name beside the list.
+    link.focus()
+    expect(page.locator(".node-details")).to_contain_text(f"dataset · {demo.RAW}/orders")
+    # The runs that wrote it name their job's namespace too.
+    writer = page.get_by_role("region", name="Runs that wrote it").locator("tr.run").first
+    expect(writer.locator(".ns")).to_have_text(demo.SPARK_NS)
+    expect(writer.get_by_role("link", name=demo.SPARK_JOB)).to_have_attribute(
+        "title", f"{demo.SPARK_NS}/{demo.SPARK_JOB}"
+    )
+
+    page.goto("/")
+    recent = page.get_by_role("region", name="Recent runs").locator("tr.run").first
+    expect(recent.locator(".ns")).to_have_text("ui-tests")
+    expect(recent.get_by_role("link", name="hourly")).to_have_attribute("title", "ui-tests/hourly")
+    # The rule: a URI's last path segment, else its host without the port.
+    short = page.evaluate(
+        """async (names) => {
+            const { shortNamespace } = await import("/ui/static/js/names.js");
+            return names.map(shortNamespace);
+        }""",
+        [demo.SHOP_DB, demo.WAREHOUSE, demo.RAW, "postgres://db:5432/shop", demo.AIRFLOW_NS],
+    )
+    assert short == ["shop-db.demo", "metastore.demo", "demo-raw", "shop", "demo-airflow"]
+
+
+def test_facets_shown_elsewhere_on_the_page_are_said_to_be_there(page: Page) -> None:
+    # The customers table has a schema facet only: not "No facets." beside its fields.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.CUSTOMERS}")
+    facets = page.get_by_role("region", name="Facets")
+    expect(facets).to_contain_text("No other facets.")
+    expect(facets.locator(".facets-elsewhere")).to_have_text("schema: shown under Schema")
+    expect(facets).not_to_contain_text("No facets.")
+    # A dbt model: its column lineage is drawn in the column view of each field.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.MODELS[0]}")
+    expect(page.locator(".facets-elsewhere")).to_contain_text(
+        "columnLineage: shown in each field's column view"
+    )
+    # The Spark table: its symlinks facet is its aliases; the catalog's facets are listed.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    facets = page.get_by_role("region", name="Facets")
+    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "datasource"])
+    expect(facets.locator(".facets-elsewhere")).to_have_text(
+        "schema: shown under Schema; symlinks: shown above the graph (Also known as, Locations)"
+    )
+    expect(page.get_by_label("Identities")).to_contain_text("Also known as")

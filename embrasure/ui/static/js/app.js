@@ -7,6 +7,7 @@ import { h } from "./dom.js";
 import { mountSearch } from "./search.js";
 import * as columns from "./pages/columns.js";
 import * as dataset from "./pages/dataset.js";
+import * as delivery from "./pages/delivery.js";
 import * as deliveries from "./pages/deliveries.js";
 import * as home from "./pages/home.js";
 import * as job from "./pages/job.js";
@@ -18,6 +19,7 @@ const PAGES = {
   "/job": job,
   "/column": columns,
   "/deliveries": deliveries,
+  "/delivery": delivery,
   "/namespace": namespace,
 };
 
@@ -84,7 +86,13 @@ function signIn(reason) {
     },
     h("h1", {}, "Sign in"),
     h("p", { role: "alert" }, reason),
-    h("label", { for: "token" }, "Bearer token with scope read (from `embrasure tokens create`)"),
+    h(
+      "label",
+      { for: "token" },
+      "Bearer token with scope read (from ",
+      h("code", {}, "embrasure tokens create --scope read"),
+      ")",
+    ),
     input,
     h("button", { type: "submit" }, "Use this token"),
   );

@@ -38,6 +38,17 @@ const STYLE = [
       "text-max-width": 176,
     },
   },
+  {
+    selector: "node[w]",
+    style: {
+      width: "data(w)",
+      height: "data(h)",
+      "text-wrap": "wrap",
+      "text-max-width": (node) => node.data("w") - 14,
+      "text-overflow-wrap": "anywhere",
+      "line-height": 1.25,
+    },
+  },
   { selector: "node.dataset", style: { "background-color": "#eef4fb", "border-color": "#5b8bc9" } },
   {
     selector: "node.job",
@@ -47,6 +58,7 @@ const STYLE = [
     selector: "node.service",
     style: { shape: "cut-rectangle", "background-color": "#fdf3e7", "border-color": "#c98a3c" },
   },
+  { selector: "node.member", style: { "border-width": 2.5 } },
   { selector: "node.dropped", style: { "border-style": "dashed", color: "#7b8794" } },
   {
     selector: "node.root",
@@ -76,6 +88,7 @@ const STYLE = [
       "font-size": 11,
       color: "#52606d",
       padding: 10,
+      "text-max-width": 320, // the dataset and its namespace, above the box: room to spare
     },
   },
   {
@@ -104,8 +117,21 @@ const STYLE = [
   })),
   { selector: "edge.static", style: { "line-style": "dotted" } },
   { selector: "edge.summary", style: { "line-style": "dotted", "line-color": "#c5cfdb" } },
+  // A parent job → a child job (a DAG → its task): not data, so light, dashed, with a
+  // diamond at the parent (UML's composition).
+  {
+    selector: "edge.part",
+    style: {
+      "line-style": "dashed",
+      "line-color": "#b8a6e0",
+      "target-arrow-shape": "none",
+      "source-arrow-shape": "diamond",
+      "source-arrow-color": "#b8a6e0",
+      width: 1.3,
+    },
+  },
   // Column lineage (docs/projection.md#column-lineage): the class of a mapping, indirect dependencies dashed,
-  // masked mappings red with a marker.
+  // masked mappings in a calm teal with a marker: masking is the protected case, not an alarm.
   {
     selector: "edge.direct",
     style: { "line-color": "#2f6fcb", "target-arrow-color": "#2f6fcb", width: 2 },
@@ -130,13 +156,13 @@ const STYLE = [
   {
     selector: "edge.masked",
     style: {
-      "line-color": "#c9362b",
-      "target-arrow-color": "#c9362b",
+      "line-color": "#2a7f8f",
+      "target-arrow-color": "#2a7f8f",
       "source-arrow-shape": "circle",
-      "source-arrow-color": "#c9362b",
+      "source-arrow-color": "#2a7f8f",
       label: "masked",
       "font-size": 10,
-      color: "#c9362b",
+      color: "#1f5f6b",
       "text-background-color": "#ffffff",
       "text-background-opacity": 1,
       "text-background-padding": 2,
@@ -165,6 +191,12 @@ export function createCanvas(container, { onTap, onDoubleTap } = {}) {
     if (wasEmpty && !empty) frame(cy);
     wasEmpty = empty;
   }).observe(container);
+  // The canvas has no DOM per node: the whole name of the node under the pointer is the
+  // container's title, so hovering a box shows it as hovering a link does.
+  cy.on("mouseover", "node", (event) => {
+    container.title = event.target.data("full") || event.target.data("label") || "";
+  });
+  cy.on("mouseout", "node", () => container.removeAttribute("title"));
   if (onTap) cy.on("tap", "node", (event) => onTap(event.target.id()));
   if (onDoubleTap) cy.on("dbltap", "node", (event) => onDoubleTap(event.target.id()));
   return cy;
@@ -179,7 +211,7 @@ export function draw(cy, elements) {
     name: "dagre",
     rankDir: "LR",
     nodeSep: 14,
-    rankSep: 90,
+    rankSep: 70,
     edgeSep: 8,
     animate: false,
     fit: true,
@@ -204,6 +236,10 @@ function frame(cy) {
     const root = cy.$(".root");
     cy.zoom(0.5);
     cy.center(root.length ? root : undefined);
+    // A root at the graph's edge (a DAG drawn from its left) leaves half the canvas
+    // empty: slide the graph back so it starts at the padding.
+    const box = cy.elements().renderedBoundingBox();
+    cy.panBy({ x: Math.min(0, 24 - box.x1), y: Math.min(0, 24 - box.y1) });
   }
 }
 

@@ -32,15 +32,30 @@ function content(facet) {
   return Object.fromEntries(Object.entries(facet).filter(([key]) => !ENVELOPE.has(key)));
 }
 
-export function facetList(facets, { skip = [] } = {}) {
+// `elsewhere` names the facets the page shows in a section of its own (the schema as its
+// fields), each with where: they are not repeated here, but said to be there, so that
+// "No facets." never stands beside a schema.
+export function facetList(facets, { elsewhere = {} } = {}) {
   // The ones a person looks for first (what is it, whose is it, where is it), then the
   // rest by name.
   const rank = (name) => (name in SPECIAL ? Object.keys(SPECIAL).indexOf(name) : 99);
-  const names = Object.keys(facets || {})
-    .filter((name) => !skip.includes(name))
+  const all = Object.keys(facets || {});
+  const moved = all.filter((name) => name in elsewhere).sort();
+  const names = all
+    .filter((name) => !(name in elsewhere))
     .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-  if (!names.length) return h("p", { class: "muted" }, "No facets.");
-  return h(
+  const note = moved.length
+    ? h(
+        "p",
+        { class: "facets-elsewhere muted small" },
+        moved.map((name) => `${name}: ${elsewhere[name]}`).join("; "),
+      )
+    : null;
+  if (!names.length) {
+    const none = moved.length ? "No other facets." : "No facets.";
+    return h("div", {}, h("p", { class: "muted" }, none), note);
+  }
+  const list = h(
     "div",
     { class: "facets" },
     names.map((name) => {
@@ -56,4 +71,5 @@ export function facetList(facets, { skip = [] } = {}) {
       );
     }),
   );
+  return h("div", {}, list, note);
 }

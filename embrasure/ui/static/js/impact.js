@@ -3,7 +3,7 @@
 // crosses a masked mapping is marked. Shown on the column view and the dataset page.
 
 import { h } from "./dom.js";
-import { nodeHref } from "./links.js";
+import { entityLink, fullName, parseNodeId } from "./names.js";
 
 export function impactTable(impact) {
   if (!impact.items.length) return h("p", { class: "muted" }, "Nothing downstream.");
@@ -41,12 +41,30 @@ export function impactTable(impact) {
           h(
             "td",
             {},
-            h("a", { href: nodeHref(node) }, title),
-            item.masked ? h("span", { class: "badge masked" }, "masked path") : null,
+            entityLink(node, { text: title }),
+            item.masked
+              ? h(
+                  "span",
+                  {
+                    class: "badge masked",
+                    title:
+                      "Masked path: a masking mapping (columnLineage masking flag) lies on this " +
+                      "path, so this item gets a hashed or masked value, not the raw one.",
+                  },
+                  "masked path",
+                )
+              : null,
           ),
           h("td", {}, h("span", { class: `kind kind-${node.type}` }, node.type)),
           h("td", { class: "num" }, item.distance),
-          h("td", { class: "path small" }, item.path.map(shortId).join(" → ")),
+          h(
+            "td",
+            {
+              class: "path small",
+              title: item.path.map((id) => fullName(parseNodeId(id))).join(" → "),
+            },
+            item.path.map(shortId).join(" → "),
+          ),
         );
       }),
     ),

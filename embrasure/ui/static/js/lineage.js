@@ -2,6 +2,11 @@
 // upstream and downstream depth, run-state and time filters, expand and collapse of a
 // node's neighbours, and "+N more" for big neighbourhoods (summarize.js).
 //
+// A parent job (an Airflow DAG) has no lineage edge of its own: its page passes the jobs
+// under it as `members` and the parent → child pairs as `links` (hierarchy.js). Each
+// member is walked like the root, and each link is drawn as a "part of" edge, so the
+// DAG is drawn as its tasks and their data.
+//
 // Every drawn node is also an item of a plain list beside the canvas (a link and an
 // Expand button), so a screen reader — or a test — finds the graph in the DOM, not only
 // as pixels (docs/ui.md).
@@ -10,15 +15,22 @@ import { get } from "./api.js";
 import { createCanvas, draw, readingOrder } from "./canvas.js";
 import { h } from "./dom.js";
 import { nodeHref } from "./links.js";
+import { fullName, shortNamespace } from "./names.js";
 import { summarize } from "./summarize.js";
 
 const STATES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"];
 const PAGE_LIMIT = 500; // nodes per request: what the canvas lays out without freezing
 
-export function lineageExplorer(rootNode) {
+export function lineageExplorer(
+  rootNode,
+  { members = [], links = [], membersTruncated = false } = {},
+) {
+  // A DAG starts from each of its jobs: one edge each way is already the whole DAG with
+  // its inputs and outputs; two would pull in every neighbour's neighbours.
+  const start = members.length ? 1 : 2;
   const view = {
-    up: 2,
-    down: 2,
+    up: start,
+    down: start,
     states: new Set(),
     asOf: "",
     nodes: new Map(), // id → node, as the API returns them
@@ -30,12 +42,13 @@ export function lineageExplorer(rootNode) {
     loads: 0, // a newer load (a filter changed again) wins over a slower, older one
   };
   const rootId = rootNode.id;
+  const memberIds = new Set(members.map((m) => m.id));
 
   const status = h("p", { class: "graph-status muted", "aria-live": "polite" });
   const canvas = h("div", {
     class: "canvas",
     role: "img",
-    "aria-label": `Lineage graph of ${rootNode.name}`,
+    "aria-label": `Lineage graph of ${fullName(rootNode)}`,
   });
   const list = h("ol", { class: "graph-nodes", "aria-label": "Nodes in the lineage graph" });
   const details = h("div", { class: "node-details" });
@@ -63,9 +76,52 @@ export function lineageExplorer(rootNode) {
     );
   }
 
+  // No box ticked is no filter: the hint says so, and which states are kept otherwise.
+  const statesHint = h("span", { class: "states-hint muted small", "aria-live": "polite" });
+  const showStates = () => {
+    statesHint.textContent = view.states.size
+      ? `only edges whose last run is ${[...view.states].join(" or ")}`
+      : "none ticked: all states";
+  };
+  showStates();
+
+  // As of: typed as ISO 8601 and read as UTC whatever the browser's zone (a
+  // datetime-local picker shows local, often 12-hour, wall time without saying which).
+  const asOfInput = h("input", {
+    id: `as-of-${rootId}`,
+    type: "text",
+    inputmode: "numeric",
+    spellcheck: "false",
+    autocomplete: "off",
+    size: 21,
+    placeholder: "YYYY-MM-DDTHH:MM:SSZ",
+    "aria-describedby": `as-of-help-${rootId}`,
+    onchange: () => applyAsOf(),
+  });
+  function applyAsOf() {
+    const text = asOfInput.value.trim();
+    const value = text ? utcInstant(text) : "";
+    if (value === null) {
+      asOfInput.setAttribute("aria-invalid", "true");
+      status.textContent = `As of: "${text}" is not a time; write it like 2026-01-15T02:30:00Z`;
+      return;
+    }
+    asOfInput.removeAttribute("aria-invalid");
+    asOfInput.value = value; // shown back as the API reads it: ISO 8601, UTC, with Z
+    if (value === view.asOf) return;
+    view.asOf = value;
+    load();
+  }
+
   const toolbar = h(
     "form",
-    { class: "toolbar", onsubmit: (event) => event.preventDefault() },
+    {
+      class: "toolbar",
+      onsubmit: (event) => {
+        event.preventDefault();
+        applyAsOf(); // Enter in the As of box
+      },
+    },
     depthInput("Upstream", "up"),
     depthInput("Downstream", "down"),
     h(
@@ -82,29 +138,25 @@ export function lineageExplorer(rootNode) {
             onchange: (event) => {
               if (event.target.checked) view.states.add(state);
               else view.states.delete(state);
+              showStates();
               load();
             },
           }),
           state,
         ),
       ),
+      statesHint,
     ),
     h(
-      "label",
-      { title: "Show the graph as it was at this time (UTC)" },
-      "As of",
-      h("input", {
-        type: "datetime-local",
-        step: 1,
-        "aria-label": "As of (UTC)",
-        onchange: (event) => {
-          // The input's value is local wall time without a zone, and without seconds
-          // when they are zero: read it as UTC, in the RFC 3339 form the API takes.
-          const value = event.target.value;
-          view.asOf = value ? `${value.length === 16 ? `${value}:00` : value}Z` : "";
-          load();
-        },
-      }),
+      "span",
+      { class: "as-of" },
+      h("label", { for: `as-of-${rootId}` }, "As of (UTC)"),
+      asOfInput,
+      h(
+        "span",
+        { id: `as-of-help-${rootId}`, class: "muted small" },
+        "ISO 8601, read as UTC; empty: now",
+      ),
     ),
     h(
       "span",
@@ -121,7 +173,7 @@ export function lineageExplorer(rootNode) {
     toolbar,
     h("div", { class: "graph-area" }, canvas, h("aside", { class: "graph-side" }, details, list)),
     status,
-    legend(),
+    legend(members.length > 0),
   );
 
   // The buttons zoom about the centre of the canvas, as the wheel does about the pointer.
@@ -153,16 +205,19 @@ export function lineageExplorer(rootNode) {
   async function load() {
     status.textContent = "Loading…";
     const walks = [];
-    const base = nodeParams(rootNode);
-    if (view.up)
-      walks.push(
-        get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })),
-      );
-    if (view.down)
-      walks.push(
-        get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
-      );
-    if (!walks.length) walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+    for (const start of [rootNode, ...members]) {
+      const base = nodeParams(start);
+      if (view.up)
+        walks.push(
+          get("/api/v1/lineage", params({ ...base, direction: "upstream", depth: view.up })),
+        );
+      if (view.down)
+        walks.push(
+          get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
+        );
+      if (!view.up && !view.down)
+        walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+    }
     const mine = ++view.loads;
     try {
       const graphs = await Promise.all(walks);
@@ -172,6 +227,9 @@ export function lineageExplorer(rootNode) {
       view.expanded.clear();
       view.truncated = false;
       view.base = new Set(graphs.flatMap(merge));
+      for (const [source, target] of links) {
+        view.edges.set(`${source}→${target}`, { source, target, part: true });
+      }
       render();
     } catch (error) {
       if (mine !== view.loads) return;
@@ -231,7 +289,7 @@ export function lineageExplorer(rootNode) {
     cy.getElementById(id).select();
     details.replaceChildren(
       h("h3", {}, node.name),
-      h("p", { class: "muted small" }, `${node.type} · ${node.namespace}`),
+      h("p", { class: "muted small full-name" }, `${node.type} · ${fullName(node)}`),
       h(
         "p",
         {},
@@ -259,12 +317,15 @@ export function lineageExplorer(rootNode) {
       const node = view.nodes.get(id);
       const classes = [node.type];
       if (id === rootId) classes.push("root");
+      if (memberIds.has(id)) classes.push("member");
       if (node.dropped) classes.push("dropped");
-      elements.push({ group: "nodes", data: { id, label: node.name }, classes: classes.join(" ") });
+      elements.push({ group: "nodes", data: nodeData(node), classes: classes.join(" ") });
     }
     for (const edge of edges) {
       if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
-      const classes = [`state-${(edge.last_state || "other").toLowerCase()}`];
+      const classes = edge.part
+        ? ["part"]
+        : [`state-${(edge.last_state || "other").toLowerCase()}`];
       if (edge.static) classes.push("static");
       elements.push({
         group: "edges",
@@ -289,8 +350,13 @@ export function lineageExplorer(rootNode) {
     draw(cy, elements);
     renderList(visible, summaries);
     const hiddenCount = summaries.reduce((sum, s) => sum + s.count, 0);
+    const shownMembers = members.filter((m) => visible.has(m.id)).length;
     status.textContent =
-      `${visible.size} nodes, ${cy.edges().not(".summary").length} edges shown` +
+      `${visible.size} nodes, ${cy.edges().not(".summary, .part").length} edges shown` +
+      (members.length
+        ? `; ${shownMembers} job${shownMembers === 1 ? "" : "s"} under ${rootNode.name}` +
+          (membersTruncated ? " (the first ones)" : "")
+        : "") +
       (hiddenCount ? `; ${hiddenCount} summarized` : "") +
       (view.truncated ? `; the server stopped at ${PAGE_LIMIT} nodes per walk` : "");
   }
@@ -302,13 +368,29 @@ export function lineageExplorer(rootNode) {
       return h(
         "li",
         {
-          class: `graph-node kind-${node.type}${id === rootId ? " root" : ""}`,
+          class: [
+            `graph-node kind-${node.type}`,
+            id === rootId ? "root" : null,
+            memberIds.has(id) ? "member" : null,
+          ]
+            .filter(Boolean)
+            .join(" "),
           dataset: { nodeId: id },
           onmouseenter: () => cy.getElementById(id).addClass("highlight"),
           onmouseleave: () => cy.getElementById(id).removeClass("highlight"),
         },
         h("span", { class: `kind kind-${node.type}` }, node.type),
-        h("a", { href: nodeHref(node), title: `${node.namespace} ${node.name}` }, node.name),
+        // Focus shows the whole name in the details above, as hovering shows the title.
+        h(
+          "span",
+          { class: "node-name" },
+          h(
+            "a",
+            { href: nodeHref(node), title: fullName(node), onfocus: () => select(id) },
+            node.name,
+          ),
+          h("span", { class: "ns small", title: fullName(node) }, shortNamespace(node.namespace)),
+        ),
         id === rootId
           ? null
           : h(
@@ -354,7 +436,7 @@ export function lineageExplorer(rootNode) {
   return { element, destroy: () => cy.destroy() };
 }
 
-function legend() {
+function legend(part) {
   const item = (cls, text) => h("li", {}, h("span", { class: `swatch ${cls}` }), text);
   return h(
     "ul",
@@ -367,5 +449,35 @@ function legend() {
     item("edge-running", "running"),
     item("edge-abort", "aborted"),
     item("edge-static", "declared (JobEvent)"),
+    part ? item("edge-part", "part of (parent job → child job)") : null,
   );
+}
+
+// A node's box on the canvas: its name over its short namespace, wrapped rather than cut
+// short, and sized to fit (about 7 px a character at 12 px); the whole name is the
+// canvas's title while the pointer is on it (canvas.js).
+export function nodeData(node) {
+  const label = `${node.name}\n${shortNamespace(node.namespace)}`;
+  const longest = Math.max(...label.split("\n").map((line) => line.length));
+  const w = Math.max(130, Math.min(260, longest * 7 + 24));
+  const lines = label
+    .split("\n")
+    .reduce((n, line) => n + Math.max(1, Math.ceil((line.length * 7) / (w - 20))), 0);
+  return { id: node.id, label, full: fullName(node), w, h: 14 + 15 * lines };
+}
+
+const INSTANT =
+  /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?)?\s*(Z|UTC|[+-]\d{2}:?\d{2})?$/i;
+
+// A time as typed (`2026-01-15T02:30`, `2026-01-15 02:30:00Z`, `…+01:00`, a date alone)
+// as the RFC 3339 UTC instant the API takes (`2026-01-15T02:30:00Z`); null if it is not
+// one. Without a zone it is UTC, never the browser's zone.
+export function utcInstant(text) {
+  const m = INSTANT.exec(text);
+  if (!m) return null;
+  const [, day, hh = "00", mm = "00", ss = "00", fraction = "", zone = "Z"] = m;
+  const offset = /^(z|utc)$/i.test(zone) ? "Z" : zone.replace(/^([+-]\d{2})(\d{2})$/, "$1:$2");
+  const date = new Date(`${day}T${hh}:${mm}:${ss}${fraction}${offset}`);
+  if (Number.isNaN(date.getTime())) return null;
+  return date.toISOString().replace(/\.000Z$/, "Z");
 }

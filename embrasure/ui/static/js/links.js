@@ -11,12 +11,16 @@ export function jobHref(namespace, name) {
   return "#" + url("/job", { namespace, name });
 }
 
-export function columnHref(namespace, name, field) {
-  return "#" + url("/column", { namespace, name, field });
+export function columnHref(namespace, name, field, options = {}) {
+  return "#" + url("/column", { namespace, name, field, ...options });
 }
 
 export function namespaceHref(name) {
   return "#" + url("/namespace", { name });
+}
+
+export function deliveryHref(id) {
+  return "#" + url("/delivery", { id });
 }
 
 export function nodeHref(node) {

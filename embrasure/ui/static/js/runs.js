@@ -4,7 +4,7 @@
 import { get } from "./api.js";
 import { h } from "./dom.js";
 import { duration, time } from "./format.js";
-import { jobHref } from "./links.js";
+import { entityLink } from "./names.js";
 
 export function stateBadge(state) {
   const text = state || "UNKNOWN";
@@ -64,7 +64,7 @@ export function runTable(runs, { showJob = false, caption = null } = {}) {
 function runRows(run, showJob) {
   const cells = [
     showJob
-      ? h("td", {}, h("a", { href: jobHref(run.job.namespace, run.job.name) }, run.job.name))
+      ? h("td", {}, entityLink(run.job))
       : null,
     h("td", {}, stateBadge(run.state)),
     h("td", {}, time(run.started_at)),
@@ -107,7 +107,7 @@ function parentOf(parent) {
       "span",
       { class: label },
       `${label} `,
-      h("a", { href: jobHref(ref.job.namespace, ref.job.name) }, ref.job.name),
+      entityLink(ref.job),
       ref.runId ? h("span", { class: "mono small" }, ` ${ref.runId}`) : null,
     );
   const root = parent.root;
@@ -134,7 +134,7 @@ function childRuns(runId, count) {
           {},
           stateBadge(r.state),
           " ",
-          h("a", { href: jobHref(r.job.namespace, r.job.name) }, r.job.name),
+          entityLink(r.job),
           " ",
           duration(r.duration_s),
         ),

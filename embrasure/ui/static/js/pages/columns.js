@@ -1,20 +1,32 @@
 // The column view: pick a field of a dataset, see its column lineage — mappings by class
-// (direct / expression / aggregate), indirect dependencies dashed, masked mappings red —
-// and its impact downstream (what breaks, and whether the path is masked).
+// (direct / expression / aggregate), indirect dependencies dashed, masked mappings marked
+// with a shield — and its impact downstream (what breaks, and whether the path is masked).
+// Direction and depth are part of the address, like the field, so a view can be shared.
 
 import { get } from "../api.js";
 import { createCanvas, draw } from "../canvas.js";
 import { append, h } from "../dom.js";
 import { impactTable } from "../impact.js";
 import { columnHref, datasetHref, nodeHref } from "../links.js";
+import { entityLink, fullName, parseNodeId, shortNamespace } from "../names.js";
+
+const DIRECTIONS = ["both", "upstream", "downstream"];
+const MAX_DEPTH = 20; // the API's bound (docs/queries.md#lineage)
+
+// What a masked mapping means, said on its badge and the legend: masking protects.
+export const MASKED_TITLE =
+  "Masked: on this mapping the value is hashed or masked (the columnLineage facet's " +
+  "masking flag), so the raw value does not flow on along this path.";
 
 export async function render(params, page) {
   const namespace = params.get("namespace");
   const name = params.get("name");
   const field = params.get("field");
+  const direction = DIRECTIONS.includes(params.get("direction")) ? params.get("direction") : "both";
+  const depth = Math.max(1, Math.min(MAX_DEPTH, Number(params.get("depth")) || 10));
   const [{ datasets }, graph, impact] = await Promise.all([
     get("/api/v1/datasets", { namespace, name }),
-    get("/api/v1/column-lineage", { namespace, name, field, depth: 10 }),
+    get("/api/v1/column-lineage", { namespace, name, field, direction, depth }),
     get("/api/v1/impact", { namespace, name, field, depth: 10 }),
   ]);
   const dataset = datasets[0];
@@ -38,10 +50,10 @@ export async function render(params, page) {
       h("a", { href: datasetHref(dataset.namespace, dataset.name) }, dataset.name),
     ),
     h("h1", {}, `${dataset.name}.${field}`),
-    fieldPicker(dataset, field),
     h(
       "section",
       { class: "lineage", "aria-label": "Column lineage" },
+      controls(dataset, field, { direction, depth }),
       h(
         "div",
         { class: "graph-area" },
@@ -63,21 +75,55 @@ export async function render(params, page) {
   return () => cy.destroy();
 }
 
-function fieldPicker(dataset, current) {
+// The field, the direction and the depth of the walk: each change is a new address.
+function controls(dataset, current, walk) {
   const fields = dataset.fields.includes(current) ? dataset.fields : [current, ...dataset.fields];
+  const go = (change) => {
+    const next = { field: current, ...walk, ...change };
+    location.hash = columnHref(dataset.namespace, dataset.name, next.field, {
+      direction: next.direction,
+      depth: next.depth,
+    });
+  };
   return h(
-    "label",
-    { class: "field-picker" },
-    "Field ",
+    "form",
+    { class: "toolbar", onsubmit: (event) => event.preventDefault() },
     h(
-      "select",
-      {
-        "aria-label": "Field",
-        onchange: (event) => {
-          location.hash = columnHref(dataset.namespace, dataset.name, event.target.value);
+      "label",
+      { class: "field-picker" },
+      "Field ",
+      h(
+        "select",
+        { "aria-label": "Field", onchange: (event) => go({ field: event.target.value }) },
+        fields.map((f) => h("option", { value: f, selected: f === current }, f)),
+      ),
+    ),
+    h(
+      "label",
+      {},
+      "Direction ",
+      h(
+        "select",
+        {
+          "aria-label": "Direction",
+          onchange: (event) => go({ direction: event.target.value }),
         },
-      },
-      fields.map((f) => h("option", { value: f, selected: f === current }, f)),
+        DIRECTIONS.map((d) => h("option", { value: d, selected: d === walk.direction }, d)),
+      ),
+    ),
+    h(
+      "label",
+      {},
+      "Depth ",
+      h("input", {
+        type: "number",
+        min: 1,
+        max: MAX_DEPTH,
+        value: walk.depth,
+        "aria-label": "Depth",
+        title: "Field → field edges walked from this field",
+        onchange: (event) => go({ depth: event.target.value }),
+      }),
     ),
   );
 }
@@ -90,13 +136,15 @@ function elements(graph) {
     const group = `group:${node.namespace}:${node.name}`;
     if (!groups.has(group)) {
       groups.add(group);
-      out.push({ group: "nodes", data: { id: group, label: node.name }, classes: "field-group" });
+      const label = `${node.name} · ${shortNamespace(node.namespace)}`;
+      const full = fullName({ namespace: node.namespace, name: node.name });
+      out.push({ group: "nodes", data: { id: group, label, full }, classes: "field-group" });
     }
     const classes = ["field"];
     if (node.id === graph.root) classes.push("root");
     out.push({
       group: "nodes",
-      data: { id: node.id, parent: group, label: node.field },
+      data: { id: node.id, parent: group, label: node.field, full: fullName(node) },
       classes: classes.join(" "),
     });
   }
@@ -121,9 +169,9 @@ function edgeClasses(edge) {
 // The edges as a list: what the canvas shows, readable by a screen reader and a test.
 function edgeList(graph) {
   const byId = new Map(graph.nodes.map((n) => [n.id, n]));
-  const label = (id) => {
+  const field = (id) => {
     const n = byId.get(id);
-    return `${n.name}.${n.field}`;
+    return entityLink(n, { text: `${n.name}.${n.field}` });
   };
   if (!graph.edges.length) return h("p", { class: "muted" }, "No column lineage for this field.");
   return h(
@@ -133,9 +181,13 @@ function edgeList(graph) {
       h(
         "li",
         { class: `column-edge ${edgeClasses(edge)}`, dataset: { masked: String(edge.masked) } },
-        h("a", { href: nodeHref(byId.get(edge.source)) }, label(edge.source)),
+        field(edge.source),
         " → ",
-        h("a", { href: nodeHref(byId.get(edge.target)) }, label(edge.target)),
+        field(edge.target),
+        // The job the mapping goes through, as `embrasure graph --field` names it.
+        edge.job
+          ? h("span", { class: "via small" }, " via ", entityLink(parseNodeId(edge.job)))
+          : null,
         " ",
         h(
           "span",
@@ -145,11 +197,7 @@ function edgeList(graph) {
           edge.indirect.length ? ` ${edge.indirect.join(", ")}` : "",
         ),
         edge.masked
-          ? h(
-              "span",
-              { class: "badge masked", title: "A masking transformation lies on this mapping" },
-              "masked",
-            )
+          ? h("span", { class: "badge masked", title: MASKED_TITLE }, "masked")
           : null,
         edge.derived ? h("span", { class: "badge" }, `from ${edge.derived}`) : null,
       ),
@@ -166,6 +214,11 @@ function legend() {
     item("edge-expression", "expression"),
     item("edge-aggregate", "aggregate"),
     item("edge-indirect", "indirect (join, filter, group by…)"),
-    item("edge-masked", "masked"),
+    h(
+      "li",
+      { title: MASKED_TITLE },
+      h("span", { class: "swatch edge-masked" }),
+      "masked (protected: value hashed or masked)",
+    ),
   );
 }

@@ -43,7 +43,7 @@ export async function render(params, page) {
         "section",
         { "aria-label": "Facets" },
         h("h2", {}, "Facets"),
-        facetList(dataset.facets, { skip: ["schema", "symlinks", "columnLineage"] }),
+        facetList(dataset.facets, { elsewhere: shownElsewhere(dataset) }),
       ),
     ),
     h(
@@ -86,11 +86,27 @@ function impactSection(dataset) {
   return section;
 }
 
+// The facets this page draws in sections of their own, and where (a facet whose section
+// has nothing to show stays in the facet list, as its JSON).
+function shownElsewhere(dataset) {
+  const out = {};
+  if (hasIdentities(dataset)) out.symlinks = "shown above the graph (Also known as, Locations)";
+  if (Array.isArray(dataset.facets.schema?.fields) && dataset.facets.schema.fields.length) {
+    out.schema = "shown under Schema";
+  }
+  if (dataset.facets.columnLineage) {
+    out.columnLineage = "shown in each field's column view (the links under Schema)";
+  }
+  return out;
+}
+
+const hasIdentities = (dataset) => dataset.aliases.length > 0 || dataset.locations.length > 0;
+
 function identities(dataset) {
-  if (!dataset.aliases.length && !dataset.locations.length) return null;
+  if (!hasIdentities(dataset)) return null;
   return h(
     "dl",
-    { class: "identities" },
+    { class: "identities", "aria-label": "Identities" },
     dataset.aliases.length ? h("dt", {}, "Also known as") : null,
     dataset.aliases.map((a) =>
       h(

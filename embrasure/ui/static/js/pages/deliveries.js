@@ -4,6 +4,7 @@
 import { get, post } from "../api.js";
 import { append, h } from "../dom.js";
 import { count, time } from "../format.js";
+import { deliveryHref } from "../links.js";
 
 const STATES = ["", "accepted", "projected", "partially_projected", "quarantined"];
 
@@ -89,7 +90,7 @@ function older(table, first, fetchPage, rowsOf) {
   return h("p", {}, button);
 }
 
-function deliveryState(state) {
+export function deliveryState(state) {
   return h("span", { class: `state delivery-${state}` }, state.replace("_", " "));
 }
 
@@ -159,7 +160,7 @@ const ITEMS_SHOWN = 12;
 
 // A batch holds up to 1,000 items: the ones that need a look (quarantined, or projected
 // with warnings) come first, and a long tail is cut short until asked for.
-function itemTable(all) {
+export function itemTable(all) {
   const weight = (item) => (item.outcome === "quarantined" ? 0 : item.warnings.length ? 1 : 2);
   const items = [...all].sort((a, b) => weight(a) - weight(b) || a.index - b.index);
   const rest = items.slice(ITEMS_SHOWN);
@@ -264,7 +265,12 @@ function quarantineRow(item) {
     "tr",
     { class: "quarantined-item" },
     h("td", {}, time(item.received_at)),
-    h("td", { class: "mono small" }, `${item.delivery_id} #${item.index}`),
+    h(
+      "td",
+      { class: "mono small" },
+      h("a", { href: deliveryHref(item.delivery_id), class: "delivery-link" }, item.delivery_id),
+      ` #${item.index}`,
+    ),
     h("td", {}, item.kind ?? "—"),
     h("td", { class: "reason" }, item.reason),
     h("td", {}, button, " ", result),

@@ -69,7 +69,11 @@ function namespaceTable(namespaces) {
     return h(
       "p",
       { class: "muted" },
-      "Nothing yet: POST OpenLineage events to /api/v1/lineage, or run `embrasure demo`.",
+      "Nothing yet: POST OpenLineage events to ",
+      h("code", {}, "/api/v1/lineage"),
+      ", or run ",
+      h("code", {}, "embrasure demo"),
+      ".",
     );
   }
   return h(
