@@ -215,8 +215,7 @@ export function lineageExplorer(
         walks.push(
           get("/api/v1/lineage", params({ ...base, direction: "downstream", depth: view.down })),
         );
-      if (!view.up && !view.down)
-        walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
+      if (!view.up && !view.down) walks.push(get("/api/v1/lineage", params({ ...base, depth: 0 })));
     }
     const mine = ++view.loads;
     try {

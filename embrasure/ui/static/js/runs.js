@@ -63,9 +63,7 @@ export function runTable(runs, { showJob = false, caption = null } = {}) {
 
 function runRows(run, showJob) {
   const cells = [
-    showJob
-      ? h("td", {}, entityLink(run.job))
-      : null,
+    showJob ? h("td", {}, entityLink(run.job)) : null,
     h("td", {}, stateBadge(run.state)),
     h("td", {}, time(run.started_at)),
     h("td", {}, time(run.ended_at)),
@@ -129,15 +127,7 @@ function childRuns(runId, count) {
     const page = await get(`/api/v1/runs/${runId}/children`, { limit: CHILD_PAGE, cursor });
     list.append(
       ...page.runs.map((r) =>
-        h(
-          "li",
-          {},
-          stateBadge(r.state),
-          " ",
-          entityLink(r.job),
-          " ",
-          duration(r.duration_s),
-        ),
+        h("li", {}, stateBadge(r.state), " ", entityLink(r.job), " ", duration(r.duration_s)),
       ),
     );
     cursor = page.next_cursor;

@@ -196,9 +196,7 @@ function edgeList(graph) {
           edge.kind === "indirect" ? "indirect" : edge.class,
           edge.indirect.length ? ` ${edge.indirect.join(", ")}` : "",
         ),
-        edge.masked
-          ? h("span", { class: "badge masked", title: MASKED_TITLE }, "masked")
-          : null,
+        edge.masked ? h("span", { class: "badge masked", title: MASKED_TITLE }, "masked") : null,
         edge.derived ? h("span", { class: "badge" }, `from ${edge.derived}`) : null,
       ),
     ),

@@ -46,14 +46,7 @@ export async function render(params, page) {
       h("a", { href: namespaceHref(job.namespace) }, job.namespace),
     ),
     h("h1", {}, job.name),
-    job.parent_job
-      ? h(
-          "p",
-          {},
-          "Part of ",
-          entityLink(job.parent_job),
-        )
-      : null,
+    job.parent_job ? h("p", {}, "Part of ", entityLink(job.parent_job)) : null,
     members.length ? familyNote(job, members, family.truncated) : null,
     io(arounds, new Set([job.id, ...members.map((m) => m.id)])),
     explorer.element,
