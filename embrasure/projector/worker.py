@@ -35,7 +35,7 @@ from embrasure.errors import (
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
-from embrasure.projector import admin
+from embrasure.projector import admin, collector
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
 from embrasure.store.base import LogEntry, ProjectionTx, Store
@@ -187,10 +187,11 @@ class Projector:
         up). A batch that fails is retried one delivery at a time."""
         entries: list[LogEntry] = []
         try:
-            if self.store.concurrent_projectors:
-                self._claim_then_validate(entries)
-            else:
-                self._validate_then_lock(entries)
+            with collector.paused():  # a batch is freed whole when it ends: collector.py
+                if self.store.concurrent_projectors:
+                    self._claim_then_validate(entries)
+                else:
+                    self._validate_then_lock(entries)
         except StoreConflict as exc:  # rolled back, claims released: go again at once
             log.info("projection conflicted with another projector, retrying: %s", exc)
         except (StoreUnavailable, ArchiveError):
