@@ -129,6 +129,16 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
+        "no_projector",
+        False,
+        "serve: run the receiver only; run `embrasure project` beside it (docs/postgres.md).",
+    ),
+    Setting(
+        "upgrade",
+        False,
+        "serve: upgrade an older database schema first (else it refuses to start on one).",
+    ),
+    Setting(
         "group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold.", low=1
     ),
     Setting(
@@ -266,6 +276,8 @@ class Settings:
     host: str = BY_NAME["host"].default
     insecure: bool = BY_NAME["insecure"].default
     port: int = BY_NAME["port"].default
+    no_projector: bool = BY_NAME["no_projector"].default
+    upgrade: bool = BY_NAME["upgrade"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default
     group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default
     max_backlog_items: int = BY_NAME["max_backlog_items"].default

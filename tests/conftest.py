@@ -209,9 +209,11 @@ class ServerProcess:
         *extra: str,
         wrapper: tuple[str, ...] = (),
         log_dir: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.db_url = sqlite_url(db) if isinstance(db, Path) else db
         self.extra = extra
+        self.env = {**os.environ, **env} if env else None  # EMBRASURE_* set for it alone
         self.wrapper = wrapper
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -235,7 +237,7 @@ class ServerProcess:
             *self.extra,
         ]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

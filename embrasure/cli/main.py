@@ -57,6 +57,8 @@ def main() -> None:
     "port",
     "insecure",
     "db",
+    "no_projector",
+    "upgrade",
     "group_commit_max",
     "group_commit_max_bytes",
     "max_backlog_items",
@@ -75,13 +77,7 @@ def main() -> None:
     "retain_runs",
     "retention_interval",
 )
-@click.option("--upgrade", is_flag=True, help="Upgrade an older database schema first.")
-@click.option(
-    "--no-projector",
-    is_flag=True,
-    help="Run the receiver only; run `embrasure project` beside it.",
-)
-def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
+def serve(**flags: Any) -> None:
     """Run the server (receiver) on --host:--port."""
     import uvicorn
 
@@ -97,15 +93,17 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
     try:
         store = open_store(
             settings.db,
-            upgrade=upgrade,
+            upgrade=settings.upgrade,
             pool_size=settings.db_pool_size,
             compression=settings.log_compression,
         )
     except EmbrasureError as exc:
+        sock.close()
         fail(str(exc))
     # docs/security.md: no token means auth is off, which only loopback may get away with.
     if not (is_loopback(settings.host) or settings.insecure or store.tokens()):
         store.close()
+        sock.close()
         fail(
             f"refusing to serve {settings.host} with auth off (no bearer token exists): "
             "create one with `embrasure tokens create --scope ... --db ...`, or pass "
@@ -113,7 +111,9 @@ def serve(upgrade: bool, no_projector: bool, **flags: Any) -> None:
         )
     archived = ArchivedBodies(settings.archive)
     projector = (
-        None if no_projector else Projector(store, projector_limits(settings), archived=archived)
+        None
+        if settings.no_projector
+        else Projector(store, projector_limits(settings), archived=archived)
     )
     retention = cli_retention.retention_loop(settings, store)
     app = build_app(settings, store, projector=projector, retention=retention)

@@ -3,18 +3,20 @@ to canonical datasets and merged, and the walk over them."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 from typing import Any
 
+from embrasure.errors import Problem
 from embrasure.model import DatasetId, JobId
 from embrasure.projector import graph_rows
 from embrasure.projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
 from embrasure.projector.graph_rows import EdgeSpan
 from embrasure.query.entities import dataset_node, node_id
-from embrasure.query.graph import Graph
+from embrasure.query.graph import Graph, Resolver
 from embrasure.query.walk import Walk
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import ColumnEdgeRow
+from embrasure.store.rows import ColumnEdgeRow, FieldNameRow, FieldRow
 
 Field = tuple[DatasetId, str]  # a dataset's field: a node of the column graph
 ColumnHop = tuple[ColumnEdge, EdgeSpan]  # a column edge and when it was seen
@@ -53,6 +55,50 @@ def column_edges_of(
         )
         return [m for k, m in merged.items() if not {k.source, k.target, k.job} & hidden]
     return list(merged.values())
+
+
+CLOSEST_FIELDS = 5  # how many near names a field-not-found problem offers
+
+
+def known_field(reader: GraphReader, ids: Resolver, dataset: DatasetId, field: str) -> None:
+    """404 ``field-not-found`` unless a schema facet or column lineage ever named ``field``
+    on some identity of ``dataset`` (the ``fields`` table); the problem names the dataset
+    as asked.
+
+    Without it a mistyped field (``emial``) answered 200 with nothing downstream, which
+    reads as "safe to change". The near names offered are the dataset's own: the
+    distinct field names (``field_names``, hundreds on a platform, as search scans them)
+    matched by difflib, then kept if the dataset holds them, by the ``fields`` key; no
+    read scans ``fields`` itself, whose key does not lead with the dataset."""
+    node = ids.canonical([dataset])[dataset]
+    members = ids.members([node])[node]
+    if reader.rows(
+        FieldRow, ("ns", "name", "field"), [(m.namespace, m.name, field) for m in members]
+    ):
+        return
+    names = [name for (name,) in reader.distinct(FieldNameRow, ("field",))]
+    near = difflib.get_close_matches(field, names, n=len(names) or 1, cutoff=0.6)
+    keys = [(m.namespace, m.name, f) for m in members for f in near]
+    held = (
+        {row.field for row in reader.rows(FieldRow, ("ns", "name", "field"), keys)}
+        if keys
+        else set()
+    )
+    closest = [f for f in near if f in held][:CLOSEST_FIELDS]
+    hint = (
+        f" Closest known: {', '.join(closest)}."
+        if closest
+        else " None of its known fields is close to that (GET /api/v1/datasets?namespace=…"
+        "&name=… lists its schema)."
+    )
+    raise Problem(
+        404,
+        "field-not-found",
+        "Field not found",
+        f"No field {field!r} is known on dataset {dataset.namespace} {dataset.name}: no schema"
+        f" facet or column lineage named it.{hint}",
+        closest=closest,
+    )
 
 
 def column_lineage(

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from embrasure.model import DatasetId, JobId
 from embrasure.query.as_of import AsOfGraph
-from embrasure.query.columns import column_lineage
+from embrasure.query.columns import column_lineage, known_field
 from embrasure.query.entities import (
     LISTED_CHILDREN,
     Identities,
@@ -229,6 +229,7 @@ class ReadApi:
             root = DatasetId(namespace, name)
             ids = Identities(reader)
             _shown_dataset(reader, ids, Hidden(reader, ids), root)
+            known_field(reader, ids, root, field)
             return column_lineage(reader, root, field, direction, depth, kinds, limit)
 
         return await answer(self.store, work)
@@ -242,6 +243,8 @@ class ReadApi:
             root = DatasetId(namespace, name)
             ids = Identities(reader)
             _shown_dataset(reader, ids, Hidden(reader, ids), root)
+            if field is not None:
+                known_field(reader, ids, root, field)
             return impact(reader, root, field, depth, limit)
 
         return await answer(self.store, work)

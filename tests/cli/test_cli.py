@@ -6,17 +6,21 @@ import dataclasses
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
+from embrasure import store
 from embrasure.cli.main import main
+from embrasure.errors import SchemaError
 from embrasure.settings import SETTINGS, Settings, markdown_table
 from embrasure.store import migrations, redact
 from embrasure.store.migrations import LATEST
 
-from conftest import run_sql
+from conftest import MINIMAL_EVENT, ServerProcess, free_port, run_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,6 +117,36 @@ def test_words_and_booleans_are_read_in_any_case() -> None:
     settings = Settings.load({}, {"EMBRASURE_LOG_LEVEL": "WARNING", "EMBRASURE_INSECURE": "Yes"})
     assert (settings.log_level, settings.insecure) == ("warning", True)
     assert Settings.load({}, {"EMBRASURE_INSECURE": "off"}).insecure is False
+
+
+def test_serve_reads_no_projector_from_the_environment(tmp_path: Path) -> None:
+    """`serve --no-projector` and `--upgrade` are settings like the others (README: every
+    flag has a variable): with EMBRASURE_NO_PROJECTOR a delivery stays accepted."""
+    server = ServerProcess(tmp_path / "e.db", env={"EMBRASURE_NO_PROJECTOR": "1"}).start()
+    try:
+        receipt = httpx.post(f"{server.url}/api/v1/lineage", json=MINIMAL_EVENT).json()
+        time.sleep(0.5)  # the projector, when it runs, projects within milliseconds
+        view = httpx.get(f"{server.url}/api/v1/deliveries/{receipt['delivery_id']}").json()
+        assert view["state"] == "accepted"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("env", "upgrade"), [({}, False), ({"EMBRASURE_UPGRADE": "yes"}, True)])
+def test_serve_reads_upgrade_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], upgrade: bool
+) -> None:
+    asked: list[bool] = []
+
+    def open_store(url: str, upgrade: bool = False, **_: object) -> None:
+        asked.append(upgrade)
+        raise SchemaError("stopped here by the test")
+
+    monkeypatch.setattr(store, "open_store", open_store)
+    args = ["serve", "--db", f"sqlite:///{tmp_path / 'e.db'}", "--port", str(free_port())]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.output == "embrasure: error: stopped here by the test\n"
+    assert asked == [upgrade]
 
 
 def test_bad_env_value_names_the_variable() -> None:

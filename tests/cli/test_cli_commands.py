@@ -365,6 +365,18 @@ def test_impact(demo_db: str) -> None:
     assert "x y" in line
 
 
+@pytest.mark.parametrize("command", ["impact", "lineage"])
+def test_a_mistyped_field_is_one_error_line_naming_the_closest(demo_db: str, command: str) -> None:
+    """`impact --field emial` once answered "0 downstream" and exit 0 (issue 16)."""
+    args = ("--namespace", demo.WAREHOUSE, "--name", demo.CUSTOMERS, "--field", "emial")
+    line = one_error_line(cli(command, "--db", demo_db, *args))
+    assert line.startswith(
+        f"embrasure: error: Field not found: No field 'emial' is known on dataset"
+        f" {demo.WAREHOUSE} {demo.CUSTOMERS}: "
+    )
+    assert "Closest known: email" in line
+
+
 def test_runs(demo_db: str) -> None:
     args = ("--namespace", demo.DBT_NS, "--name", "demo_shop.daily_revenue")
     (run,) = as_json(cli("runs", "--db", demo_db, *args, "--json"))["runs"]

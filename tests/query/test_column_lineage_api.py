@@ -25,6 +25,8 @@ from graph_api import (
     node_ids,
     run_event,
     run_id,
+    schema,
+    symlinks,
 )
 
 # == column lineage ================================================================================
@@ -253,20 +255,76 @@ def test_field_name_is_percent_encoded_in_ids(api: Api) -> None:
 
 
 def test_known_dataset_field_without_lineage_is_just_its_root(api: Api) -> None:
-    api.ingest(dbt_run(1, {"order_id": [input_field(DBT_ORDERS, "id", IDENTITY)]}))
-    doc = api.columns(*DBT_REPORT, "not_a_column")
+    """A field the dataset's schema facet names, with no column edge: 200, its root."""
+    api.ingest(
+        dbt_run(1, {"order_id": [input_field(DBT_ORDERS, "id", IDENTITY)]}),
+        run_event(
+            "COMPLETE", "load", run_id(2), at(8), outputs=[ds(*DBT_REPORT, schema=schema("note"))]
+        ),
+    )
+    doc = api.columns(*DBT_REPORT, "note")
     assert doc == {
-        "root": field_id(DBT_REPORT, "not_a_column"),
+        "root": field_id(DBT_REPORT, "note"),
         "nodes": [
             {
-                "id": field_id(DBT_REPORT, "not_a_column"),
+                "id": field_id(DBT_REPORT, "note"),
                 "type": "field",
                 "namespace": DBT_REPORT[0],
                 "name": DBT_REPORT[1],
-                "field": "not_a_column",
+                "field": "note",
             }
         ],
         "edges": [],
         "truncated": False,
     }
     api.problem("GET", "/api/v1/column-lineage", 400, namespace=DBT_REPORT[0], name=DBT_REPORT[1])
+
+
+FIELD_NOT_FOUND = "https://embrasure.dev/problems/field-not-found"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/column-lineage", "/api/v1/impact"])
+def test_a_field_the_dataset_never_had_is_a_404_naming_the_closest(api: Api, path: str) -> None:
+    """``emial`` on customers is a typo, not "nothing downstream": 404 field-not-found with
+    the dataset's own near names (``email``, not another dataset's ``emails``), by an
+    alias as by the dataset's own name."""
+    hive = ("hive://metastore:9083", "shop.customers")
+    api.ingest(
+        dbt_run(1, {"email_hash": [input_field(DBT_CUSTOMERS, "email", TRANSFORMATION)]}),
+        run_event(
+            "COMPLETE",
+            "load",
+            run_id(2),
+            at(8),
+            outputs=[
+                ds(
+                    *DBT_CUSTOMERS,
+                    schema=schema("id", "e_mail"),
+                    symlinks=symlinks((*hive, "TABLE")),
+                ),
+                ds("s3://other", "contacts", schema=schema("emails", "emial_x")),
+            ],
+        ),
+    )
+    params = {"namespace": DBT_CUSTOMERS[0], "name": DBT_CUSTOMERS[1]}
+    problem = api.problem("GET", path, 404, **params, field="emial")
+    assert problem["type"] == FIELD_NOT_FOUND
+    assert problem["title"] == "Field not found"
+    assert problem["closest"] == ["email", "e_mail"]
+    assert problem["detail"] == (
+        f"No field 'emial' is known on dataset {DBT_CUSTOMERS[0]} {DBT_CUSTOMERS[1]}: no schema"
+        " facet or column lineage named it. Closest known: email, e_mail."
+    )
+    # Each kind of known field answers 200: a column lineage source, a schema field, both
+    # sent under the warehouse name, asked for by it and by the table it is a location of
+    # (the canonical node, which the root names).
+    assert api.get(path, **params, field="email")["root"] == field_id(hive, "email")
+    assert api.get(path, **params, field="id")["root"] == field_id(hive, "id")
+    by_alias = api.get(path, namespace=hive[0], name=hive[1], field="email")
+    assert by_alias["root"] == field_id(hive, "email")
+    far = api.problem("GET", path, 404, namespace=hive[0], name=hive[1], field="zzzz")
+    assert far["type"] == FIELD_NOT_FOUND and far["closest"] == []
+    assert "None of its known fields is close" in far["detail"]
+    # An unknown dataset is still the plain 404.
+    ghost = api.problem("GET", path, 404, namespace="s3://nowhere", name="x", field="email")
+    assert ghost["type"].endswith("/not-found")

@@ -189,10 +189,19 @@ def test_depth_and_limit_bound_the_answer(api: Api) -> None:
     assert impact(api, ORDERS)["truncated"] is False
 
 
-def test_a_field_without_lineage_and_an_unknown_dataset(api: Api) -> None:
+def test_a_field_without_lineage_an_unknown_field_and_an_unknown_dataset(api: Api) -> None:
     platform(api)
-    doc = impact(api, DASHBOARD, field="nothing_here")
-    assert doc == {"root": field_id(DASHBOARD, "nothing_here"), "items": [], "truncated": False}
+    doc = impact(api, DASHBOARD, field="revenue")  # named by column lineage, read by none
+    assert doc == {"root": field_id(DASHBOARD, "revenue"), "items": [], "truncated": False}
+    never = api.problem(
+        "GET",
+        "/api/v1/impact",
+        404,
+        namespace=DASHBOARD[0],
+        name=DASHBOARD[1],
+        field="nothing_here",
+    )
+    assert never["type"] == "https://embrasure.dev/problems/field-not-found"
     problem = api.problem("GET", "/api/v1/impact", 404, namespace="nowhere", name="nothing")
     assert "nowhere" in problem["detail"]
     api.problem("GET", "/api/v1/impact", 400, namespace="only")

@@ -126,10 +126,14 @@ def test_unparseable_sql_is_a_warning_on_the_item(client: TestClient) -> None:
         "Expected: SELECT, VALUES, or a subquery in the query body, found: SELEC at Line: 1, "
         "Column: 21"
     ]
-    # Dataset lineage is there all the same; column lineage is not.
+    # Dataset lineage is there all the same; column lineage is not: with no schema facet
+    # and nothing derived, the output's fields were never named (a 404, not an empty graph).
     lineage = get(client, "/api/v1/lineage", type="dataset", namespace=HIVE, name="test.xxx")
     assert f"dataset:{HIVE}:test.t1" in {n["id"] for n in lineage["nodes"]}
-    assert upstream(client, "id") == {}
+    params = {"namespace": HIVE, "name": "test.xxx", "field": "id"}
+    r = client.get("/api/v1/column-lineage", params=params)
+    assert r.status_code == 404
+    assert r.json()["type"] == "https://embrasure.dev/problems/field-not-found"
 
 
 def test_every_order_exports_the_same_graph(fresh_db: Callable[[], str]) -> None:

@@ -4,6 +4,7 @@ the graph after a restart equals a reprojection of the same log
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import re
 import signal
@@ -153,3 +154,43 @@ def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_pa
         names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     generations = {n.split("_")[0] for (n,) in names if re.fullmatch(r"g\d+_.*", n)}
     assert len(generations) == 1, generations  # no half-built generation left behind
+
+
+def test_two_servers_on_one_sqlite_file(db_path: Path) -> None:
+    """docs/operations.md#two-servers-on-one-sqlite-file: two whole `serve` processes
+    (receiver and projector each) on one file, 400 single events posted to both at once.
+    Every one is acknowledged, stored once and projected once (the projectors take the
+    one write lock in turn), and the graph is what a reprojection of the log builds."""
+    servers = [ServerProcess(db_path).start() for _ in range(2)]
+    try:
+
+        def post(worker: int) -> list[str]:
+            server = servers[worker % 2]
+            with httpx.Client(base_url=server.url, headers=JSON, timeout=60) as http:
+                ids = []
+                for i in range(50):
+                    body = orjson.dumps(run_event(worker * 50 + i, "COMPLETE"))
+                    r = http.post("/api/v1/lineage", content=body)
+                    assert r.status_code == 202, r.text
+                    ids.append(r.json()["delivery_id"])
+                return ids
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            ids = [i for batch in pool.map(post, range(8)) for i in batch]
+        assert len(set(ids)) == 400
+        with httpx.Client(base_url=servers[1].url, timeout=60) as http:
+            wait_until(lambda: pending(http, ids) == 0)
+            states = {http.get(f"/api/v1/deliveries/{i}").json()["state"] for i in ids}
+            assert states == {"projected"}
+    finally:
+        for server in servers:
+            server.terminate()
+    served = export(f"sqlite:///{db_path}")
+    assert len(orjson.loads(served)["runs"]) == 400
+    subprocess.run(
+        [sys.executable, "-m", "embrasure", "reproject", "--db", f"sqlite:///{db_path}"],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    assert export(f"sqlite:///{db_path}") == served

@@ -91,6 +91,11 @@ def problem(description: str, retry_after: bool = False) -> Schema:
 # Every route can also fail with 500 (logged); a wrong method answers 405. Both problem+json.
 OTHER_ERRORS = problem("Any other error: 405 for a method the path does not serve, 500.")
 BAD_PARAMETER = problem("A query parameter is missing, malformed or out of bounds.")
+FIELD_NOT_FOUND = (
+    "No such dataset (`not-found`), or a field the dataset never had: no schema facet or "
+    "column lineage named it (`field-not-found`; `closest` lists its known fields nearest "
+    "the one asked for)."
+)
 
 
 def operation(
@@ -243,7 +248,8 @@ def _graph() -> dict[str, dict[str, Operation]]:
             "getColumnLineage",
             "graph",
             "Column lineage around a field",
-            "A known dataset's field with no lineage answers its root node alone.",
+            "A field of the dataset (named by its schema facet or column lineage) with no "
+            "lineage answers its root node alone; a field it never had is a 404.",
             [
                 NAMESPACE,
                 NAME,
@@ -259,7 +265,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
                 limit(500, 10_000, "Most field nodes to return; past it `truncated` is true."),
             ],
             "ColumnLineageGraph",
-            not_found="No such dataset.",
+            not_found=FIELD_NOT_FOUND,
         ),
         "/api/v1/impact": read(
             "getImpact",
@@ -275,7 +281,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
                 limit(1_000, 10_000, "Most items to return; past it `truncated` is true."),
             ],
             "Impact",
-            not_found="No such dataset.",
+            not_found=FIELD_NOT_FOUND,
         ),
         "/api/v1/export": {
             "get": operation(

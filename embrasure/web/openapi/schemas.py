@@ -461,6 +461,10 @@ def _problem() -> Schema:
             "limit": integer("The bound that was broken."),
             "actual": integer("The value that broke it."),
             "delivery_id": string("409: the delivery that holds the Idempotency-Key."),
+            "closest": array(
+                string(),
+                "404 `field-not-found`: the dataset's known fields nearest the one asked for.",
+            ),
         },
     )
     schema["additionalProperties"] = True  # RFC 9457 §3.2: extension members
