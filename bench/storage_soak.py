@@ -58,6 +58,7 @@ class SoakConfig:
     sample_s: float
     quiet_wait_s: float
     retention: bool  # False: the same load without the retention flags (a control)
+    log_level: str = "info"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,6 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--retention-interval", help="default 1m; quick 6s")
     p.add_argument("--soak-sample", type=float, help="seconds between samples (5; quick 2)")
+    p.add_argument(
+        "--soak-log-level",
+        default="info",
+        choices=("info", "debug"),
+        help="serve's --log-level (debug: every retention step's hold on the write lock)",
+    )
     p.add_argument(
         "--soak-without-retention",
         action="store_true",
@@ -89,6 +96,7 @@ def soak_config(args: argparse.Namespace, quick: bool) -> SoakConfig:
         sample_s=args.soak_sample or (2.0 if quick else 5.0),
         quiet_wait_s=10 if quick else 60,
         retention=not args.soak_without_retention,
+        log_level=args.soak_log_level,
     )
 
 
@@ -269,8 +277,8 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
         str(archive),
     ]
     retention = retention if cfg.retention else []
-    # Info-level JSON lines: the retention passes are found in them.
-    flags = [*retention, "--log-format", "json", "--log-level", "info"]
+    # JSON lines at info level or finer: the retention passes are found in them.
+    flags = [*retention, "--log-format", "json", "--log-level", cfg.log_level]
     projection.wait_for_quiet(cfg.quiet_wait_s)
     try:
         server = servers.start_embrasure(work, db, side.source, projector=True, extra=flags)

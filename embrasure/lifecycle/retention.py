@@ -164,7 +164,8 @@ class _Pass:
         )
         started = time.monotonic()
         trimmed = self.trimmer.trim(record, segment.seqs)
-        pause_after(time.monotonic() - started)  # the receiver's turn (store/pacing.py)
+        # The receiver's turn (store/pacing.py).
+        pause_after(time.monotonic() - started, f"trim of segment {segment.name}")
         return trimmed
 
     def adopt(self) -> None:

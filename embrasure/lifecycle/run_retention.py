@@ -69,15 +69,15 @@ def trim_runs(
         horizon = tx.record_run_horizon(horizon, utc_now())
     cursor = None
     while True:
+        held = time.monotonic()
         with store.projection(generation) as tx:
-            held = time.monotonic()
             runs, cursor = tx.trimmable_runs(horizon, batch, cursor)
             tx.merge(TrimmedEdgeRow, _removed_edges(tx, runs))
             tx.delete_runs(runs)
         removed += len(runs)
         if len(runs) < batch:
             break
-        pause_after(time.monotonic() - held)
+        pause_after(time.monotonic() - held, f"trim of {len(runs)} runs")
     report = RunsReport(horizon, removed, time.monotonic() - started)
     log.info("run retention: %s", report.summary(), extra={"seconds": report.seconds})
     return report

@@ -242,15 +242,15 @@ class SQLiteTrimmer(SQLTrimmer):
             left = before
             while left > 0:
                 step = min(VACUUM_PAGES, left)
+                started = time.monotonic()
                 with self._tx("vacuuming", write=True):
-                    started = time.monotonic()
                     for _ in range(step):
                         conn.execute("PRAGMA incremental_vacuum(1)")
                 held = time.monotonic() - started
                 now = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
                 left = min(left - step, now)
                 if left > 0:
-                    pause_after(held)
+                    pause_after(held, f"vacuum of {step} pages")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"vacuuming {self.path}: {exc}") from exc
         return (before - left) * page_size

@@ -14,12 +14,22 @@ no such lock, but the pause costs a pass little and keeps its share of the disk 
 
 from __future__ import annotations
 
+import logging
 import time
+
+log = logging.getLogger("embrasure.retention")
 
 PAUSE_S = 0.03  # above the busy handler's sleeps (≤ 25 ms) for a wait under ~130 ms
 MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by this at most
 
 
-def pause_after(held_s: float) -> None:
-    """Sleep after a write transaction that held the lock for ``held_s`` seconds."""
+def pause_after(held_s: float, step: str) -> None:
+    """Sleep after a write transaction (a ``step`` of a pass: what it did, for the debug
+    log) that held the lock for ``held_s`` seconds."""
+    log.debug(
+        "retention step %s held the write lock %.1f ms",
+        step,
+        held_s * 1000,
+        extra={"step": step, "held_ms": round(held_s * 1000, 1)},
+    )
     time.sleep(min(MAX_PAUSE_S, max(PAUSE_S, held_s)))

@@ -28,7 +28,7 @@ def test_a_pause_is_at_least_as_long_as_the_lock_was_held(
     slept: list[float] = []
     monkeypatch.setattr(time, "sleep", slept.append)
     for held in (0.0, 0.01, 0.2, 5.0):
-        pacing.pause_after(held)
+        pacing.pause_after(held, "a test step")
     assert slept == [pacing.PAUSE_S, pacing.PAUSE_S, 0.2, pacing.MAX_PAUSE_S]
 
 
@@ -39,12 +39,12 @@ def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
     for job in range(4):
         for n, hour in enumerate((9, 10, 12)):
             api.ingest(run_event("COMPLETE", f"job{job}", run_id(job * 10 + n), at(hour)))
-    pauses: list[float] = []
-    monkeypatch.setattr(run_retention, "pause_after", pauses.append)
+    pauses: list[str] = []
+    monkeypatch.setattr(run_retention, "pause_after", lambda _held, step: pauses.append(step))
     report = trim_runs(api.store, HORIZON, batch=3)
     assert report.runs == 8
     # 3 + 3 + 2 runs: a pause after each full batch, none after the last.
-    assert len(pauses) == 2
+    assert pauses == ["trim of 3 runs", "trim of 3 runs"]
     with api.store.reader() as reader:
         kept = sorted(r.run_id for r in reader.rows(RunRow))
     assert kept == sorted(run_id(job * 10 + 2) for job in range(4))
@@ -65,7 +65,7 @@ def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
         assert free > 100
         steps: list[float] = []
 
-        def pause(held: float) -> None:
+        def pause(held: float, _step: str) -> None:
             # While the pass pauses, another writer frees pages (as the projector does).
             steps.append(held)
             low = 1000 + 40 * (len(steps) - 1)
