@@ -339,6 +339,13 @@ def soak_md(s: dict[str, Any]) -> list[str]:
             f"{s['others_busy_cores']:.2f}",
         ],
     ]
+    for kind, h in p.get("step_holds", {}).items():  # --soak-log-level debug only
+        rows.append(
+            [
+                f"write lock held by a {kind} step: steps, p50 / p99 / max ms",
+                f"{h['steps']}, {h['p50_ms']:.1f} / {h['p99_ms']:.1f} / {h['max_ms']:.1f}",
+            ]
+        )
     return [
         "## Soak",
         "",

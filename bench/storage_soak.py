@@ -200,6 +200,8 @@ def passes_from_log(lines: list[dict[str, Any]]) -> list[tuple[float, float]]:
     windows = []
     opened: float | None = None
     for line in lines:
+        if "held_ms" in line:  # a step of a pass (--soak-log-level debug): step_holds
+            continue
         duration = next(
             (
                 float(line[k]) * scale
@@ -218,6 +220,31 @@ def passes_from_log(lines: list[dict[str, Any]]) -> list[tuple[float, float]]:
             windows.append((opened, line["t"]))
             opened = None
     return windows
+
+
+def step_holds(lines: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """How long the passes' steps held the write lock, by kind (the debug lines of
+    store/pacing.py, found only with --soak-log-level debug)."""
+    held: dict[str, list[float]] = {}
+    for line in lines:
+        if isinstance(line.get("held_ms"), int | float):
+            step = str(line.get("step", ""))
+            kind = next((k for k in ("runs", "pages", "segment") if k in step), "other")
+            held.setdefault(kind, []).append(float(line["held_ms"]))
+    return {
+        kind: {
+            "steps": len(values),
+            "p50_ms": statistics.median(values),
+            "p99_ms": _quantile(values, 0.99),
+            "max_ms": max(values),
+        }
+        for kind, values in sorted(held.items())
+    }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def passes_from_metrics(samples: list[dict[str, Any]]) -> list[tuple[float, float]]:
@@ -381,6 +408,7 @@ def summarise(
             "seconds": [end - begin for begin, end in windows],
             "log_lines": len(lines),
             "log_examples": [{k: v for k, v in line.items() if k != "t"} for line in lines[:3]],
+            "step_holds": step_holds(lines),
         },
         "server_cpu_cores": cores["server_cpu_s"],
         "harness_cpu_cores": cores["harness_cpu_s"],
