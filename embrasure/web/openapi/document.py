@@ -307,7 +307,10 @@ def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict
 def routes(limits: Limits | None, served: list[BaseRoute]) -> list[Route]:
     """GET /openapi.json and GET /docs, documenting ``served`` and themselves. The
     document is serialised once per app."""
-    own: dict[tuple[str, str], tuple[str, ...]] = {("GET", "/openapi.json"): (), ("GET", "/docs"): ()}
+    own: dict[tuple[str, str], tuple[str, ...]] = {
+        ("GET", "/openapi.json"): (),
+        ("GET", "/docs"): (),
+    }
     body = orjson.dumps(document(limits, route_scopes(served) | own))
     page = resources.files(__package__).joinpath("docs.html").read_bytes()
 
