@@ -184,6 +184,11 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
         fail(f"{path} is the database itself")
     if path.exists() and not force:
         fail(f"{path} exists; pass --force to replace it")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        # SQLite would say only "unable to open database file".
+        why = "is not a folder" if folder.exists() else "does not exist"
+        fail(f"cannot write backup to {path}: folder {folder} {why}")
     started = time.monotonic()
     try:
         store = open_store(db)
