@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
+import http
 import os
 import time
 import urllib.parse
@@ -51,17 +52,32 @@ class Reply:
     def json(self) -> Any:
         return orjson.loads(self.body)
 
-    def problem(self, target: str) -> str:
-        """The cause of an error answer in one line: a problem's title and detail."""
+    def _problem(self) -> tuple[str | None, str | None]:
+        """An RFC 9457 answer's title and detail (one line), when it is one."""
         try:
             doc = orjson.loads(self.body)
         except orjson.JSONDecodeError:
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("detail"), str):
-            title = doc.get("title")
-            detail = " ".join(doc["detail"].split())
-            return f"{title}: {detail}" if isinstance(title, str) else detail
+            return None, None
+        if not isinstance(doc, dict) or not isinstance(doc.get("detail"), str):
+            return None, None
+        title = doc.get("title")
+        return (title if isinstance(title, str) else None), " ".join(doc["detail"].split())
+
+    def problem(self, target: str) -> str:
+        """The cause of an error answer in one line: a problem's title and detail."""
+        title, detail = self._problem()
+        if detail is not None:
+            return f"{title}: {detail}" if title is not None else detail
         return f"{target} answered HTTP {self.status}"
+
+    def status_line(self) -> str:
+        """``404 Not Found``, and the problem's detail when the answer has one."""
+        try:
+            line = f"{self.status} {http.HTTPStatus(self.status).phrase}"
+        except ValueError:
+            line = f"HTTP {self.status}"
+        _title, detail = self._problem()
+        return line if detail is None else f"{line}: {detail}"
 
 
 def _clean(params: Params | None) -> dict[str, str | int]:
@@ -92,6 +108,21 @@ class Client(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def where(self, path: str) -> str:
+        """Where a request to ``path`` went, for messages."""
+
+    def hint(self, status: int) -> str:
+        """What to check when a request is refused with ``status`` ("" when nothing)."""
+        return ""
+
+    def failure(self, method: str, path: str, reply: Reply) -> str:
+        """A refused request in one line: what was asked, the answer, what to check."""
+        hint = self.hint(reply.status)
+        return f"{method} {self.where(path)}: {reply.status_line()}" + (
+            f" — {hint}" if hint else ""
+        )
 
     def get(self, path: str, params: Params | None = None) -> Any:
         return self._json(self.request("GET", path, params=params))
@@ -125,6 +156,7 @@ class HttpClient(Client):
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ClientError(f"--url {url!r} is not an http:// or https:// URL")
         self.target = url.rstrip("/")
+        self._token = token
         auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.target, timeout=TIMEOUT, headers=auth)
 
@@ -151,6 +183,20 @@ class HttpClient(Client):
         except httpx.HTTPError as exc:
             raise ClientError(f"request to {self.target} failed: {exc}") from None
         return Reply(r.status_code, r.headers, r.content)
+
+    def where(self, path: str) -> str:
+        return f"{self.target}{path}"
+
+    def hint(self, status: int) -> str:
+        path = urllib.parse.urlsplit(self.target).path
+        if status == 404 and path.strip("/"):
+            # The CLI adds /api/v1/…: a URL that has a path already doubles it.
+            return f"did you give --url the server's root, not {path}?"
+        if status == 404:
+            return "is --url an Embrasure server?"
+        if status == 401 and not self._token:
+            return "give one with --token or EMBRASURE_TOKEN"
+        return ""
 
     def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -242,6 +288,9 @@ class LocalClient(Client):
             )
         )
         return Reply(r.status_code, r.headers, r.content)
+
+    def where(self, path: str) -> str:
+        return f"{path} on --db {self.target}"
 
     def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
         from embrasure.projector.worker import Projector

@@ -1,12 +1,15 @@
 """`embrasure ingest`: OpenLineage events from files, sent in batches to the batch route.
 
-Inputs: JSON files (one event, an array of events, or ``{"events": [...]}``), JSONL files
-(one event per line) and folders (walked recursively for *.json, *.jsonl and *.ndjson,
-in sorted order). Each event is checked here with the receiver's own strict parser
-(``jsonguard``) before it joins a batch, because the receiver refuses a whole request
-for one bad byte: a line that is not JSON is reported with its file:line and counted
-invalid, and the other events go on. Events are sent as their bytes from the file, never
-re-serialised, so the log holds what the producer wrote.
+Inputs: files given by name, whatever they are called, and folders (walked recursively
+for *.json, *.jsonl and *.ndjson, in sorted order). What a file holds is read from its
+content, not its name: a JSON array of events, one event, ``{"events": [...]}``, one
+event per line (JSONL), or events one after another (openlineage-python's FileTransport
+with ``append: true`` writes the last two, under whatever name it is given). Each event is
+checked here with the receiver's own strict parser (``jsonguard``) before it joins a
+batch, because the receiver refuses a whole request for one bad byte: a line that is not
+JSON is reported with its file:line and counted invalid, and the other events go on.
+Events are sent as their bytes from the file, never re-serialised, so the log holds what
+the producer wrote.
 
 Batches keep within the receiver's bounds (``receiver.bounds.Limits``) and are cut
 deterministically from the sorted input, so ingesting the same files again sends the same
@@ -16,7 +19,9 @@ sent once and counted a duplicate.
 
 Counts come from the receipts: ``accepted`` and ``duplicate`` are the valid items of new
 and of duplicate deliveries, ``invalid`` the items rejected here or at the transport
-boundary; every event read is exactly one of the three.
+boundary (a 400 answer refuses its whole batch's events); every event read is exactly one
+of the three. A request that fails otherwise (401, 403, 404, 5xx, no answer) is no
+verdict on the events: it ends the run with its cause (``ClientError``).
 """
 
 from __future__ import annotations
@@ -75,6 +80,17 @@ class Unreadable:
     weight: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Empty:
+    """A file that holds no event (nothing but whitespace, ``[]``, ``{"events": []}``):
+    not an event, so not counted as one; named in the summary."""
+
+    source: str
+
+
+Read = Item | Unreadable | Empty
+
+
 @dataclasses.dataclass
 class Batch:
     items: list[Item] = dataclasses.field(default_factory=list)
@@ -105,11 +121,23 @@ class Summary:
     invalid: int = 0
     deliveries: list[str] = dataclasses.field(default_factory=list)
     problems: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    empty: list[str] = dataclasses.field(default_factory=list)  # files with no event
+    # The projector's warnings on accepted events, each text once: how many events and
+    # which (an ingest of a dbt project can give the same warning for every model).
+    warnings: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # Outcomes of the accepted and duplicate events once projected (None: not waited for).
     projection: dict[str, int] | None = None
 
     def problem(self, source: str, reason: str) -> None:
         self.problems.append({"source": source, "reason": reason})
+
+    def warning(self, source: str, text: str) -> None:
+        for seen in self.warnings:
+            if seen["warning"] == text:
+                seen["count"] += 1
+                seen["sources"].append(source)
+                return
+        self.warnings.append({"warning": text, "count": 1, "sources": [source]})
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -174,10 +202,10 @@ def read_lines(source: str, data: bytes) -> Iterator[Item | Unreadable]:
 
 
 def read_document(source: str, data: bytes) -> Iterator[Item | Unreadable]:
-    """A JSON file: one event, an array of events or a batch envelope."""
+    """A file, by what it holds: one event, an array of events, a batch envelope, JSONL,
+    or JSON documents one after another. Nothing for a file of whitespace."""
     raw = data.strip()
     if not raw:
-        yield Unreadable(source, "the file is empty", len(data))
         return
     try:
         if raw[:1] == b"[":
@@ -188,9 +216,7 @@ def read_document(source: str, data: bytes) -> Iterator[Item | Unreadable]:
             return
         doc = jsonguard.parse_strict(raw, LIMITS.json_depth)
     except Problem as problem:
-        lines = [line for line in raw.split(b"\n") if line.strip()]
-        if len(lines) > 1 and problem.slug == "not-json" and _is_object(lines[0]):
-            # JSONL under a .json name: read it as what it is.
+        if problem.slug == "not-json" and _looks_like_lines(raw):
             yield from read_lines(source, data)
         elif problem.slug == "not-json" and (documents := _concatenated(source, data)):
             yield from documents
@@ -251,14 +277,17 @@ def _concatenated(source: str, data: bytes) -> list[Item | Unreadable] | None:
     return out
 
 
-def _is_object(line: bytes) -> bool:
-    try:
-        return isinstance(_parse_event(line.strip()), dict)
-    except Problem:
-        return False
+def _looks_like_lines(raw: bytes) -> bool:
+    """JSONL: most lines are an object each, ``{…}`` (a line that is not JSON among them is
+    still one event's line, reported by its number). Pretty-printed documents one after
+    another have "{" and "}" alone on their lines, and nested lines between."""
+    lines = [line.strip() for line in raw.split(b"\n")]
+    lines = [line for line in lines if line]
+    whole = sum(1 for line in lines if len(line) > 1 and line[:1] == b"{" and line[-1:] == b"}")
+    return len(lines) > 1 and whole * 2 > len(lines)
 
 
-def read_files(files: Iterable[Path]) -> Iterator[Item | Unreadable]:
+def read_files(files: Iterable[Path]) -> Iterator[Read]:
     for path in files:
         try:
             data = path.read_bytes()
@@ -266,21 +295,26 @@ def read_files(files: Iterable[Path]) -> Iterator[Item | Unreadable]:
             yield Unreadable(str(path), f"cannot read the file: {exc.strerror}", 0)
             continue
         data = data.removeprefix(BOM)  # RFC 8259 §8.1: a reader may ignore it
-        if path.name.lower().endswith(JSONL_SUFFIXES):
-            yield from read_lines(str(path), data)
-        else:
-            yield from read_document(str(path), data)
+        found = False
+        for item in read_document(str(path), data):
+            found = True
+            yield item
+        if not found:
+            yield Empty(str(path))
 
 
 # -- batching and sending ----------------------------------------------------------------------
 
 
-def batches(items: Iterable[Item | Unreadable], summary: Summary) -> Iterator[Batch]:
+def batches(items: Iterable[Read], summary: Summary) -> Iterator[Batch]:
     """Batches within the receiver's bounds; what cannot be sent is counted invalid here,
     and an event seen before in this run is counted a duplicate and not sent again."""
     seen: set[bytes] = set()
     batch = Batch()
     for item in items:
+        if isinstance(item, Empty):
+            summary.empty.append(item.source)
+            continue
         summary.events += 1
         if isinstance(item, Unreadable):
             summary.invalid += 1
@@ -315,9 +349,15 @@ def batches(items: Iterable[Item | Unreadable], summary: Summary) -> Iterator[Ba
         yield batch
 
 
+# Answers that judge the events themselves (the receiver's bounds, docs/receiver.md
+# #bounds): the batch's events are invalid. Any other refusal is the request's failure.
+INVALID_STATUSES = (400, 422)
+
+
 def send(client: Client, batch: Batch, provider_key: str | None) -> dict[str, Any] | str:
-    """The receipt, or the problem that refused the whole batch. 429 and 503 are retried
-    after their Retry-After; a server that stays overloaded ends the run."""
+    """The receipt, or the problem that refused the whole batch as invalid. 429 and 503
+    are retried after their Retry-After; a server that stays overloaded, or any other
+    refusal, ends the run (ClientError)."""
     from embrasure.cli.client import ClientError
 
     body = batch.body()
@@ -333,8 +373,10 @@ def send(client: Client, batch: Batch, provider_key: str | None) -> dict[str, An
         if reply.status == 202:
             receipt: dict[str, Any] = reply.json()
             return receipt
-        if reply.status not in (429, 503):
+        if reply.status in INVALID_STATUSES:
             return reply.problem(client.target)
+        if reply.status not in (429, 503):
+            raise ClientError(client.failure("POST", BATCH_ROUTE, reply))
         try:
             wait = float(reply.headers.get("retry-after", "1"))
         except ValueError:
@@ -349,7 +391,7 @@ def send(client: Client, batch: Batch, provider_key: str | None) -> dict[str, An
 
 def ingest(
     client: Client,
-    items: Iterable[Item | Unreadable],
+    items: Iterable[Read],
     *,
     provider_key: str | None = None,
     wait: bool = True,
@@ -387,8 +429,8 @@ def ingest(
 
 
 def outcomes(client: Client, sent: list[Sent], summary: Summary) -> dict[str, int]:
-    """Wait for the projector, then count the sent events' outcomes and name the source
-    of each one quarantined."""
+    """Wait for the projector, then count the sent events' outcomes, name the source of
+    each one quarantined and gather the warnings of the others."""
     counts = {"projected": 0, "quarantined": 0, "pending": 0}
     if not client.wait_for_projection(max(s.delivery_id for s in sent), PROJECTION_TIMEOUT):
         summary.problem("projection", f"not finished after {PROJECTION_TIMEOUT:.0f} s")
@@ -405,6 +447,8 @@ def outcomes(client: Client, sent: list[Sent], summary: Summary) -> dict[str, in
             counts[outcome] += 1
             if outcome == "quarantined":
                 summary.problem(source, f"quarantined: {items[index]['reason']}")
+            for warning in items[index]["warnings"]:
+                summary.warning(source, warning)
     return counts
 
 

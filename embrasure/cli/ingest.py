@@ -4,10 +4,11 @@ through the same code) and `backup` (an online copy of a SQLite database)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,33 @@ def _report(summary: ingesting.Summary, as_json: bool, source: str) -> None:
     hidden = len(summary.problems) - ingesting.SHOWN_PROBLEMS
     if hidden > 0:
         click.echo(f"  … and {hidden} more (--json lists them all)")
+    if summary.warnings:
+        affected = sum(w["count"] for w in summary.warnings)
+        click.echo(f"warnings: {affected} event{'s' if affected != 1 else ''} projected with some")
+    for w in summary.warnings[: ingesting.SHOWN_PROBLEMS]:
+        more = f" and {w['count'] - 1} more" if w["count"] > 1 else ""
+        click.echo(f"  {w['sources'][0]}{more}: {w['warning']}")
+    hidden = len(summary.warnings) - ingesting.SHOWN_PROBLEMS
+    if hidden > 0:
+        click.echo(f"  … and {hidden} other warnings (--json lists them all)")
+    for path in summary.empty:
+        click.echo(f"  {path}: no events in the file")
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    listed = ", ".join(names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _events_or_fail(read: Iterator[ingesting.Read]) -> Iterable[ingesting.Read]:
+    """``read`` as it was, once it has given one event; else the one-line error, before a
+    database is created or a server asked anything."""
+    empty: list[ingesting.Empty] = []
+    for item in read:
+        if not isinstance(item, ingesting.Empty):
+            return itertools.chain(empty, [item], read)
+        empty.append(item)
+    fail(f"no events in {_some([e.source for e in empty])}")
 
 
 @click.command()
@@ -88,14 +116,17 @@ def ingest(
 ) -> None:
     """Send the OpenLineage events in PATHS to a server (--url) or a database (--db).
 
-    PATHS are JSON files (an event, an array of events or {"events": [...]}), JSONL files
-    (an event a line) and folders (their *.json, *.jsonl, *.ndjson files, recursively).
-    Prints how many events were accepted, duplicate (already stored) or invalid, and
-    where each invalid one is; exits non-zero when any event did not reach the graph.
+    PATHS are files, read by what they hold whatever their name (an event, an array of
+    events, {"events": [...]}, an event a line, or events one after another, as
+    openlineage-python's FileTransport writes them) and folders (their *.json, *.jsonl,
+    *.ndjson files, recursively). Prints how many events were accepted, duplicate (already
+    stored) or invalid, where each invalid one is, and the projector's warnings; exits
+    non-zero when any event did not reach the graph, or when a request fails.
     """
     files = ingesting.discover(paths)
     if not files:
         fail(f"no *.json, *.jsonl or *.ndjson files in {', '.join(map(str, paths))}")
+    items = _events_or_fail(ingesting.read_files(files))
     total = ingesting.count_files_bytes(files)
     with (
         connected(flags, create=True) as client,
@@ -103,7 +134,7 @@ def ingest(
     ):
         summary = ingesting.ingest(
             client,
-            ingesting.read_files(files),
+            items,
             provider_key=provider_key,
             wait=not no_wait,
             progress=progress,
@@ -184,6 +215,11 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
         fail(f"{path} is the database itself")
     if path.exists() and not force:
         fail(f"{path} exists; pass --force to replace it")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        # SQLite would say only "unable to open database file".
+        why = "is not a folder" if folder.exists() else "does not exist"
+        fail(f"cannot write backup to {path}: folder {folder} {why}")
     started = time.monotonic()
     try:
         store = open_store(db)

@@ -201,10 +201,23 @@ def project(**flags: Any) -> None:
     --retain-log or --retain-runs, also a retention pass every --retention-interval."""
     from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.projector.worker import Projector
+    from embrasure.store import redact
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     store = open_db(flags)
+    # One line on start, as serve's "listening on": what it works on, and how much.
+    with store.reader() as reader:
+        backlog = reader.backlog()
+    position = store.position()
+    log.info(
+        "projecting %s from position %d: %d deliveries (%d events) pending",
+        redact(settings.db),
+        position,
+        backlog.deliveries,
+        backlog.items,
+        extra={"position": position, "pending_deliveries": backlog.deliveries},
+    )
     archived = ArchivedBodies(settings.archive)
     projector = Projector(store, projector_limits(settings), archived=archived)
     retention = cli_retention.retention_loop(settings, store)

@@ -5,9 +5,10 @@ must match the stored one (tokens are 256 random bits, so a fast hash is enough:
 nothing to guess by brute force, unlike a password). Only the hash is stored; the token is
 printed once, by ``embrasure tokens create``.
 
-Scopes: ``ingest`` (POST events), ``read`` (every GET of the graph, the log and
-``/metrics``), ``admin`` (replay, and everything the other two allow). A token may be
-bound to one provider_key, which then replaces the query parameter on its deliveries.
+Scopes: ``ingest`` (POST events, and the status of a delivery), ``read`` (every GET of
+the graph, the log and ``/metrics``), ``admin`` (replay, and everything the other two
+allow). A token may be bound to one provider_key, which then replaces the query parameter
+on its deliveries.
 
 Auth is on as soon as one token has been created, revoked or not: revoking the last
 token must not quietly open the server. With none, every request passes; the CLI refuses
@@ -86,8 +87,9 @@ class Guard:
     async def tokens(self) -> dict[str, Token]:
         return await self._tokens.get()
 
-    async def check(self, request: Request, scope: str) -> Token | None:
-        """The request's token (None while auth is off); raises Problem 401/403."""
+    async def check(self, request: Request, scopes: Sequence[str]) -> Token | None:
+        """The request's token (None while auth is off), which allows one of ``scopes``;
+        raises Problem 401/403."""
         tokens = await self.tokens() if self.enforce else {}
         if not tokens:
             return None
@@ -102,14 +104,19 @@ class Guard:
             raise _unauthorized("The bearer token is not one this server issued.")
         if token.revoked_at is not None:
             raise _unauthorized(f"The bearer token {token_id} was revoked at {token.revoked_at}.")
-        if not token.allows(scope):
+        if not any(token.allows(scope) for scope in scopes):
+            needed = " or ".join(repr(s) for s in scopes)
+            # RFC 6750 §3: scope is a space-delimited list; here any one of them suffices.
+            listed = " ".join(scopes)
             raise Problem(
                 403,
                 "insufficient-scope",
                 "Insufficient scope",
-                f"{request.method} {request.url.path} needs scope {scope!r}; token "
+                f"{request.method} {request.url.path} needs scope {needed}; token "
                 f"{token_id} has {', '.join(sorted(token.scopes))}.",
-                headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'},
+                headers={
+                    "WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{listed}"'
+                },
             )
         return token
 
@@ -124,20 +131,21 @@ def _unauthorized(detail: str) -> Problem:
     )
 
 
-def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
-    """Mark an endpoint as needing ``scope``; the token checked is on request.state.token.
+def requires(*scopes: str) -> Callable[[Endpoint], Endpoint]:
+    """Mark an endpoint as needing one of ``scopes``; the token checked is on
+    request.state.token.
 
     The check runs inside the route's endpoint, so what it raises (a 401 or 403
     Problem) reaches the app's exception handlers like any route's error."""
-    if scope not in SCOPES:
-        raise ValueError(f"unknown scope {scope!r}")
+    if not scopes or set(scopes) - set(SCOPES):
+        raise ValueError(f"unknown scopes {scopes!r}")
 
     def wrap(endpoint: Endpoint) -> Endpoint:
         @functools.wraps(endpoint)
         async def guarded(request: Request) -> Response:
             guard: Guard = request.app.state.guard
             try:
-                request.state.token = await guard.check(request, scope)
+                request.state.token = await guard.check(request, scopes)
             except StoreUnavailable as exc:
                 # Retry-After 1, not --retry-after: the guard is not given the
                 # setting and has always sent 1 (tests/web/test_problems.py pins it).
@@ -145,7 +153,7 @@ def requires(scope: str) -> Callable[[Endpoint], Endpoint]:
             params.refuse_unknown(request)
             return await endpoint(request)
 
-        guarded.required_scope = scope  # type: ignore[attr-defined]
+        guarded.required_scopes = scopes  # type: ignore[attr-defined]
         return guarded
 
     return wrap
@@ -158,11 +166,12 @@ def public(endpoint: Endpoint) -> Endpoint:
     async def open_to_all(request: Request) -> Response:
         return await endpoint(request)
 
-    open_to_all.required_scope = None  # type: ignore[attr-defined]
+    open_to_all.required_scopes = ()  # type: ignore[attr-defined]
     return open_to_all
 
 
-def required_scope(endpoint: object) -> str | None:
-    """The scope an endpoint declared; AttributeError when it declared none."""
-    scope: str | None = endpoint.required_scope  # type: ignore[attr-defined]
-    return scope
+def required_scopes(endpoint: object) -> tuple[str, ...]:
+    """The scopes an endpoint declared, any one of which suffices (none: open to all);
+    AttributeError when it declared nothing."""
+    scopes: tuple[str, ...] = endpoint.required_scopes  # type: ignore[attr-defined]
+    return scopes

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from embrasure.errors import Problem
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
-from embrasure.model import DELIVERY_STATES, Rejection
+from embrasure.model import DELIVERY_STATES, Rejection, Token
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
 from embrasure.store import Store
@@ -104,9 +104,16 @@ class DeliveriesApi:
     async def get_delivery(self, request: Request) -> Response:
         delivery_id = request.path_params["delivery_id"]
 
+        token: Token | None = request.state.token
+        # docs/security.md#scopes: an ingest token sees the status of what it delivered.
+        # One bound to a provider_key sees that key's deliveries only, and another's is
+        # "not stored" to it, so it cannot learn which ids exist; an unbound one may file
+        # under any key, so any delivery could be its own.
+        bound = token.provider_key if token and not token.allows("read") else None
+
         def work(reader: GraphReader) -> Any:
             row = reader.delivery(delivery_id)
-            if row is None:
+            if row is None or (bound is not None and row.provider_key != bound):
                 raise Problem(
                     404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
                 )
@@ -199,7 +206,12 @@ class DeliveriesApi:
         read, admin = requires("read"), requires("admin")
         return [
             Route("/api/v1/deliveries", read(self.list_deliveries), methods=["GET"]),
-            Route("/api/v1/deliveries/{delivery_id}", read(self.get_delivery), methods=["GET"]),
+            # A producer's view of its delivery's outcome: the receipt's follow-up.
+            Route(
+                "/api/v1/deliveries/{delivery_id}",
+                requires("read", "ingest")(self.get_delivery),
+                methods=["GET"],
+            ),
             Route("/api/v1/quarantine", read(self.list_quarantine), methods=["GET"]),
             Route(
                 "/api/v1/quarantine/{delivery_id}/{index}/replay",

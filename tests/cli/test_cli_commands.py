@@ -156,20 +156,21 @@ def test_ingest_human_summary_names_the_bad_line(db: str, folder: Path) -> None:
 
 def test_ingest_reads_what_producers_leave_behind(db: str, tmp_path: Path) -> None:
     """JSONL saved as .json, a BOM, an empty file, a duplicate key (which would make the
-    receiver refuse the whole batch): each event judged alone, each problem named."""
+    receiver refuse the whole batch): each event judged alone, each problem named, the
+    empty file named but not counted an event."""
     (tmp_path / "lines.json").write_text(json.dumps(event(0)) + "\n" + json.dumps(event(1)))
     (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(event(2)).encode())
     (tmp_path / "empty.json").write_text("")
     twice = json.dumps(event(3)).replace('"eventType"', '"producer": "x", "eventType"', 1)
     (tmp_path / "twice.jsonl").write_text(twice + "\n")
     summary = as_json(cli("ingest", str(tmp_path), "--db", db, "--json"))
-    assert (summary["accepted"], summary["duplicate"], summary["invalid"]) == (3, 0, 2)
-    assert [p["source"] for p in summary["problems"]] == [
-        f"{tmp_path}/empty.json",
-        f"{tmp_path}/twice.jsonl:1",
-    ]
-    assert summary["problems"][0]["reason"] == "the file is empty"
-    assert "producer" in summary["problems"][1]["reason"]
+    assert (summary["events"], summary["accepted"], summary["invalid"]) == (4, 3, 1)
+    assert summary["empty"] == [f"{tmp_path}/empty.json"]
+    # One event in the file: it is named by the file, whatever the file is called.
+    assert [p["source"] for p in summary["problems"]] == [f"{tmp_path}/twice.jsonl"]
+    assert "producer" in summary["problems"][0]["reason"]
+    human = cli("ingest", str(tmp_path / "empty.json"), str(tmp_path / "bom.json"), "--db", db)
+    assert human.stdout.splitlines()[-1] == f"  {tmp_path}/empty.json: no events in the file"
 
 
 def test_ingest_splits_batches_within_the_receiver_bounds(db: str, tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 openlineage/client/transport/file.py), in each of its modes:
 
 - ``append: true``: every event appended to ``log_file_path`` as one line of JSON (JSONL,
-  whatever the file is called);
+  whatever the file is called: .json, .log, .jsonl);
 - ``append: false`` (the default): one file per event, ``{log_file_path}-{%Y%m%d-%H%M%S.%f}.json``;
 - ``debug_mode: true``: one pretty-printed file per event,
   ``{log_file_path}-{%y%m%dT%H%M%S.%f}-{job}-{eventType}.json``; with ``append: true``
@@ -34,6 +34,13 @@ EVENTS = len(ol.pipeline_events())
 # Where the transport writes (log_file_path), how, and what `embrasure ingest` is given.
 MODES: dict[str, tuple[str, dict[str, Any], str]] = {
     "append, JSONL under .json": ("out/ol.json", {"append": True}, "out/ol.json"),
+    # Read by what the file holds, not its name (issue 16: .jsonl was read line by line).
+    "append, .jsonl": ("out/events.jsonl", {"append": True}, "out/events.jsonl"),
+    "append, debug_mode, .jsonl": (
+        "out/events.jsonl",
+        {"append": True, "debug_mode": True},
+        "out/events.jsonl",
+    ),
     "append, a .log file named": ("out/openlineage.log", {"append": True}, "out/openlineage.log"),
     "a file per event": ("out/events", {}, "out"),
     "a file per event, debug_mode": ("out/events", {"debug_mode": True}, "out"),

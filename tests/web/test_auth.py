@@ -17,22 +17,22 @@ from starlette.testclient import TestClient
 from embrasure.model import Token
 from embrasure.store import open_store
 from embrasure.web import auth
-from embrasure.web.auth import required_scope
+from embrasure.web.auth import required_scopes
 
 from conftest import MINIMAL_EVENT as EVENT
 from conftest import ServerProcess, make_client
 from graph_api import Api
 
-# Every route and the scope it needs; None: open to all. A route added without a scope
-# fails test_every_route_declares_its_scope; one added to the app but not here fails
-# test_the_table_lists_every_route.
-ROUTES: dict[tuple[str, str], str | None] = {
+# Every route and the scope it needs (a tuple: any one of them); None: open to all. A
+# route added without a scope fails test_every_route_declares_its_scope; one added to the
+# app but not here fails test_the_table_lists_every_route.
+ROUTES: dict[tuple[str, str], str | tuple[str, ...] | None] = {
     ("POST", "/api/v1/lineage"): "ingest",
     ("POST", "/api/v1/lineage/batch"): "ingest",
     ("POST", "/api/v1/openlineage/lineage"): "ingest",
     ("POST", "/api/v1/openlineage/lineage/batch"): "ingest",
     ("GET", "/api/v1/deliveries"): "read",
-    ("GET", "/api/v1/deliveries/{delivery_id}"): "read",
+    ("GET", "/api/v1/deliveries/{delivery_id}"): ("read", "ingest"),  # a producer's outcome
     ("GET", "/api/v1/quarantine"): "read",
     ("POST", "/api/v1/quarantine/{delivery_id}/{index}/replay"): "admin",
     ("GET", "/api/v1/export"): "read",
@@ -60,6 +60,12 @@ ROUTES: dict[tuple[str, str], str | None] = {
 }
 # Mounted apps serve files that hold no data: the web UI's own JS, CSS and images.
 PUBLIC_MOUNTS = {"/ui/static"}
+
+
+def needed(method: str, path: str) -> tuple[str, ...]:
+    """The scopes ROUTES lists for a route, any one of which suffices."""
+    scopes = ROUTES.get((method, path), "missing")
+    return () if scopes is None else (scopes,) if isinstance(scopes, str) else scopes
 
 
 def app_routes(client: TestClient) -> Iterator[tuple[str, str, Route]]:
@@ -130,10 +136,10 @@ def call(client: TestClient, method: str, path: str, token: str | None) -> Any:
 def test_every_route_declares_its_scope(client: TestClient) -> None:
     for method, path, route in app_routes(client):
         try:
-            scope = required_scope(route.endpoint)
+            scopes = required_scopes(route.endpoint)
         except AttributeError:
             pytest.fail(f"{method} {path} declares no scope (auth.requires or auth.public)")
-        assert scope == ROUTES.get((method, path), "missing"), (method, path)
+        assert scopes == needed(method, path), (method, path)
 
 
 def test_the_table_lists_every_route(client: TestClient) -> None:
@@ -144,9 +150,9 @@ def test_the_table_lists_every_route(client: TestClient) -> None:
 def test_each_route_asks_for_its_scope(
     secured: TestClient, tokens: dict[str, str], method: str, path: str
 ) -> None:
-    needed = ROUTES[method, path]
+    scopes = needed(method, path)
     anonymous = call(secured, method, path, None)
-    if needed is None:
+    if not scopes:
         assert anonymous.status_code not in (401, 403)
         return
     assert anonymous.status_code == 401
@@ -154,13 +160,13 @@ def test_each_route_asks_for_its_scope(
     assert anonymous.headers["www-authenticate"].startswith("Bearer")
     for scope, token in tokens.items():
         answer = call(secured, method, path, token)
-        if scope in (needed, "admin"):
+        if scope in (*scopes, "admin"):
             assert answer.status_code not in (401, 403), (scope, answer.text)
         else:
             assert answer.status_code == 403, (scope, answer.text)
             problem = answer.json()
-            assert problem["status"] == 403 and needed in problem["detail"]
-            assert f'scope="{needed}"' in answer.headers["www-authenticate"]
+            assert problem["status"] == 403 and all(s in problem["detail"] for s in scopes)
+            assert f'scope="{" ".join(scopes)}"' in answer.headers["www-authenticate"]
 
 
 def test_without_tokens_everything_is_open(client: TestClient) -> None:
@@ -221,6 +227,40 @@ def test_a_bound_token_names_the_provider_whatever_the_query_says(
         ).json()
     c.app.state.store.close()  # type: ignore[attr-defined]
     assert delivery["provider_key"] == "airflow-prod"
+
+
+def test_an_ingest_token_sees_the_status_of_its_own_deliveries_only(
+    db_url: str, tokens: dict[str, str]
+) -> None:
+    airflow = create(db_url, "--scope", "ingest", "--provider-key", "airflow-prod")
+    with make_client(db_url) as c:
+
+        def deliver(token: str, provider_key: str) -> str:
+            r = c.post(
+                f"/api/v1/lineage?provider_key={provider_key}",
+                content=orjson.dumps(EVENT),
+                headers={**bearer(token), "Content-Type": "application/json"},
+            )
+            assert r.status_code == 202, r.text
+            delivery_id: str = r.json()["delivery_id"]
+            return delivery_id
+
+        own = deliver(airflow, "airflow-prod")
+        other = deliver(tokens["ingest"], "spark-prod")  # an unbound token, another key
+        status = {
+            (who, delivery): c.get(f"/api/v1/deliveries/{delivery}", headers=bearer(token))
+            for who, token in (("airflow", airflow), ("ingest", tokens["ingest"]))
+            for delivery in (own, other)
+        }
+        listing = c.get("/api/v1/deliveries", headers=bearer(airflow))
+    c.app.state.store.close()  # type: ignore[attr-defined]
+    assert status["airflow", own].status_code == 200
+    assert status["airflow", own].json()["provider_key"] == "airflow-prod"
+    # Another provider's delivery is "not stored" to a bound token: no probing of ids.
+    assert status["airflow", other].status_code == 404
+    # An unbound ingest token may file under any key, so it may see any delivery.
+    assert status["ingest", own].status_code == status["ingest", other].status_code == 200
+    assert listing.status_code == 403  # the listing stays read's
 
 
 def test_the_cli_prints_a_token_once_and_stores_only_its_digest(db_path: Path) -> None:

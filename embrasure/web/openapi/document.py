@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from embrasure import __version__
 from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, IDENTITY_ENCODING, Limits
-from embrasure.web.auth import public, required_scope
+from embrasure.web.auth import public, required_scopes
 from embrasure.web.openapi.builders import Schema, array, free_object, ref, string
 from embrasure.web.openapi.paths import (
     JSON,
@@ -221,17 +221,18 @@ def _service() -> dict[str, dict[str, Operation]]:
     }
 
 
-Scopes = Mapping[tuple[str, str], str | None]
+Scopes = Mapping[tuple[str, str], tuple[str, ...]]
 
 
-def route_scopes(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], str | None]:
-    """(METHOD, path) → the scope each served route declared (auth.requires/public)."""
-    found: dict[tuple[str, str], str | None] = {}
+def route_scopes(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(METHOD, path) → the scopes each served route declared (auth.requires/public):
+    any one of them suffices; none, open to all."""
+    found: dict[tuple[str, str], tuple[str, ...]] = {}
     for route in routes:
         if isinstance(route, Route):
             for method in route.methods or ():
                 if method != "HEAD":
-                    found[method, route.path] = required_scope(route.endpoint)
+                    found[method, route.path] = required_scopes(route.endpoint)
     return found
 
 
@@ -240,13 +241,15 @@ def _secure(paths: dict[str, dict[str, Operation]], scopes: Scopes) -> None:
     roles), and its 401/403 answers (RFC 6750)."""
     for path, item in paths.items():
         for method, op in item.items():
-            scope = scopes.get((method.upper(), path))
-            if scope is None:
+            needed = scopes.get((method.upper(), path), ())
+            if not needed:
                 op["security"] = []
                 continue
-            op["security"] = [{"bearer": [scope]}]
+            # OpenAPI: the requirements listed are alternatives, any one suffices.
+            op["security"] = [{"bearer": [scope]} for scope in needed]
             op["responses"]["401"] = problem("No valid bearer token (once auth is on).")
-            op["responses"]["403"] = problem(f"The token lacks scope `{scope}`.")
+            which = " or ".join(f"`{scope}`" for scope in needed)
+            op["responses"]["403"] = problem(f"The token lacks scope {which}.")
 
 
 def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict[str, Any]:
@@ -304,7 +307,10 @@ def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict
 def routes(limits: Limits | None, served: list[BaseRoute]) -> list[Route]:
     """GET /openapi.json and GET /docs, documenting ``served`` and themselves. The
     document is serialised once per app."""
-    own = {("GET", "/openapi.json"): None, ("GET", "/docs"): None}
+    own: dict[tuple[str, str], tuple[str, ...]] = {
+        ("GET", "/openapi.json"): (),
+        ("GET", "/docs"): (),
+    }
     body = orjson.dumps(document(limits, route_scopes(served) | own))
     page = resources.files(__package__).joinpath("docs.html").read_bytes()
 
