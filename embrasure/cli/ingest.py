@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -176,19 +177,32 @@ def demo(as_json: bool, **flags: Any) -> None:
         f"column lineage, and the service {sample.DASHBOARD}"
     )
     click.echo("next, try:")
+    me = _command()
     click.echo(
-        f"  embrasure lineage {where} --namespace {sample.LAKE} --name {sample.SPARK_PATH} "
+        f"  {me} lineage {where} --namespace {sample.LAKE} --name {sample.SPARK_PATH} "
         "--direction downstream"
     )
     click.echo(
-        f"  embrasure impact {where} --namespace {sample.WAREHOUSE} --name {sample.CUSTOMERS} "
+        f"  {me} impact {where} --namespace {sample.WAREHOUSE} --name {sample.CUSTOMERS} "
         "--field email"
     )
     # The web UI (docs/ui.md) is served by the server itself.
     if isinstance(client, LocalClient):
-        click.echo(f"  embrasure serve --db {client.target}, then open http://127.0.0.1:5000/")
+        click.echo(f"  {me} serve --db {client.target}, then open http://127.0.0.1:5000/")
     else:
         click.echo(f"  open {client.target.rstrip('/')}/ in a browser (the web UI)")
+
+
+def _command() -> str:
+    """How to run ``embrasure`` from here: its name when it is on PATH, else the
+    virtual environment's script (``.venv/bin/embrasure`` after ``scripts/serve``)."""
+    script = Path(sys.executable).parent / "embrasure"
+    found = shutil.which("embrasure")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "embrasure"
+    with contextlib.suppress(ValueError):
+        return str(script.relative_to(Path.cwd()))
+    return str(script)
 
 
 @click.command()

@@ -9,6 +9,7 @@ boundary is the point (a traceback would show only there).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -240,13 +241,19 @@ def test_demo_events_are_valid_and_project_without_warnings() -> None:
 
 
 def test_demo_twice_then_lineage_shows_the_table_and_the_service(db: str) -> None:
-    first = cli("demo", "--db", db)
+    venv_bin = Path(sys.executable).parent
+    first = cli("demo", "--db", db, env={"PATH": f"{venv_bin}{os.pathsep}/usr/bin:/bin"})
     assert first.exit_code == 0, first.output
     assert first.stdout.splitlines()[0] == (
         f"17 events from the demo to {db}: 17 accepted, 0 duplicate, 0 invalid"
     )
     assert f"embrasure lineage --db {db} --namespace s3://demo-lake" in first.stdout
     assert f"embrasure serve --db {db}, then open http://127.0.0.1:5000/" in first.stdout
+    # With the virtual environment not on PATH (no `activate`), the lines name its script.
+    again = cli("demo", "--db", db, env={"PATH": "/usr/bin:/bin"})
+    script = venv_bin / "embrasure"
+    shown = script.relative_to(Path.cwd()) if script.is_relative_to(Path.cwd()) else script
+    assert f"  {shown} lineage --db {db}" in again.stdout
     second = as_json(cli("demo", "--db", db, "--json"))
     assert (second["accepted"], second["duplicate"]) == (0, 17)
 
