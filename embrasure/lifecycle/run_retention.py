@@ -11,8 +11,9 @@ its state) is kept, folded, in ``trimmed_edges``: asOf at or after the horizon a
 what the events left give, so its answers stay those of the whole history.
 
 A late event of a removed run projects it anew (with what that event says); the next
-pass removes it again. Transactions of BATCH runs, each followed by a pause
-(store/pacing.py), keep the log's appends moving.
+pass removes it again. Transactions of at most BATCH runs, as many as hold the write
+lock about ``pacing.TARGET_HOLD_S``, each followed by a pause (store/pacing.py), keep
+the log's appends moving.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from embrasure.model import utc_now
 from embrasure.store import Store
 from embrasure.store.base import ProjectionTx
-from embrasure.store.pacing import pause_after
+from embrasure.store.pacing import Pacer, pause_after
 from embrasure.store.rows import EventRow, IoSetRow, RunRow, ShapeRow, TrimmedEdgeRow
 
 log = logging.getLogger("embrasure.retention")
@@ -68,16 +69,20 @@ def trim_runs(
     with store.projection(generation) as tx:
         horizon = tx.record_run_horizon(horizon, utc_now())
     cursor = None
+    pacer = Pacer(start=min(batch, 16), low=1, high=batch)  # store/pacing.py
     while True:
+        size = pacer.size
         held = time.monotonic()
         with store.projection(generation) as tx:
-            runs, cursor = tx.trimmable_runs(horizon, batch, cursor)
+            runs, cursor = tx.trimmable_runs(horizon, size, cursor)
             tx.merge(TrimmedEdgeRow, _removed_edges(tx, runs))
             tx.delete_runs(runs)
         removed += len(runs)
-        if len(runs) < batch:
+        if len(runs) < size:
             break
-        pause_after(time.monotonic() - held, f"trim of {len(runs)} runs")
+        held = time.monotonic() - held
+        pacer.held(held, len(runs))
+        pause_after(held, f"trim of {len(runs)} runs")
     report = RunsReport(horizon, removed, time.monotonic() - started)
     log.info("run retention: %s", report.summary(), extra={"seconds": report.seconds})
     return report

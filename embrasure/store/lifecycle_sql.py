@@ -32,7 +32,7 @@ from embrasure.store import log_sql, schema
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
 from embrasure.store.compression import BodyCodec
 from embrasure.store.log_sql import dictionary_loader
-from embrasure.store.pacing import pause_after
+from embrasure.store.pacing import Pacer, pause_after
 from embrasure.store.postgres_conn import PgConnection, neutral
 from embrasure.store.sql import MAX_PARAMS, Connection
 from embrasure.store.sqlite import INCREMENTAL
@@ -225,9 +225,9 @@ class SQLiteTrimmer(SQLTrimmer):
     def give_back(self, horizon: str) -> int:
         # auto_vacuum=INCREMENTAL (docs/operations.md#retention-and-the-archive): the
         # pages of deleted bodies and runs go to the free list, and each step returns
-        # up to VACUUM_PAGES of them to the OS in one write transaction, then pauses
-        # (store/pacing.py). Python's sqlite3 runs a statement that returns no rows for
-        # one sqlite3_step, and ``PRAGMA incremental_vacuum(N)`` frees one page a step:
+        # up to VACUUM_PAGES of them (as many as a Pacer allows) to the OS in one write
+        # transaction, then pauses (store/pacing.py). Python's sqlite3 runs a statement
+        # that returns no rows for one sqlite3_step, and ``PRAGMA incremental_vacuum(N)`` frees one page a step:
         # so a step is that many one-page statements inside BEGIN ... COMMIT. (Run
         # alone, each statement was a transaction and an fsync of its own for one page,
         # thousands back to back: 10 s a pass in the soak, the receiver waiting behind.)
@@ -240,13 +240,15 @@ class SQLiteTrimmer(SQLTrimmer):
             page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
             before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
             left = before
+            pacer = Pacer(start=64, low=8, high=VACUUM_PAGES)
             while left > 0:
-                step = min(VACUUM_PAGES, left)
+                step = min(pacer.size, left)
                 started = time.monotonic()
                 with self._tx("vacuuming", write=True):
                     for _ in range(step):
                         conn.execute("PRAGMA incremental_vacuum(1)")
                 held = time.monotonic() - started
+                pacer.held(held, step)
                 now = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
                 left = min(left - step, now)
                 if left > 0:

@@ -10,6 +10,12 @@ transaction a pass sleeps at least as long as it held the lock (so it never hold
 more than half the time) and at least ``PAUSE_S``: longer than the busy handler's sleeps
 while a wait is still short, so the waiting group commit gets in. On PostgreSQL there is
 no such lock, but the pause costs a pass little and keeps its share of the disk modest.
+
+A receipt that finds the lock taken waits out the rest of the step, so steps are also
+kept short: a ``Pacer`` sizes each step (runs, pages) from how fast the last ones went,
+so that it holds the lock about ``TARGET_HOLD_S``. Fixed sizes held it 40 ms (100 runs;
+the pass's thread also waits for the GIL between statements while it holds the lock)
+to 95 ms in the soak (bench/README.md), and receipts waited as long.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import time
 
 log = logging.getLogger("embrasure.retention")
 
+TARGET_HOLD_S = 0.008  # under half the receipt p99 without a pass (~20 ms, the soak)
 PAUSE_S = 0.03  # above the busy handler's sleeps (≤ 25 ms) for a wait under ~130 ms
 MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by this at most
 
@@ -33,3 +40,22 @@ def pause_after(held_s: float, step: str) -> None:
         extra={"step": step, "held_ms": round(held_s * 1000, 1)},
     )
     time.sleep(min(MAX_PAUSE_S, max(PAUSE_S, held_s)))
+
+
+class Pacer:
+    """The size of a pass's next step: as many items (runs, pages) as the recent steps
+    went through in ``TARGET_HOLD_S``, between ``low`` and ``high``, starting at
+    ``start``."""
+
+    def __init__(self, start: int, low: int, high: int) -> None:
+        self.low, self.high = low, high
+        self.size = max(low, min(high, start))
+
+    def held(self, held_s: float, items: int) -> None:
+        """A step of ``items`` held the lock ``held_s``: size the next one."""
+        if items <= 0:
+            return
+        wanted = items * TARGET_HOLD_S / max(held_s, 1e-4)
+        # Halfway (geometrically) to the new estimate: one slow step (a checkpoint,
+        # the GIL) does not throw the size to the floor.
+        self.size = max(self.low, min(self.high, round((self.size * wanted) ** 0.5)))

@@ -32,6 +32,26 @@ def test_a_pause_is_at_least_as_long_as_the_lock_was_held(
     assert slept == [pacing.PAUSE_S, pacing.PAUSE_S, 0.2, pacing.MAX_PAUSE_S]
 
 
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        # (items, seconds held) of the steps → the size after them
+        ([(16, 0.016)], 11),  # twice too slow: halfway (geometrically) to 8
+        ([(16, 0.016)] * 6, 8),  # steady: settles on what holds 8 ms
+        ([(64, 0.001)] * 2, 100),  # fast: grows, up to high
+        ([(16, 2.0)], 1),  # a stall: down to low, not below
+        ([(0, 0.5)], 16),  # a step of nothing says nothing
+    ],
+)
+def test_a_pacer_sizes_steps_to_hold_the_lock_about_the_target(
+    steps: list[tuple[int, float]], expected: int
+) -> None:
+    pacer = pacing.Pacer(start=16, low=1, high=100)
+    for items, held in steps:
+        pacer.held(held, items)
+    assert pacer.size == expected
+
+
 def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -41,6 +61,7 @@ def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
             api.ingest(run_event("COMPLETE", f"job{job}", run_id(job * 10 + n), at(hour)))
     pauses: list[str] = []
     monkeypatch.setattr(run_retention, "pause_after", lambda _held, step: pauses.append(step))
+    monkeypatch.setattr(pacing, "TARGET_HOLD_S", 60.0)  # however slow the machine: 3 a step
     report = trim_runs(api.store, HORIZON, batch=3)
     assert report.runs == 8
     # 3 + 3 + 2 runs: a pause after each full batch, none after the last.
@@ -72,6 +93,7 @@ def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
             other.execute("DELETE FROM filler WHERE n >= ? AND n < ?", (low, low + 40))
 
         monkeypatch.setattr(lifecycle_sql, "VACUUM_PAGES", 32)
+        monkeypatch.setattr(pacing, "TARGET_HOLD_S", 60.0)  # steps of VACUUM_PAGES
         monkeypatch.setattr(lifecycle_sql, "pause_after", pause)
         with store.log_trimmer() as trimmer:
             assert trimmer is not None
