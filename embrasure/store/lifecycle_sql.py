@@ -227,8 +227,9 @@ class SQLiteTrimmer(SQLTrimmer):
         # pages of deleted bodies and runs go to the free list, and each step returns
         # up to VACUUM_PAGES of them (as many as a Pacer allows) to the OS in one write
         # transaction, then pauses (store/pacing.py). Python's sqlite3 runs a statement
-        # that returns no rows for one sqlite3_step, and ``PRAGMA incremental_vacuum(N)`` frees one page a step:
-        # so a step is that many one-page statements inside BEGIN ... COMMIT. (Run
+        # that returns no rows for one sqlite3_step, and ``PRAGMA incremental_vacuum(N)``
+        # frees one page a step: so a step is that many one-page statements inside
+        # BEGIN ... COMMIT. (Run
         # alone, each statement was a transaction and an fsync of its own for one page,
         # thousands back to back: 10 s a pass in the soak, the receiver waiting behind.)
         # A pass returns at most the pages free when it began: the projector frees and
