@@ -194,12 +194,11 @@ def demo(as_json: bool, **flags: Any) -> None:
 
 
 def _command() -> str:
-    """How to run ``embrasure`` from here: its name when it is on PATH, else the
+    """How to run ``embrasure`` from here: its name when one is on PATH, else this
     virtual environment's script (``.venv/bin/embrasure`` after ``scripts/serve``)."""
-    script = Path(sys.executable).parent / "embrasure"
-    found = shutil.which("embrasure")
-    if found is not None and Path(found).resolve() == script.resolve():
+    if shutil.which("embrasure") is not None:
         return "embrasure"
+    script = Path(sys.executable).parent / "embrasure"
     with contextlib.suppress(ValueError):
         return str(script.relative_to(Path.cwd()))
     return str(script)
