@@ -36,6 +36,7 @@ from embrasure.store.pacing import Pacer, pause_after
 from embrasure.store.postgres_conn import PgConnection, neutral
 from embrasure.store.sql import MAX_PARAMS, Connection
 from embrasure.store.sqlite import INCREMENTAL
+from embrasure.store.write_turns import WriteTurns
 
 log = logging.getLogger("embrasure.retention")
 
@@ -200,25 +201,30 @@ def file_lock(path: str) -> Iterator[bool]:
 class SQLiteTrimmer(SQLTrimmer):
     bodies = log_sql.SQLITE_BODIES
 
-    def __init__(self, conn: sqlite3.Connection, path: str, codec: BodyCodec) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, codec: BodyCodec, turns: WriteTurns
+    ) -> None:
         self.conn = self.sqlite = conn
         self.path = path
         self.codec = codec
+        self.turns = turns
 
     @contextlib.contextmanager
     def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
         conn = self.sqlite
         try:
-            # A write takes the write lock at once: a deferred transaction that reads,
-            # then writes, can fail with SQLITE_BUSY instead of waiting its turn.
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            # A write takes the write lock at once, in its turn among the process's
+            # writers (store/write_turns.py): a deferred transaction that reads, then
+            # writes, can fail with SQLITE_BUSY instead of waiting its turn.
+            with self.turns.turn() if write else contextlib.nullcontext():
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{doing} in {self.path}: {exc}") from exc
 

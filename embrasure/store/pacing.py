@@ -10,6 +10,9 @@ transaction a pass sleeps at least as long as it held the lock (so it never hold
 more than half the time) and at least ``PAUSE_S``: longer than the busy handler's sleeps
 while a wait is still short, so the waiting group commit gets in. On PostgreSQL there is
 no such lock, but the pause costs a pass little and keeps its share of the disk modest.
+Within one process the writers also queue for the lock in order (store/write_turns.py);
+the pause still keeps a pass to half the lock's time, and lets in a receiver of another
+process (which only the busy handler serves).
 
 A receipt that finds the lock taken waits out the rest of the step, so steps are also
 kept short: a ``Pacer`` sizes each step (runs, pages) from how fast the last ones went,

@@ -29,6 +29,7 @@ from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import InternCaches
 from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
+from embrasure.store.write_turns import WriteTurns
 
 BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024
@@ -58,6 +59,8 @@ class SQLiteStore(Store):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise StoreError(f"cannot open {path}: directory {parent} does not exist")
+        # This process's writers take turns at the write lock (store/write_turns.py).
+        self._turns = WriteTurns()
         try:
             self._writer = _connect(path)
             applied = self._migrate(upgrade)
@@ -132,9 +135,10 @@ class SQLiteStore(Store):
         conn = self._writer
         packed = [self.codec.compress(d.body) for d in drafts]
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            results = log_sql.append(conn, log_sql.SQLITE_BODIES, drafts, packed, self._ids.new)
-            conn.execute("COMMIT")
+            with self._turns.turn():
+                conn.execute("BEGIN IMMEDIATE")
+                results = log_sql.append(conn, log_sql.SQLITE_BODIES, drafts, packed, self._ids.new)
+                conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have rolled back
@@ -183,9 +187,10 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:
-        # One projector connection, one projection at a time in this process; other
-        # processes wait on SQLite's write lock (busy_timeout).
-        with self._projector_lock:
+        # One projector connection, one projection at a time in this process, in its
+        # turn among the process's writers; other processes wait on SQLite's write lock
+        # (busy_timeout).
+        with self._projector_lock, self._turns.turn():
             if self._projector is None:
                 self._projector = _connect(self.path)
                 # The projector touches index pages all over the graph in every
@@ -295,7 +300,7 @@ class SQLiteStore(Store):
     @contextlib.contextmanager
     def _short_write(self) -> Iterator[sqlite3.Connection]:
         """A transaction on a connection of its own: the writer belongs to group commit."""
-        with contextlib.closing(_connect(self.path)) as conn:
+        with contextlib.closing(_connect(self.path)) as conn, self._turns.turn():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -369,7 +374,7 @@ class SQLiteStore(Store):
                 # fsync each of its write transactions holds the lock the receiver
                 # waits for a much shorter time. The receiver's connection keeps FULL.
                 conn.execute("PRAGMA synchronous = NORMAL")
-                yield SQLiteTrimmer(conn, self.path, self.codec)
+                yield SQLiteTrimmer(conn, self.path, self.codec, self._turns)
 
     def close(self) -> None:
         with self._readers_lock:
