@@ -350,7 +350,9 @@ def soak_md(s: dict[str, Any]) -> list[str]:
         "## Soak",
         "",
         f"{c['minutes']:g} minutes at {c['rate']} events/s in {c['batch']}-event POSTs (open "
-        f"loop), `serve {flags}`; size = DB + WAL, sampled every "
+        f"loop), `serve {flags}` on {c.get('backend', 'sqlite')}; size = "
+        + ("pg_database_size" if c.get("backend") == "postgresql" else "DB + WAL")
+        + ", sampled every "
         f"{c['sample_s']:g} s.",
         "",
         *_table(["figure", "value"], rows),

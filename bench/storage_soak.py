@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import re
@@ -35,9 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
+import backends
 import httpx
 import orjson
 import projection
+import psycopg
 import servers
 import soak
 
@@ -59,6 +62,7 @@ class SoakConfig:
     quiet_wait_s: float
     retention: bool  # False: the same load without the retention flags (a control)
     log_level: str = "info"
+    backend: str = "sqlite"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +75,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--retention-interval", help="default 1m; quick 6s")
     p.add_argument("--soak-sample", type=float, help="seconds between samples (5; quick 2)")
+    p.add_argument(
+        "--soak-backend",
+        default="sqlite",
+        choices=("sqlite", "postgresql"),
+        help="the soak's database (postgresql: a new database on bench/backends.py's server)",
+    )
     p.add_argument(
         "--soak-log-level",
         default="info",
@@ -97,6 +107,7 @@ def soak_config(args: argparse.Namespace, quick: bool) -> SoakConfig:
         quiet_wait_s=10 if quick else 60,
         retention=not args.soak_without_retention,
         log_level=args.soak_log_level,
+        backend=args.soak_backend,
     )
 
 
@@ -137,9 +148,11 @@ class LiveBodies(Sequence[bytes]):
 class Sampler(threading.Thread):
     """Samples the database files, the server's memory and CPU, and /metrics."""
 
-    def __init__(self, server: servers.Server, db: Path, every_s: float) -> None:
+    def __init__(
+        self, server: servers.Server, db: Path, db_url: str | None, every_s: float
+    ) -> None:
         super().__init__(daemon=True)
-        self.server, self.db, self.every_s = server, db, every_s
+        self.server, self.db, self.db_url, self.every_s = server, db, db_url, every_s
         self.samples: list[dict[str, Any]] = []
         self.metric_errors = 0
         self.stopping = threading.Event()
@@ -151,7 +164,7 @@ class Sampler(threading.Thread):
                 self.stopping.wait(self.every_s)
 
     def sample(self, client: httpx.Client) -> dict[str, Any]:
-        files = db_files(self.db)
+        files = db_files(self.db) if self.db_url is None else postgres_size(self.db_url)
         metrics: dict[str, float] = {}
         try:
             for line in client.get("/metrics").text.splitlines():
@@ -169,6 +182,14 @@ class Sampler(threading.Thread):
             "harness_cpu_s": time.process_time(),  # the load, the watcher, this sampler
             "retention_metrics": metrics,
         }
+
+
+def postgres_size(url: str) -> dict[str, int]:
+    """pg_database_size (tables, indexes, TOAST, catalogs) as the soak's "database";
+    PostgreSQL's own WAL is the cluster's, not this database's, and is left out."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return {"db_bytes": int(row[0]) if row else 0, "wal_bytes": 0, "shm_bytes": 0}
 
 
 def db_files(db: Path) -> dict[str, int]:
@@ -293,6 +314,14 @@ def receipts_by_pass(
 
 
 def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
+    with contextlib.ExitStack() as stack:
+        url = None
+        if cfg.backend == "postgresql":
+            url = stack.enter_context(backends.database("postgresql", work))
+        return _run(cfg, side, work, url)
+
+
+def _run(cfg: SoakConfig, side: Any, work: Path, db_url: str | None) -> dict[str, Any]:
     db, archive = work / "soak.db", work / "soak-archive"
     retention = [
         "--retain-log",
@@ -308,7 +337,9 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
     flags = [*retention, "--log-format", "json", "--log-level", cfg.log_level]
     projection.wait_for_quiet(cfg.quiet_wait_s)
     try:
-        server = servers.start_embrasure(work, db, side.source, projector=True, extra=flags)
+        server = servers.start_embrasure(
+            work, db, side.source, projector=True, db_url=db_url, extra=flags
+        )
     except RuntimeError as error:
         raise SystemExit(
             f"soak: side {side.label} ({side.code}) would not serve with {' '.join(flags)}; "
@@ -321,7 +352,7 @@ def run(cfg: SoakConfig, side: Any, work: Path) -> dict[str, Any]:
         f"{' '.join(retention) or 'no retention flags (the control)'}",
         flush=True,
     )
-    sampler = Sampler(server, db, cfg.sample_s)
+    sampler = Sampler(server, db, db_url, cfg.sample_s)
     sampler.start()
     try:
         posts, watcher, start = asyncio.run(
