@@ -29,6 +29,7 @@ from embrasure.store import Store
 from embrasure.store.base import ProjectionTx
 from embrasure.store.pacing import Pacer, pause_after
 from embrasure.store.rows import EventRow, IoSetRow, RunRow, ShapeRow, TrimmedEdgeRow
+from embrasure.store.run_retention import UNNAMED_PER_STATEMENT
 
 log = logging.getLogger("embrasure.retention")
 
@@ -70,19 +71,30 @@ def trim_runs(
         horizon = tx.record_run_horizon(horizon, utc_now())
     cursor = None
     pacer = Pacer(start=min(batch, 16), low=1, high=batch)  # store/pacing.py
+    named: set[bytes] = set()  # values the removed runs' facets named
     while True:
         size = pacer.size
         held = time.monotonic()
         with store.projection(generation) as tx:
             runs, cursor = tx.trimmable_runs(horizon, size, cursor)
             tx.merge(TrimmedEdgeRow, _removed_edges(tx, runs))
-            tx.delete_runs(runs)
+            named |= tx.delete_runs(runs)
         removed += len(runs)
         if len(runs) < size:
             break
         held = time.monotonic() - held
         pacer.held(held, len(runs))
         pause_after(held, f"trim of {len(runs)} runs")
+    # The values only those runs named, once they are gone. Each statement scans the
+    # facet tables whatever its number of candidates: done per trim, that scan was most
+    # of every trim's hold on the write lock (16.9 ms p50 for steps of a run or two).
+    candidates = sorted(named)
+    for start in range(0, len(candidates), UNNAMED_PER_STATEMENT):
+        held = time.monotonic()
+        with store.projection(generation) as tx:
+            tx.delete_unnamed_values(candidates[start : start + UNNAMED_PER_STATEMENT])
+        if start + UNNAMED_PER_STATEMENT < len(candidates):
+            pause_after(time.monotonic() - held, "deletion of unnamed facet values")
     report = RunsReport(horizon, removed, time.monotonic() - started)
     log.info("run retention: %s", report.summary(), extra={"seconds": report.seconds})
     return report

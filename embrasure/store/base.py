@@ -145,8 +145,14 @@ class ProjectionTx(abc.ABC):
         once none is left)."""
 
     @abc.abstractmethod
-    def delete_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete runs with their per-run rows (run_io, events, run/input/output facets)."""
+    def delete_runs(self, run_ids: Sequence[str]) -> set[bytes]:
+        """Delete runs with their per-run rows (run_io, events, run/input/output facets);
+        return the hashes of the facet values those facets named, for
+        ``delete_unnamed_values``."""
+
+    @abc.abstractmethod
+    def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:
+        """Delete those of ``hashes`` that no facet or facet set names any more."""
 
     @abc.abstractmethod
     def record_run_horizon(self, horizon_key: str, now: str) -> str:

@@ -8,7 +8,8 @@ the run id first: projector/graph_rows.py ``entity``). What stays: datasets, job
 services, edges (with their first and last seen and run counts), column edges, the
 current job and dataset facets, event shapes, and each job's latest run, which no horizon
 trims (a job page always shows its last run). A facet value the trimmed facets named that
-nothing names any more (no facets or facet_sets row) leaves ``facet_values`` with them:
+nothing names any more (no facets or facet_sets row) leaves ``facet_values`` after them
+(in transactions of their own, ``delete_unnamed_values``):
 values are shared by hash, so a run's own (a nominalTime, a parent run) would otherwise
 stay for good (docs/architecture.md#storage).
 """
@@ -22,6 +23,7 @@ from embrasure.store.sql import MAX_PARAMS, Connection
 SEP = "\x1f"  # projector/graph_rows.py SEP: entity parts are joined with it
 RUN_ENTITIES = ("input", "output")  # entities named by a run id then a dataset
 RunCursor = tuple[str, str, str]  # job ns, job name, latest key: where a pass goes on
+UNNAMED_PER_STATEMENT = MAX_PARAMS // 3  # candidates a delete_unnamed_values statement takes
 
 
 class RunTrimming:
@@ -61,12 +63,12 @@ class RunTrimming:
         _, job_ns, job_name, latest_key = rows[-1]
         return [r[0] for r in rows], (str(job_ns), str(job_name), str(latest_key))
 
-    def delete_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs and their per-run rows, and the facet values only they named."""
+    def delete_runs(self, run_ids: Sequence[str]) -> set[bytes]:
+        """Delete the runs and their per-run rows; return the hashes of the values their
+        facets named (``delete_unnamed_values`` deletes the ones nothing names now)."""
         if not run_ids:
-            return  # and no lock to wait for (PostgreSQL: exclude_facet_value_readers)
+            return set()
         g = self.prefix
-        self.exclude_facet_value_readers()
         one = [(r,) for r in run_ids]
         for table in ("runs", "run_io", "events"):
             self.conn.executemany(f"DELETE FROM {g}{table} WHERE run_id = ?", one)
@@ -88,7 +90,7 @@ class RunTrimming:
         for bounds in ranges:
             hashes.update(self._facet_hashes(where, bounds))
         self.conn.executemany(f"DELETE FROM {g}facets WHERE {where}", ranges)
-        self._delete_unnamed_values(sorted(hashes))
+        return hashes
 
     def exclude_facet_value_readers(self) -> None:
         """Until this transaction ends, keep other projection transactions from finding
@@ -102,14 +104,17 @@ class RunTrimming:
         ).fetchall()
         return [bytes(r[0]) for r in rows]
 
-    def _delete_unnamed_values(self, hashes: list[bytes]) -> None:
+    def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:
         """Delete those of ``hashes`` no facets or facet_sets row names. Neither table is
-        indexed by value hash (an index would cost about what the values save), so each
-        statement scans both once, for a chunk of up to 300 candidates."""
+        indexed by value hash (an index would cost about what the values save), so the
+        statement scans both once: the pass gathers the candidates of many run trims
+        and hands them here ``UNNAMED_PER_STATEMENT`` at a time, one transaction each."""
+        if not hashes:
+            return  # and no lock to wait for (PostgreSQL: exclude_facet_value_readers)
         g = self.prefix
-        per_query = MAX_PARAMS // 3
-        for start in range(0, len(hashes), per_query):
-            chunk = hashes[start : start + per_query]
+        self.exclude_facet_value_readers()
+        for start in range(0, len(hashes), UNNAMED_PER_STATEMENT):
+            chunk = list(hashes[start : start + UNNAMED_PER_STATEMENT])
             marks = ", ".join("?" for _ in chunk)
             self.conn.execute(
                 f"DELETE FROM {g}facet_values WHERE hash IN ({marks})"

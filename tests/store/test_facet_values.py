@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from embrasure.lifecycle import run_retention
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.facets import value_hash
 from embrasure.projector.graph_rows import entity
 from embrasure.projector.worker import Projector
 from embrasure.store import facet_values, open_store
+from embrasure.store import run_retention as store_run_retention
 from embrasure.store.rows import FacetRow, FacetValueRow, RunRow
 
 from event_strategies import deliveries
@@ -96,7 +98,13 @@ def test_values_from_the_threshold_are_compressed(length: int) -> None:
     assert facet_values.decode(row.encoding, row.value) == canonical.decode()
 
 
-def test_a_run_trim_deletes_the_values_only_its_runs_named(api: Api) -> None:
+@pytest.mark.parametrize("per_statement", [None, 1])
+def test_a_run_trim_deletes_the_values_only_its_runs_named(
+    api: Api, monkeypatch: pytest.MonkeyPatch, per_statement: int | None
+) -> None:
+    if per_statement is not None:  # a transaction per candidate, after the trims
+        monkeypatch.setattr(run_retention, "UNNAMED_PER_STATEMENT", per_statement)
+        monkeypatch.setattr(store_run_retention, "UNNAMED_PER_STATEMENT", per_statement)
     engine = facet("ProcessingEngineRunFacet", "1-1-0", version="3.5.1", name="spark")
     table = schema("id", "amount")
 
