@@ -37,6 +37,8 @@ from embrasure.settings import Settings
 from embrasure.store import open_store
 
 if TYPE_CHECKING:
+    from click.testing import Result
+
     import graph_api
 
 # No per-example deadline: these tests check behaviour, not speed (bench/ measures that),
@@ -56,6 +58,15 @@ MINIMAL_EVENT = {
     "run": {"runId": "0190a2d4-5f1c-7d2e-9a3b-4c5d6e7f8091"},
     "job": {"namespace": "demo", "name": "hello"},
 }
+
+
+def one_error_line(result: Result) -> str:
+    """The command failed with exactly one `embrasure: error:` line and no traceback."""
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("embrasure: error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
 
 
 def free_port() -> int:

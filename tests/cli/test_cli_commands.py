@@ -29,7 +29,7 @@ from embrasure.model import EventFacts
 from embrasure.projector.pipeline import project_event
 from embrasure.store.migrations import LATEST
 
-from conftest import ServerProcess, free_port
+from conftest import ServerProcess, free_port, one_error_line
 
 TABLE_ID = f"dataset:{demo.WAREHOUSE}:{demo.TABLE}"
 SERVICE_ID = f"service:{demo.DASHBOARD_NS}:{demo.DASHBOARD}"
@@ -42,15 +42,6 @@ def cli(*args: str, env: dict[str, str] | None = None) -> Result:
 def as_json(result: Result) -> Any:
     assert result.stdout, result.output
     return json.loads(result.stdout)
-
-
-def one_error_line(result: Result) -> str:
-    """The command failed with exactly one `embrasure: error:` line and no traceback."""
-    assert result.exit_code == 1, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("embrasure: error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def event(n: int, job: str = "nightly") -> dict[str, Any]:

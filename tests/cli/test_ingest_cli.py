@@ -20,22 +20,13 @@ from click.testing import CliRunner, Result
 
 from embrasure.cli.main import main
 
-from conftest import ServerProcess
+from conftest import ServerProcess, one_error_line
 
 CORE = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 
 
 def cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
-def one_error_line(result: Result) -> str:
-    """The command failed with exactly one `embrasure: error:` line and no traceback."""
-    assert result.exit_code == 1, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("embrasure: error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def event(n: int, event_time: str | None = None) -> dict[str, Any]:
