@@ -152,7 +152,8 @@ class ProjectionTx(abc.ABC):
 
     @abc.abstractmethod
     def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:
-        """Delete those of ``hashes`` that no facet or facet set names any more."""
+        """Delete those of ``hashes`` (at most run_retention.UNNAMED_PER_STATEMENT) that
+        no facet or facet set names any more."""
 
     @abc.abstractmethod
     def record_run_horizon(self, horizon_key: str, now: str) -> str:

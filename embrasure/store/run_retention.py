@@ -108,21 +108,22 @@ class RunTrimming:
         """Delete those of ``hashes`` no facets or facet_sets row names. Neither table is
         indexed by value hash (an index would cost about what the values save), so the
         statement scans both once: the pass gathers the candidates of many run trims
-        and hands them here ``UNNAMED_PER_STATEMENT`` at a time, one transaction each."""
+        and hands them here at most ``UNNAMED_PER_STATEMENT`` at a time, one statement
+        and one transaction each."""
         if not hashes:
             return  # and no lock to wait for (PostgreSQL: exclude_facet_value_readers)
+        if len(hashes) > UNNAMED_PER_STATEMENT:
+            raise ValueError(f"{len(hashes)} candidates: a statement takes {UNNAMED_PER_STATEMENT}")
         g = self.prefix
         self.exclude_facet_value_readers()
-        for start in range(0, len(hashes), UNNAMED_PER_STATEMENT):
-            chunk = list(hashes[start : start + UNNAMED_PER_STATEMENT])
-            marks = ", ".join("?" for _ in chunk)
-            self.conn.execute(
-                f"DELETE FROM {g}facet_values WHERE hash IN ({marks})"
-                f" AND hash NOT IN (SELECT value_hash FROM {g}facets WHERE value_hash IN ({marks}))"
-                f" AND hash NOT IN (SELECT value_hash FROM {g}facet_sets"
-                f" WHERE value_hash IN ({marks}))",
-                chunk * 3,
-            )
+        marks = ", ".join("?" for _ in hashes)
+        self.conn.execute(
+            f"DELETE FROM {g}facet_values WHERE hash IN ({marks})"
+            f" AND hash NOT IN (SELECT value_hash FROM {g}facets WHERE value_hash IN ({marks}))"
+            f" AND hash NOT IN (SELECT value_hash FROM {g}facet_sets"
+            f" WHERE value_hash IN ({marks}))",
+            list(hashes) * 3,
+        )
 
     def record_run_horizon(self, horizon_key: str, now: str) -> str:
         """Move the recorded horizon up to ``horizon_key`` (never down); the horizon."""
