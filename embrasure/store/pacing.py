@@ -7,12 +7,14 @@ that commits one step and begins the next at once takes the lock back before the
 receiver's group commit wakes up, and the receiver waits out the whole pass (measured:
 appends waiting 4 s behind 2,600 back-to-back vacuum steps). So after each write
 transaction a pass sleeps at least as long as it held the lock (so it never holds it
-more than half the time) and at least ``PAUSE_S``: longer than the busy handler's sleeps
-while a wait is still short, so the waiting group commit gets in. On PostgreSQL there is
-no such lock, but the pause costs a pass little and keeps its share of the disk modest.
-Within one process the writers also queue for the lock in order (store/write_turns.py);
-the pause still keeps a pass to half the lock's time, and lets in a receiver of another
-process (which only the busy handler serves).
+more than half the time) and at least ``PAUSE_S``. Within one process the writers queue
+for the lock in order (store/write_turns.py), so a receipt waiting there gets the lock
+as soon as the step commits, however short the pause; the floor is for a receiver of
+another process (two servers on one file, docs/operations.md), which only the busy
+handler serves: 5 ms is at least its first three sleeps (1, 2, 5 ms), so a wait that has
+just begun gets in. A 30 ms floor (above all of the handler's short sleeps) left a pass
+trimming 20 runs per 38 ms, slower than the soak makes them (bench/README.md). On
+PostgreSQL there is no such lock, but the pause keeps a pass's share of the disk modest.
 
 A receipt that finds the lock taken waits out the rest of the step, so steps are also
 kept short: a ``Pacer`` sizes each step (runs, pages) from how fast the last ones went,
@@ -29,7 +31,7 @@ import time
 log = logging.getLogger("embrasure.retention")
 
 TARGET_HOLD_S = 0.008  # under half the receipt p99 without a pass (~20 ms, the soak)
-PAUSE_S = 0.03  # above the busy handler's sleeps (≤ 25 ms) for a wait under ~130 ms
+PAUSE_S = 0.005  # the busy handler's first sleeps (1, 2, 5 ms): see above
 MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by this at most
 
 
