@@ -9,12 +9,15 @@ appends waiting 4 s behind 2,600 back-to-back vacuum steps). So after each write
 transaction a pass sleeps at least as long as it held the lock (so it never holds it
 more than half the time) and at least ``PAUSE_S``. Within one process the writers queue
 for the lock in order (store/write_turns.py), so a receipt waiting there gets the lock
-as soon as the step commits, however short the pause; the floor is for a receiver of
-another process (two servers on one file, docs/operations.md), which only the busy
-handler serves: 5 ms is at least its first three sleeps (1, 2, 5 ms), so a wait that has
-just begun gets in. A 30 ms floor (above all of the handler's short sleeps) left a pass
-trimming 20 runs per 38 ms, slower than the soak makes them (bench/README.md). On
-PostgreSQL there is no such lock, but the pause keeps a pass's share of the disk modest.
+as soon as the step commits; a receiver of another process (two servers on one file,
+docs/operations.md) is served by the busy handler alone, whose first sleeps (1, 2, 5, 10
+ms) fit in the pause. The floor sets how much of a pass's time the lock is held, which
+the soak (bench/README.md) measured at both ends: 30 ms trimmed 20 runs per ~38 ms,
+slower than the soak makes them (the database grew 3.96% per 10 min), and 5 ms kept up
+(1.09%) but held the lock so much of a pass that receipt p99 during passes was 2.04× that
+between them (a step took ~16 ms besides the pause). At 15 ms a pass should trim ~650
+runs/s, 2.6× what the soak makes: an estimate from those steps until a soak measures it. On PostgreSQL there is
+no such lock, but the pause keeps a pass's share of the disk modest.
 
 A receipt that finds the lock taken waits out the rest of the step, so steps are also
 kept short: a ``Pacer`` sizes each step (runs, pages) from how fast the last ones went,
@@ -31,7 +34,7 @@ import time
 log = logging.getLogger("embrasure.retention")
 
 TARGET_HOLD_S = 0.008  # under half the receipt p99 without a pass (~20 ms, the soak)
-PAUSE_S = 0.005  # the busy handler's first sleeps (1, 2, 5 ms): see above
+PAUSE_S = 0.015  # see above: the soak's figures at 5 and 30 ms
 MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by this at most
 
 
