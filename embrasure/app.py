@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -27,6 +28,9 @@ from embrasure.web.deliveries import DeliveriesApi
 from embrasure.web.health import Health
 from embrasure.web.metrics import Metrics
 from embrasure.web.openapi import document as openapi
+
+if TYPE_CHECKING:  # imported when used: librdkafka only loads for a server that consumes
+    from embrasure.receiver.kafka import KafkaSource
 from embrasure.web.responses import ErrorHandlers
 
 
@@ -38,9 +42,12 @@ def build_app(
     *,
     enforce_auth: bool = True,
     retention: RetentionLoop | None = None,
+    kafka: KafkaSource | None = None,
 ) -> Starlette:
     """The ASGI app. With ``projector``, the lifespan also runs it in a thread; so with
-    ``retention`` (``serve --retain-log``), whose passes /metrics and /readyz report.
+    ``retention`` (``serve --retain-log``), whose passes /metrics and /readyz report, and
+    with ``kafka`` (``serve --kafka-bootstrap``) a consumer whose messages join the HTTP
+    deliveries' group commits.
     Without ``enforce_auth`` (a --db client command's in-process app) no token is asked
     for."""
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
@@ -57,12 +64,21 @@ def build_app(
     )
     read_api = ReadApi(store)
     deliveries_api = DeliveriesApi(store, ArchivedBodies(settings.archive))
-    health = Health(store, settings.retry_after, backpressure, retention)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
+    consumer = None
+    if kafka is not None:
+        from embrasure.receiver.kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(
+            kafka, committer, limits or Limits(), backpressure.refusing_now, settings.retry_after
+        )
+    health = Health(store, settings.retry_after, backpressure, retention, consumer)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         committer.start()
+        if consumer is not None:
+            consumer.start()
         if projector is not None:
             projector.start()
         if retention is not None:
@@ -70,7 +86,10 @@ def build_app(
         try:
             yield
         finally:
-            # Uvicorn has answered or dropped every request by now; commit what is queued.
+            # Uvicorn has answered or dropped every request by now, and the consumer ends
+            # with its batch committed; commit what is queued.
+            if consumer is not None:
+                consumer.stop()
             committer.stop()
             if retention is not None:
                 retention.stop()  # between two segments: what it archived is recorded
@@ -90,7 +109,7 @@ def build_app(
         HTTPException: errors.http_error,  # no such route (404) or method (405)
         Exception: errors.internal_error,
     }
-    metrics = Metrics(store, backpressure, retention)
+    metrics = Metrics(store, backpressure, retention, consumer)
     routes: list[BaseRoute] = [
         *receiver.routes(),
         *deliveries_api.routes(),
@@ -108,5 +127,6 @@ def build_app(
     )
     app.state.store = store
     app.state.committer = committer
+    app.state.kafka = consumer
     app.state.guard = Guard(store, enforce=enforce_auth)
     return app

@@ -60,18 +60,33 @@ class Rejection:
 DELIVERY_STATES = ("accepted", "projected", "partially_projected", "quarantined")
 
 
+# Routes whose body is one item (an event, an admin entry), not a batch.
+ONE_ITEM_ROUTES = frozenset({"single", "kafka", "admin"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KafkaCoordinates:
+    """Where a Kafka message came from (receiver/kafka.py): kept beside its delivery."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None  # as the producer set it (OpenLineage: the root job's identity)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class DeliveryDraft:
-    """A checked request, ready to be appended to the delivery log."""
+    """A checked request (or Kafka message), ready to be appended to the delivery log."""
 
     provider_key: str
     idempotency_key: str | None
     body_sha256: str
     body: bytes
-    route: str  # "single" or "batch"
+    route: str  # "single" or "batch" (HTTP), "kafka", "admin"
     item_count: int
     rejections: tuple[Rejection, ...]
     received_at: str
+    kafka: KafkaCoordinates | None = None  # route "kafka" only
 
     @property
     def dedupe_key(self) -> str:

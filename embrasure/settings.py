@@ -36,6 +36,7 @@ class Setting:
     high: int | None = None
     duration: bool = False  # parse_duration's forms; empty means off unless low says
     # otherwise (low: the fewest seconds)
+    repeated: bool = False  # a flag given once per entry; held as lines of text
 
     @property
     def type(self) -> type:
@@ -237,6 +238,30 @@ SETTINGS: tuple[Setting, ...] = (
         duration=True,
     ),
     Setting(
+        "kafka_bootstrap",
+        "",
+        "Kafka bootstrap servers (HOST:PORT,…): serve consumes --kafka-topic too, and"
+        " `embrasure consume` needs it (docs/producers/kafka.md).",
+    ),
+    Setting("kafka_topic", "openlineage", "Kafka topics to consume, comma-separated."),
+    Setting(
+        "kafka_group",
+        "embrasure",
+        "Kafka consumer group: consumers in one group share the topics' partitions.",
+    ),
+    Setting(
+        "kafka_provider_key",
+        "",
+        "provider_key of the deliveries consumed from Kafka; empty: each message's topic.",
+    ),
+    Setting(
+        "kafka_config",
+        "",
+        "More librdkafka settings, KEY=VALUE (security.protocol=SASL_SSL, …): the flag may"
+        " be given again for each, the variable takes one per line.",
+        repeated=True,
+    ),
+    Setting(
         "retention_interval",
         "1h",
         "How often serve and project run a retention pass when --retain-log or --retain-runs"
@@ -295,6 +320,11 @@ class Settings:
     archive: str = BY_NAME["archive"].default
     retain_runs: str = BY_NAME["retain_runs"].default
     retention_interval: str = BY_NAME["retention_interval"].default
+    kafka_bootstrap: str = BY_NAME["kafka_bootstrap"].default
+    kafka_topic: str = BY_NAME["kafka_topic"].default
+    kafka_group: str = BY_NAME["kafka_group"].default
+    kafka_provider_key: str = BY_NAME["kafka_provider_key"].default
+    kafka_config: str = BY_NAME["kafka_config"].default
 
     def __post_init__(self) -> None:
         # Checked once, at start-up: a value the setting does not take, or a horizon with
@@ -312,6 +342,21 @@ class Settings:
                 "--retain-log needs --archive (EMBRASURE_ARCHIVE): the bodies it trims move"
                 " to the archive, a directory or an fsspec URL such as s3://bucket/prefix"
             )
+        try:
+            self.kafka_client()
+        except ValueError as exc:
+            raise ValueError(f"--kafka-config (EMBRASURE_KAFKA_CONFIG): {exc}") from None
+
+    def kafka_client(self) -> dict[str, str]:
+        """--kafka-config's KEY=VALUE entries (one per line) as librdkafka settings;
+        ValueError naming an entry without ``=``."""
+        client: dict[str, str] = {}
+        for entry in filter(str.strip, self.kafka_config.splitlines()):
+            key, sep, value = entry.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{entry!r} is not KEY=VALUE (a librdkafka setting)")
+            client[key.strip()] = value.strip()
+        return client
 
     def log_horizon(self) -> datetime.timedelta | None:
         """How long bodies stay in the database, or None when every body stays."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import kafka_broker
 import psycopg
 import pytest
 from hypothesis import settings
@@ -321,3 +322,21 @@ def api(client: TestClient) -> graph_api.Api:
     from graph_api import Api  # imported here: graph_api imports this module
 
     return Api(client)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_broker.Broker]:
+    """A real Kafka broker (tests/kafka_broker.py) shared by the session; tests use
+    topics of their own. Without Java or Maven the Kafka tests are skipped, and fail
+    under CI, as the PostgreSQL half does."""
+    broker = kafka_broker.Broker(tmp_path_factory.mktemp("kafka"))
+    try:
+        broker.start()
+    except kafka_broker.KafkaUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no Kafka broker, which CI needs: {exc}")
+        pytest.skip(f"no Kafka broker: {exc}")
+    try:
+        yield broker
+    finally:
+        broker.stop()

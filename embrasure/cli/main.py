@@ -17,6 +17,7 @@ import click
 from embrasure import logs
 from embrasure.cli import admin as cli_admin
 from embrasure.cli import archive as cli_archive
+from embrasure.cli import consume as cli_consume
 from embrasure.cli import graph as cli_graph
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import retention as cli_retention
@@ -76,6 +77,7 @@ def main() -> None:
     "archive",
     "retain_runs",
     "retention_interval",
+    *cli_consume.KAFKA_SETTINGS,
 )
 def serve(**flags: Any) -> None:
     """Run the server (receiver) on --host:--port."""
@@ -116,7 +118,13 @@ def serve(**flags: Any) -> None:
         else Projector(store, projector_limits(settings), archived=archived)
     )
     retention = cli_retention.retention_loop(settings, store)
-    app = build_app(settings, store, projector=projector, retention=retention)
+    app = build_app(
+        settings,
+        store,
+        projector=projector,
+        retention=retention,
+        kafka=cli_consume.kafka_source(settings),
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -329,6 +337,7 @@ for command in (
     + cli_admin.COMMANDS
     + cli_archive.COMMANDS
     + cli_retention.COMMANDS
+    + cli_consume.COMMANDS
 ):
     main.add_command(command)
 

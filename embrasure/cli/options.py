@@ -34,6 +34,8 @@ def setting_options(*names: str) -> Callable[[F], F]:
         for name in reversed(names):
             s = BY_NAME[name]
             kind: dict[str, Any] = {"is_flag": True} if s.type is bool else {"type": s.type}
+            if s.repeated:  # each entry a flag of its own; the setting holds them as lines
+                kind = {"multiple": True, "callback": _lines}
             func = click.option(
                 s.flag,
                 name,
@@ -44,6 +46,10 @@ def setting_options(*names: str) -> Callable[[F], F]:
         return func
 
     return decorate
+
+
+def _lines(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
+    return "\n".join(values) if values else None  # none given: the environment's, if any
 
 
 def fail(message: str) -> NoReturn:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from embrasure.model import DatasetId, EventFacts, Quarantined
+from embrasure.model import ONE_ITEM_ROUTES, DatasetId, EventFacts, Quarantined
 from embrasure.projector import admin, graph_rows
 from embrasure.projector.graph_rows import Contributions, time_key
 from embrasure.projector.pipeline import project_event
@@ -52,7 +52,7 @@ from embrasure.store.rows import (
 def split_items(entry: LogEntry) -> list[Any]:
     """The delivery's items, parsed (the receiver already checked the bytes)."""
     doc = orjson.loads(entry.stored_body())
-    if entry.route in ("single", admin.ROUTE):
+    if entry.route in ONE_ITEM_ROUTES:
         return [doc]
     items = doc["events"] if isinstance(doc, dict) else doc
     return list(items)
@@ -79,6 +79,13 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
             items.append(_admin(entry, hidden))
             continue
         rejected = {r.index: r for r in entry.rejections}
+        if len(rejected) == entry.item_count:
+            # Nothing to parse: a Kafka message that is not JSON at all is stored too
+            # (receiver/kafka.py), and so is every whole-delivery rejection.
+            for idx in sorted(rejected):
+                r = rejected[idx]
+                items.append(ItemRow.quarantined(entry.seq, idx, r.kind, r.reason))
+            continue
         for idx, item in enumerate(split_items(entry)):
             if idx in rejected:
                 r = rejected[idx]

@@ -117,6 +117,11 @@ class Backpressure:
             )
         return Load(deliveries, items, oldest, free, refusing)
 
+    def refusing_now(self) -> str | None:
+        """Why ingest is refused now, or None, measured afresh (for a thread: the Kafka
+        consumer pauses its partitions while it is refused)."""
+        return self._measure().refusing
+
     async def check(self) -> None:
         load = await self.load()
         if load.refusing is not None:

@@ -11,6 +11,7 @@ fsyncs.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import queue
@@ -23,7 +24,9 @@ from embrasure.store.base import AppendResult, Store
 
 log = logging.getLogger("embrasure.log")
 
-_Pending = tuple[DeliveryDraft, asyncio.Future[Receipt]]
+# A handler's future (asyncio, settled on its loop) or a consumer thread's (receiver/kafka.py).
+_Future = asyncio.Future[Receipt] | concurrent.futures.Future[Receipt]
+_Pending = tuple[DeliveryDraft, _Future]
 _STOP = object()
 
 
@@ -61,6 +64,19 @@ class GroupCommitter:
         future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
         self._queue.put((draft, future))
         return await future
+
+    def submit(self, drafts: Sequence[DeliveryDraft]) -> list[concurrent.futures.Future[Receipt]]:
+        """From a thread of its own (a Kafka consumer): queue ``drafts`` into the groups
+        the HTTP handlers' deliveries join; each future is settled once its delivery is
+        durable (or the commit failed: StoreUnavailable)."""
+        if self._closed:
+            raise StoreUnavailable("the server is shutting down")
+        futures: list[concurrent.futures.Future[Receipt]] = []
+        for draft in drafts:
+            future: concurrent.futures.Future[Receipt] = concurrent.futures.Future()
+            self._queue.put((draft, future))
+            futures.append(future)
+        return futures
 
     def stop(self) -> None:
         """Commit what is queued, then end the thread."""
@@ -110,7 +126,10 @@ class GroupCommitter:
             results = [StoreUnavailable(f"internal error: {exc!r}")] * len(group)
         by_loop: dict[asyncio.AbstractEventLoop, list[int]] = {}
         for i, (_, future) in enumerate(group):
-            by_loop.setdefault(future.get_loop(), []).append(i)
+            if isinstance(future, concurrent.futures.Future):  # thread-safe: settle it here
+                _settle([group[i]], [results[i]])
+            else:
+                by_loop.setdefault(future.get_loop(), []).append(i)
         for loop, indexes in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(

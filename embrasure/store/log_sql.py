@@ -196,6 +196,11 @@ INSERT_DELIVERY = (
     " rejections, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
+INSERT_KAFKA = (
+    "INSERT INTO kafka_messages (seq, topic, msg_partition, msg_offset, msg_key)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
+
 # A body as the appender stores it: (dict_id, stored bytes), from BodyCodec.compress.
 Packed = tuple[int | None, bytes]
 
@@ -225,6 +230,13 @@ def append(
                 bodies.row(seqs[row[0]], draft.received_at, dict_id, len(draft.body), stored)
             )
         conn.executemany(bodies.insert, new)
+        kafka = [
+            (seqs[row[0]], c.topic, c.partition, c.offset, c.key)
+            for row, index in zip(rows, fresh, strict=True)
+            if (c := drafts[index].kafka) is not None
+        ]
+        if kafka:
+            conn.executemany(INSERT_KAFKA, kafka)
     record_totals(conn)
     return results
 

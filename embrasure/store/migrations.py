@@ -288,6 +288,25 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        10,
+        "Kafka coordinates",
+        """
+        -- Where each delivery of route 'kafka' came from (receiver/kafka.py): shown with
+        -- the delivery and its quarantined items. A row per message, never trimmed, like
+        -- the deliveries rows beside it.
+        CREATE TABLE kafka_messages (
+            seq {bigint} PRIMARY KEY,        -- deliveries.seq
+            topic TEXT NOT NULL,
+            msg_partition INTEGER NOT NULL,
+            msg_offset {bigint} NOT NULL,
+            msg_key {blob}                   -- NULL: the message had no key
+        )
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

@@ -14,10 +14,11 @@ docs/operations.md) is served by the busy handler alone, whose first sleeps (1, 
 ms) fit in the pause. The floor sets how much of a pass's time the lock is held, which
 the soak (bench/README.md) measured at both ends: 30 ms trimmed 20 runs per ~38 ms,
 slower than the soak makes them (the database grew 3.96% per 10 min), and 5 ms kept up
-(1.09%) but held the lock so much of a pass that receipt p99 during passes was 2.04× that
-between them (a step took ~16 ms besides the pause). At 15 ms a pass should trim ~650
-runs/s, 2.6× what the soak makes: an estimate from those steps until a soak measures it. On PostgreSQL there is
-no such lock, but the pause keeps a pass's share of the disk modest.
+(1.09%) but held the lock so much of a pass that receipt p99 during passes was 2.04 times
+that between them (a step took ~16 ms besides the pause). At 15 ms a pass should trim
+~650 runs/s, 2.6 times what the soak makes: an estimate from those steps until a soak
+measures it. On PostgreSQL there is no such lock, but the pause keeps a pass's share of
+the disk modest.
 
 A receipt that finds the lock taken waits out the rest of the step, so steps are also
 kept short: a ``Pacer`` sizes each step (runs, pages) from how fast the last ones went,

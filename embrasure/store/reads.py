@@ -39,6 +39,8 @@ DELIVERY_COLUMNS = (
     "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"
     " d.route, d.item_count, d.rejections, d.state"
 )
+KAFKA_COLUMNS = "k.topic, k.msg_partition, k.msg_offset, k.msg_key"
+KAFKA_JOIN = " LEFT JOIN kafka_messages k ON k.seq = d.seq"  # route 'kafka' only
 
 # The delivery state (docs/queries.md#deliveries-and-quarantine) from the log's receipt
 # state and the projection's counts.
@@ -98,11 +100,12 @@ class SQLReader(GraphReader):
     def delivery(self, delivery_id: str) -> DeliveryRow | None:
         row = self.conn.execute(
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
-            f" p.edges_created, p.kinds FROM deliveries d LEFT JOIN {self.g}deliveries p"
-            " ON p.seq = d.seq WHERE d.delivery_id = ?",
+            f" p.edges_created, p.kinds, {KAFKA_COLUMNS} FROM deliveries d"
+            f" LEFT JOIN {self.g}deliveries p ON p.seq = d.seq{KAFKA_JOIN}"
+            " WHERE d.delivery_id = ?",
             (delivery_id,),
         ).fetchone()
-        return None if row is None else DeliveryRow._make(row)
+        return None if row is None else DeliveryRow.of(row)
 
     def deliveries(
         self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
@@ -120,12 +123,12 @@ class SQLReader(GraphReader):
             params.append(before_seq)
         sql = (
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
-            f" p.edges_created, p.kinds FROM deliveries d LEFT JOIN {self.g}deliveries p"
-            " ON p.seq = d.seq"
+            f" p.edges_created, p.kinds, {KAFKA_COLUMNS} FROM deliveries d"
+            f" LEFT JOIN {self.g}deliveries p ON p.seq = d.seq{KAFKA_JOIN}"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY d.seq DESC LIMIT ?"
         )
-        return [DeliveryRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
+        return [DeliveryRow.of(r) for r in self.conn.execute(sql, [*params, limit])]
 
     def items(self, seq: int) -> list[ItemRow]:
         return [

@@ -13,10 +13,12 @@ BLOB/BYTEA ``bytes``; a nullable column is ``… | None``. Nothing checks them a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
+
+from embrasure.model import KafkaCoordinates
 
 # -- the graph tables (schema.GRAPH_TABLES) -------------------------------------------------
 
@@ -438,6 +440,20 @@ class DeliveryRow(NamedTuple):
     quarantined: int | None
     edges_created: int | None
     kinds: str | None  # DeliveryOutcome.kinds
+    kafka: KafkaCoordinates | None  # route "kafka": where the message came from
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> DeliveryRow:
+        """From a reads.py delivery query: its columns, then the Kafka join's four."""
+        topic, partition, offset, key = row[-4:]
+        kafka = (
+            None
+            if topic is None
+            else KafkaCoordinates(
+                str(topic), int(partition), int(offset), None if key is None else bytes(key)
+            )
+        )
+        return cls._make((*row[:-4], kafka))
 
 
 class QuarantinedItem(NamedTuple):

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from embrasure.errors import Problem
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
-from embrasure.model import DELIVERY_STATES, Rejection, Token
+from embrasure.model import DELIVERY_STATES, KafkaCoordinates, Rejection, Token
 from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
 from embrasure.store import Store
@@ -89,9 +89,18 @@ def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> d
         "summary": {"received": item_count, **counts},
         "edges_created": row.edges_created or 0,
     }
+    if row.kafka is not None:
+        view["kafka"] = kafka_json(row.kafka)
     if with_items:
         view["items"] = items
     return view
+
+
+def kafka_json(where: KafkaCoordinates) -> dict[str, Any]:
+    """A Kafka message's coordinates; its key as text (OpenLineage keys are text), the
+    bytes that are not UTF-8 escaped."""
+    key = None if where.key is None else where.key.decode("utf-8", "backslashreplace")
+    return {"topic": where.topic, "partition": where.partition, "offset": where.offset, "key": key}
 
 
 class DeliveriesApi:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,6 +16,9 @@ from embrasure.store import Store
 from embrasure.web.auth import public
 from embrasure.web.responses import json_response
 
+if TYPE_CHECKING:  # librdkafka loads only in a server that consumes
+    from embrasure.receiver.kafka import KafkaConsumer
+
 
 class Health:
     def __init__(
@@ -22,11 +27,27 @@ class Health:
         retry_after: int,
         backpressure: Backpressure,
         retention: RetentionLoop | None = None,
+        kafka: KafkaConsumer | None = None,
     ) -> None:
         self.store = store
         self.retry_after = retry_after
         self.backpressure = backpressure
         self.retention = retention
+        self.kafka = kafka
+
+    def kafka_check(self) -> dict[str, object] | None:
+        """docs/producers/kafka.md: this process's consumer. An unreachable broker fails
+        this check but not readiness: HTTP ingest still works, and the consumer resumes
+        from its committed offsets when the broker is back."""
+        if self.kafka is None:
+            return None
+        status = self.kafka.status
+        reason = status.broker_error
+        return {
+            "status": "unreachable" if reason else ("paused" if status.paused else "ok"),
+            "reason": reason,
+            "lag": sum(status.lag.values()),
+        }
 
     def retention_check(self) -> dict[str, object] | None:
         """docs/operations.md#retention-and-the-archive: this process's last pass. A
@@ -74,6 +95,9 @@ class Health:
         retention = self.retention_check()
         if retention is not None:
             doc["retention"] = retention
+        kafka = self.kafka_check()
+        if kafka is not None:
+            doc["kafka"] = kafka
         return json_response(doc)
 
     def routes(self) -> list[Route]:

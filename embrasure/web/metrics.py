@@ -8,7 +8,9 @@ Three sources:
 - this process: request latency histograms by method, route template and status (the
   ingest routes' 202/429/503 included), from an ASGI middleware.
 - this process's retention passes, when it runs them (``serve --retain-log``): passes,
-  failures, bodies archived, bytes freed (docs/operations.md#retention-and-the-archive).
+  failures, bodies archived, bytes freed (docs/operations.md#retention-and-the-archive);
+- this process's Kafka consumer, when it runs one (``serve --kafka-bootstrap``): messages
+  by outcome, lag per partition, paused (docs/producers/kafka.md).
 
 A registry per app, not prometheus_client's global one: tests build many apps in one
 process, and each server reports only its own traffic.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -36,6 +39,9 @@ from embrasure.query.entities import ingest_totals
 from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
 from embrasure.web.auth import requires
+
+if TYPE_CHECKING:  # librdkafka loads only in a server that consumes
+    from embrasure.receiver.kafka import KafkaConsumer
 
 # Seconds; an ingest answer is a few ms, a hub lineage tens, an export minutes.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -140,11 +146,52 @@ class RetentionCollector(Collector):
             )
 
 
+class KafkaCollector(Collector):
+    """This process's Kafka consumer (docs/producers/kafka.md)."""
+
+    def __init__(self, consumer: KafkaConsumer) -> None:
+        self.consumer = consumer
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.consumer.status
+        messages = CounterMetricFamily(
+            "embrasure_kafka_messages",
+            "Kafka messages stored, by outcome: accepted, quarantined (stored with the"
+            " reason), duplicate (read again: nothing stored).",
+            labels=["outcome"],
+        )
+        for outcome in ("accepted", "quarantined", "duplicate"):
+            messages.add_metric([outcome], status.outcomes[outcome])
+        yield messages
+        lag = GaugeMetricFamily(
+            "embrasure_kafka_consumer_lag",
+            "Messages in a partition past this consumer's position (librdkafka's figure).",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), behind in sorted(dict(status.lag).items()):
+            lag.add_metric([topic, str(partition)], behind)
+        yield lag
+        yield GaugeMetricFamily(
+            "embrasure_kafka_paused",
+            "1 while the consumer's partitions are paused (ingest refused: backlog or disk).",
+            value=1 if status.paused else 0,
+        )
+        yield GaugeMetricFamily(
+            "embrasure_kafka_broker_unreachable",
+            "1 while no broker is reachable (the reason is in /readyz), else 0.",
+            value=1 if status.broker_error else 0,
+        )
+
+
 class Metrics:
     """The app's registry, its request histogram, and the /metrics route (scope read)."""
 
     def __init__(
-        self, store: Store, backpressure: Backpressure, retention: RetentionLoop | None = None
+        self,
+        store: Store,
+        backpressure: Backpressure,
+        retention: RetentionLoop | None = None,
+        kafka: KafkaConsumer | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Histogram(
@@ -157,6 +204,8 @@ class Metrics:
         self.registry.register(GraphCollector(store, backpressure))
         if retention is not None:
             self.registry.register(RetentionCollector(retention))
+        if kafka is not None:
+            self.registry.register(KafkaCollector(kafka))
 
     async def endpoint(self, request: Request) -> Response:
         body = await run_in_threadpool(generate_latest, self.registry)

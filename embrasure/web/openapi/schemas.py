@@ -219,10 +219,22 @@ def _delivery(with_items: bool) -> Schema:
         "summary": summary,
         "edges_created": integer("Graph edges this delivery created.", minimum=0),
     }
+    kafka = obj(
+        "Where a message consumed from Kafka came from (docs/producers/kafka.md).",
+        {
+            "topic": string(),
+            "partition": integer(minimum=0),
+            "offset": integer(minimum=0),
+            "key": nullable(string("The message key as text (OpenLineage: the root job).")),
+        },
+    )
+    optional = {"kafka": kafka}
     if with_items:
         fields["items"] = array(ref("DeliveryItem"))
-        return obj("A delivery and what became of each item.", fields)
-    return obj("A delivery (its items are at /api/v1/deliveries/{delivery_id}).", fields)
+        return obj("A delivery and what became of each item.", fields, optional)
+    return obj(
+        "A delivery (its items are at /api/v1/deliveries/{delivery_id}).", fields, optional
+    )
 
 
 # -- graph (docs/queries.md) ------------------------------------------------------------------

@@ -1,0 +1,283 @@
+"""Kafka ingestion (docs/producers/kafka.md): what OpenLineage's KafkaTransport sends,
+consumed into the delivery log with nothing lost.
+
+Each message is one delivery of route ``kafka``: the same bounds and strict JSON as a
+``POST /api/v1/lineage`` (receiver/bounds.py), appended through the same group commit
+as the HTTP deliveries (store/group_commit.py). Here the acknowledgement is the
+committed offset: a partition's offset moves only past messages whose commit returned
+(fsync'd), once per consumed batch, never per message. Identity is by content
+(provider_key + body SHA-256, as an HTTP delivery without Idempotency-Key), so a message
+redelivered after a crash or a rebalance is a duplicate and the graph counts its event
+once. A bad message (not JSON, over a bound, not an object, duplicate keys) is stored
+with its reason and quarantined, and its offset passes with the others: it never stalls
+its partition.
+
+confluent-kafka (librdkafka) rather than aiokafka: it is the client openlineage-python's
+KafkaTransport uses, so the settings a producer was given (SASL, TLS, …) pass through as
+the same librdkafka keys; its wheel bundles librdkafka with SASL and TLS; and its
+``consume`` and ``commit`` release the GIL, so the consumer's thread leaves the event
+loop alone.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from embrasure.errors import Problem, StoreUnavailable
+from embrasure.model import DeliveryDraft, KafkaCoordinates, Receipt, Rejection, utc_now
+from embrasure.receiver.bounds import Limits, check_body
+from embrasure.settings import Settings
+from embrasure.store.group_commit import GroupCommitter
+
+log = logging.getLogger("embrasure.kafka")
+
+ROUTE = "kafka"
+BATCH_MESSAGES = 500  # most messages one consume call hands over: one offset commit
+POLL_SECONDS = 0.5
+LOAD_SECONDS = 1.0  # how often the backlog bound is looked at
+
+
+@dataclasses.dataclass(frozen=True)
+class KafkaSource:
+    """What to consume (settings: --kafka-*)."""
+
+    bootstrap: str
+    topics: tuple[str, ...]
+    group: str
+    provider_key: str  # '' : each message's topic
+    client: dict[str, str]  # more librdkafka settings, passed through (SASL, TLS, …)
+
+    def consumer_config(self) -> dict[str, Any]:
+        return {
+            **self.client,
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            # Offsets move only when their deliveries are durable (module docstring).
+            "enable.auto.commit": False,
+            "auto.offset.reset": self.client.get("auto.offset.reset", "earliest"),
+            "statistics.interval.ms": self.client.get("statistics.interval.ms", "5000"),
+        }
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KafkaSource | None:
+        """The --kafka-* settings; None without --kafka-bootstrap."""
+        if not settings.kafka_bootstrap:
+            return None
+        topics = tuple(t.strip() for t in settings.kafka_topic.split(",") if t.strip())
+        return cls(
+            settings.kafka_bootstrap,
+            topics,
+            settings.kafka_group,
+            settings.kafka_provider_key,
+            settings.kafka_client(),
+        )
+
+
+def coordinates(message: Message) -> KafkaCoordinates:
+    """A consumed message's topic, partition, offset and key (a consumed one has all)."""
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    assert topic is not None and partition is not None and offset is not None
+    return KafkaCoordinates(topic, partition, offset, message.key())
+
+
+def draft_of(message: Message, provider_key: str, limits: Limits) -> DeliveryDraft:
+    """A message as a delivery draft: checked as one event, or kept whole with the reason
+    it was refused (a quarantined item: the projector never parses it)."""
+    body = message.value() or b""
+    where = coordinates(message)
+    provider = provider_key or where.topic
+    reason: str | None = None
+    if len(body) > limits.body_bytes:
+        reason = f"The message is {len(body):,} bytes, over the bound of {limits.body_bytes:,}."
+    else:
+        try:
+            draft = check_body(body, True, provider, None, limits)
+        except Problem as exc:  # not JSON, not an object, too deep, duplicate keys…
+            reason = exc.detail
+        else:
+            return dataclasses.replace(draft, route=ROUTE, kafka=where)
+    return DeliveryDraft(
+        provider_key=provider,
+        idempotency_key=None,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        body=body,
+        route=ROUTE,
+        item_count=1,
+        rejections=(Rejection(0, None, reason),),
+        received_at=utc_now(),
+        kafka=where,
+    )
+
+
+@dataclasses.dataclass
+class KafkaStatus:
+    """What /metrics and /readyz show of the consumer."""
+
+    outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    lag: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)
+    broker_error: str | None = None  # the latest error that left no broker reachable
+    paused: bool = False
+    committed_batches: int = 0
+
+
+class KafkaConsumer:
+    """Consumes ``source`` in a thread of its own into ``committer``'s groups.
+
+    ``refusing`` says why ingest is refused now (receiver/backpressure.py: the backlog or
+    the disk bound), or None: past the bound the consumer pauses its partitions, and
+    resumes them below it."""
+
+    def __init__(
+        self,
+        source: KafkaSource,
+        committer: GroupCommitter,
+        limits: Limits,
+        refusing: Callable[[], str | None] = lambda: None,
+        retry_after: float = 1.0,
+    ) -> None:
+        self.source = source
+        self.committer = committer
+        self.limits = limits
+        self.refusing = refusing
+        self.retry_after = retry_after
+        self.status = KafkaStatus()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="embrasure-kafka", daemon=True)
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Ask ``run`` to end after the batch in hand (a signal handler may call it)."""
+        self._stop.set()
+
+    def stop(self) -> None:
+        """Finish the batch in hand (its offsets committed), leave the group, end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def run(self) -> None:
+        """The loop, until ``stop``: consume a batch, append it, commit its offsets."""
+        config = self.source.consumer_config()
+        config["error_cb"] = self._on_error
+        config["stats_cb"] = self._on_stats
+        consumer = Consumer(config)
+        consumer.subscribe(list(self.source.topics))
+        log.info(
+            "consuming %s from %s as group %s",
+            ", ".join(self.source.topics),
+            self.source.bootstrap,
+            self.source.group,
+        )
+        checked = 0.0
+        try:
+            while not self._stop.is_set():
+                if time.monotonic() - checked > LOAD_SECONDS:
+                    checked = time.monotonic()
+                    self._pace(consumer)
+                messages = consumer.consume(BATCH_MESSAGES, POLL_SECONDS)
+                if messages:
+                    self._ingest(consumer, messages)
+        finally:
+            consumer.close()  # leaves the group: its partitions go to the others at once
+
+    def _pace(self, consumer: Consumer) -> None:
+        why = self.refusing()
+        if why is not None and not self.status.paused:
+            log.warning("pausing Kafka partitions: %s", why)
+            consumer.pause(consumer.assignment())
+            self.status.paused = True
+        elif why is None and self.status.paused:
+            log.info("resuming Kafka partitions")
+            consumer.resume(consumer.assignment())
+            self.status.paused = False
+
+    def _ingest(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+        good: list[Message] = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                good.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                log.warning("Kafka: %s", error.str())
+        if not good:
+            return
+        drafts = [draft_of(m, self.source.provider_key, self.limits) for m in good]
+        try:
+            futures = self.committer.submit(drafts)
+        except StoreUnavailable as exc:
+            futures = []
+            failure: StoreUnavailable | None = exc
+        else:
+            failure = None
+        # Per partition, in offset order: commit up to the first message not durable,
+        # and read again from there (nothing acknowledged before it is durable).
+        commit: dict[tuple[str, int], int] = {}
+        retry: dict[tuple[str, int], int] = {}
+        for index, draft in enumerate(drafts):
+            where = draft.kafka
+            assert where is not None  # draft_of gives every draft its coordinates
+            tp = (where.topic, where.partition)
+            if tp in retry:
+                continue
+            try:
+                if failure is not None:
+                    raise failure
+                receipt: Receipt = futures[index].result()
+            except StoreUnavailable as exc:
+                retry[tp] = where.offset
+                log.error("Kafka message %s[%d]@%d not stored: %s", *tp, where.offset, exc)
+                continue
+            self.status.outcomes[_outcome(receipt, draft)] += 1
+            commit[tp] = where.offset + 1
+        if commit:
+            offsets = [TopicPartition(t, p, o) for (t, p), o in commit.items()]
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                self.status.committed_batches += 1
+            except KafkaException as exc:
+                # A rebalance took the partition meanwhile: its new owner reads these
+                # messages again, and they are duplicates there (module docstring).
+                log.info("Kafka offsets not committed (%s): they are read again", exc)
+        for (topic, partition), offset in retry.items():
+            consumer.seek(TopicPartition(topic, partition, offset))
+        if retry:
+            self._stop.wait(self.retry_after)
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
+            self.status.broker_error = error.str()
+        log.warning("Kafka: %s", error.str())
+
+    def _on_stats(self, stats_json: str) -> None:
+        """librdkafka's statistics (statistics.interval.ms): the lag of each partition it
+        consumes, and brokers reachable again."""
+        stats = json.loads(stats_json)
+        lag: dict[tuple[str, int], int] = {}
+        for topic, about in stats.get("topics", {}).items():
+            for partition, p in about.get("partitions", {}).items():
+                if int(partition) >= 0 and p.get("consumer_lag", -1) >= 0:
+                    lag[(topic, int(partition))] = int(p["consumer_lag"])
+        self.status.lag = lag
+        if any(b.get("state") == "UP" for b in stats.get("brokers", {}).values()):
+            self.status.broker_error = None
+
+
+def _outcome(receipt: Receipt, draft: DeliveryDraft) -> str:
+    if receipt.duplicate:
+        return "duplicate"
+    return "quarantined" if draft.state == "quarantined" else "accepted"
