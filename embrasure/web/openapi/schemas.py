@@ -232,9 +232,7 @@ def _delivery(with_items: bool) -> Schema:
     if with_items:
         fields["items"] = array(ref("DeliveryItem"))
         return obj("A delivery and what became of each item.", fields, optional)
-    return obj(
-        "A delivery (its items are at /api/v1/deliveries/{delivery_id}).", fields, optional
-    )
+    return obj("A delivery (its items are at /api/v1/deliveries/{delivery_id}).", fields, optional)
 
 
 # -- graph (docs/queries.md) ------------------------------------------------------------------
