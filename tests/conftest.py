@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import kafka_broker
 import psycopg
 import pytest
 from hypothesis import settings
@@ -36,6 +35,8 @@ from embrasure.app import build_app
 from embrasure.receiver.bounds import Limits
 from embrasure.settings import Settings
 from embrasure.store import open_store
+
+import kafka_broker
 
 if TYPE_CHECKING:
     from click.testing import Result

@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Producer
-from kafka_broker import Broker
 from openlineage.client.serde import Serde
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
 import olclient as ol
 from conftest import ServerProcess
+from kafka_broker import Broker
 
 pytestmark = pytest.mark.slow
 

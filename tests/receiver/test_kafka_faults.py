@@ -1,0 +1,163 @@
+"""Nothing acknowledged is lost over Kafka either (docs/producers/kafka.md): the offset
+is the acknowledgement, committed only after the commit holding its deliveries. The
+consumer is killed (SIGKILL) at random instants while a producer sends; the broker is
+restarted mid-stream. Every event is projected once, and the graph is the one the same
+events give over HTTP."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from conftest import ServerProcess, run_sql, sqlite_url
+from graph_api import at, run_event, run_id
+from kafka_broker import Broker
+
+pytestmark = pytest.mark.slow
+
+EVENTS = 20_000
+KILLS = 20
+
+
+def _events(count: int) -> list[bytes]:
+    """``count`` distinct RunEvents of 50 jobs, each run reading and writing a table."""
+    return [
+        json.dumps(
+            run_event(
+                "COMPLETE",
+                f"job_{i % 50}",
+                run_id(i),
+                at(i // 3600 % 24, i // 60 % 60, i % 60),
+                inputs=[{"namespace": "warehouse", "name": f"table_{i % 50}"}],
+                outputs=[{"namespace": "warehouse", "name": f"table_{i % 50 + 1}"}],
+            )
+        ).encode()
+        for i in range(count)
+    ]
+
+
+def _produce(broker: Broker, topic: str, bodies: list[bytes], seconds: float) -> None:
+    """Send ``bodies`` spread over about ``seconds`` (acks=all, the producer retrying
+    through a broker restart), keyed as OpenLineage keys them."""
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True}
+    )
+    step = max(1, len(bodies) // 100)
+    for start in range(0, len(bodies), step):
+        for body in bodies[start : start + step]:
+            key = json.loads(body)["job"]["name"].encode()
+            while True:
+                try:
+                    producer.produce(topic, value=body, key=key)
+                    break
+                except BufferError:  # the local queue is full: let it drain
+                    producer.poll(0.1)
+        producer.poll(0)
+        time.sleep(seconds / 100)
+    assert producer.flush(120) == 0
+
+
+def _consume(db: str, broker: Broker, topic: str, log: Path) -> subprocess.Popen[bytes]:
+    """``embrasure consume`` as its own process. Static membership (group.instance.id):
+    a consumer restarted after a crash takes its partitions back at once, instead of
+    after the dead member's session times out."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "embrasure", "consume", "--db", db,
+             "--kafka-bootstrap", broker.bootstrap, "--kafka-topic", topic,
+             "--kafka-group", topic, "--kafka-config", "group.instance.id=consumer-1",
+             "--kafka-config", "session.timeout.ms=10000"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def _graph_of(db: str, tmp_path: Path) -> dict[str, Any]:
+    """Serve ``db`` (its projector catches up) and return the export."""
+    proc = ServerProcess(db, log_dir=tmp_path).start()
+    try:
+        with httpx.Client(base_url=proc.url, timeout=60) as http:
+            deadline = time.monotonic() + 180
+            while True:
+                page = http.get("/api/v1/deliveries", params={"limit": 1}).json()["deliveries"]
+                if page and page[0]["state"] != "accepted":
+                    break
+                assert time.monotonic() < deadline, "not projected in 180 s"
+                time.sleep(0.2)
+            export: dict[str, Any] = http.get("/api/v1/export").json()
+            return export
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    """A broker of the test's own, since it is restarted."""
+    own = Broker(tmp_path / "kafka", partitions=4)
+    own.start()
+    try:
+        yield own
+    finally:
+        own.kill()
+
+
+def test_kill_9_of_the_consumer_and_a_broker_restart_lose_and_double_nothing(
+    broker: Broker, db_url: str, tmp_path: Path
+) -> None:
+    topic = f"ol-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 4)
+    bodies = _events(EVENTS)
+    sender = threading.Thread(target=_produce, args=(broker, topic, bodies, 40.0))
+    sender.start()
+    rng = random.Random(19)
+    log = tmp_path / "consume.log"
+    consumer = _consume(db_url, broker, topic, log)
+    try:
+        for kill in range(KILLS):
+            time.sleep(rng.uniform(0.3, 2.5))
+            consumer.kill()
+            consumer.wait()
+            if kill == KILLS // 2:  # the broker too, once: stopped, then started again
+                broker.stop()
+                time.sleep(1)
+                broker.start()
+            consumer = _consume(db_url, broker, topic, log)
+        sender.join()
+        deadline = time.monotonic() + 240
+        while run_sql(db_url, "SELECT COUNT(*) FROM deliveries")[0][0] < EVENTS:
+            assert consumer.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, run_sql(db_url, "SELECT COUNT(*) FROM deliveries")
+            time.sleep(0.5)
+    finally:
+        consumer.terminate()
+        consumer.wait(60)
+    # Each event stored once: a message read again after a kill is a duplicate.
+    assert run_sql(db_url, "SELECT COUNT(*), COUNT(DISTINCT body_sha256) FROM deliveries") == [
+        (EVENTS, EVENTS)
+    ]
+    via_kafka = _graph_of(db_url, tmp_path)
+    assert len(via_kafka["runs"]) == EVENTS
+
+    http_db = tmp_path / "http.db"
+    proc = ServerProcess(http_db, log_dir=tmp_path).start()
+    try:
+        with httpx.Client(base_url=proc.url, timeout=60) as http:
+            for start in range(0, EVENTS, 500):
+                batch = b"[" + b",".join(bodies[start : start + 500]) + b"]"
+                reply = http.post("/api/v1/lineage/batch", content=batch,
+                                  headers={"Content-Type": "application/json"})  # fmt: skip
+                assert reply.status_code == 202, reply.text
+    finally:
+        proc.stop()
+    assert _graph_of(sqlite_url(http_db), tmp_path) == via_kafka
