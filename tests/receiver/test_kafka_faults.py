@@ -69,7 +69,9 @@ def _produce(broker: Broker, topic: str, bodies: list[bytes], seconds: float) ->
     assert producer.flush(120) == 0
 
 
-def _consume(db: str, broker: Broker, topic: str, log: Path) -> subprocess.Popen[bytes]:
+def _consume(
+    db: str, broker: Broker, topic: str, log: Path, instance: str = "1"
+) -> subprocess.Popen[bytes]:
     """``embrasure consume`` as its own process. Static membership (group.instance.id):
     a consumer restarted after a crash takes its partitions back at once, instead of
     after the dead member's session times out."""
@@ -77,7 +79,7 @@ def _consume(db: str, broker: Broker, topic: str, log: Path) -> subprocess.Popen
         return subprocess.Popen(
             [sys.executable, "-m", "embrasure", "consume", "--db", db,
              "--kafka-bootstrap", broker.bootstrap, "--kafka-topic", topic,
-             "--kafka-group", topic, "--kafka-config", "group.instance.id=consumer-1",
+             "--kafka-group", topic, "--kafka-config", f"group.instance.id=consumer-{instance}",
              "--kafka-config", "session.timeout.ms=10000"],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -161,3 +163,78 @@ def test_kill_9_of_the_consumer_and_a_broker_restart_lose_and_double_nothing(
     finally:
         proc.stop()
     assert _graph_of(sqlite_url(http_db), tmp_path) == via_kafka
+
+
+def test_two_consumers_of_one_group_share_the_topic_and_one_killed_loses_nothing(
+    broker: Broker, pg_db: str, tmp_path: Path
+) -> None:
+    """On PostgreSQL two consumers share the partitions; one is killed mid-stream and the
+    other takes its partitions over (after the session timeout): every event once."""
+    topic = f"ol-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 4)
+    bodies = _events(5_000)
+    log = tmp_path / "consume.log"
+    first = _consume(pg_db, broker, topic, log, instance="a")
+    second = _consume(pg_db, broker, topic, log, instance="b")
+    try:
+        sender = threading.Thread(target=_produce, args=(broker, topic, bodies, 20.0))
+        sender.start()
+        time.sleep(8)
+        first.kill()  # mid-stream, its last batch perhaps stored but not committed
+        first.wait()
+        sender.join()
+        deadline = time.monotonic() + 120
+        while run_sql(pg_db, "SELECT COUNT(*) FROM deliveries")[0][0] < len(bodies):
+            assert second.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+    finally:
+        second.terminate()
+        second.wait(60)
+    assert run_sql(pg_db, "SELECT COUNT(*), COUNT(DISTINCT body_sha256) FROM deliveries") == [
+        (len(bodies), len(bodies))
+    ]
+
+
+def test_past_the_backlog_bound_the_consumer_pauses_and_resumes_below_it(
+    kafka: Broker, tmp_path: Path
+) -> None:
+    """With no projector the backlog passes its bound: the consumer pauses (metrics say
+    so) and stores no more; `embrasure project` catches up, and it resumes."""
+    topic = f"ol-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, 1)
+    db = tmp_path / "e.db"
+    proc = ServerProcess(
+        db, "--no-projector", "--max-backlog-items", "50", "--kafka-bootstrap", kafka.bootstrap,
+        "--kafka-topic", topic, "--kafka-group", topic,
+    ).start()  # fmt: skip
+    bodies = _events(3_000)
+    try:
+        with httpx.Client(base_url=proc.url) as http:
+            _produce(kafka, topic, bodies, 1.0)
+            deadline = time.monotonic() + 60
+            while "embrasure_kafka_paused 1.0" not in http.get("/metrics").text:
+                assert time.monotonic() < deadline, "never paused"
+                time.sleep(0.2)
+            assert http.get("/readyz").status_code == 503  # the backlog bound: not ready
+            time.sleep(3)  # paused: nothing more is stored meanwhile
+            held = run_sql(sqlite_url(db), "SELECT COUNT(*) FROM deliveries")[0][0]
+            time.sleep(2)
+            assert run_sql(sqlite_url(db), "SELECT COUNT(*) FROM deliveries")[0][0] == held
+            assert held < len(bodies)
+            projector = subprocess.Popen(
+                [sys.executable, "-m", "embrasure", "project", "--db", sqlite_url(db)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            try:
+                deadline = time.monotonic() + 120
+                while run_sql(sqlite_url(db), "SELECT COUNT(*) FROM deliveries")[0][0] < len(
+                    bodies
+                ):
+                    assert time.monotonic() < deadline, "never resumed"
+                    time.sleep(0.5)
+            finally:
+                projector.terminate()
+                projector.wait(60)
+    finally:
+        proc.stop()
