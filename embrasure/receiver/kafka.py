@@ -22,6 +22,7 @@ loop alone.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -44,7 +45,7 @@ log = logging.getLogger("embrasure.kafka")
 ROUTE = "kafka"
 BATCH_MESSAGES = 500  # most messages one consume call hands over: one offset commit
 POLL_SECONDS = 0.5
-LOAD_SECONDS = 1.0  # how often the backlog bound is looked at
+LOAD_SECONDS = 0.1  # how often the backlog bound is looked at (a few index reads: reads.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +154,7 @@ class KafkaConsumer:
         self.status = KafkaStatus()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._rewound: set[tuple[str, int]] = set()  # partitions sought back (_settle)
 
     def start(self) -> None:
         self._stop.clear()
@@ -171,7 +173,11 @@ class KafkaConsumer:
             self._thread = None
 
     def run(self) -> None:
-        """The loop, until ``stop``: consume a batch, append it, commit its offsets."""
+        """The loop, until ``stop``: consume a batch, append it, commit its offsets.
+
+        One batch is in flight while the next is read and checked: its commit (the
+        fsync) overlaps the next batch's parsing, and its offsets are committed after
+        that batch is handed to the group commit (``_settle``)."""
         config = self.source.consumer_config()
         config["error_cb"] = self._on_error
         config["stats_cb"] = self._on_stats
@@ -184,15 +190,19 @@ class KafkaConsumer:
             self.source.group,
         )
         checked = 0.0
+        in_flight: _Batch | None = None
         try:
             while not self._stop.is_set():
                 if time.monotonic() - checked > LOAD_SECONDS:
                     checked = time.monotonic()
                     self._pace(consumer)
-                messages = consumer.consume(BATCH_MESSAGES, POLL_SECONDS)
-                if messages:
-                    self._ingest(consumer, messages)
+                batch = self._submit(_next(consumer, wait=in_flight is None))
+                if in_flight is not None:
+                    self._settle(consumer, in_flight)
+                in_flight = batch
         finally:
+            if in_flight is not None:
+                self._settle(consumer, in_flight)
             consumer.close()  # leaves the group: its partitions go to the others at once
 
     def _pace(self, consumer: Consumer) -> None:
@@ -206,7 +216,9 @@ class KafkaConsumer:
             consumer.resume(consumer.assignment())
             self.status.paused = False
 
-    def _ingest(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+    def _submit(self, messages: Sequence[Message]) -> _Batch | None:
+        """Check the messages and hand them to the group commit; None when there were
+        none to store."""
         good: list[Message] = []
         for message in messages:
             error = message.error()
@@ -215,29 +227,31 @@ class KafkaConsumer:
             elif error.code() != KafkaError._PARTITION_EOF:
                 log.warning("Kafka: %s", error.str())
         if not good:
-            return
+            return None
         drafts = [draft_of(m, self.source.provider_key, self.limits) for m in good]
         try:
-            futures = self.committer.submit(drafts)
+            return _Batch(drafts, self.committer.submit(drafts), None)
         except StoreUnavailable as exc:
-            futures = []
-            failure: StoreUnavailable | None = exc
-        else:
-            failure = None
-        # Per partition, in offset order: commit up to the first message not durable,
-        # and read again from there (nothing acknowledged before it is durable).
+            return _Batch(drafts, [], exc)
+
+    def _settle(self, consumer: Consumer, batch: _Batch) -> None:
+        """Wait for ``batch``'s commit; commit each partition's offset up to its first
+        message not stored, and read again from there (nothing acknowledged before it
+        is durable). The batch read meanwhile holds later messages of such a partition:
+        stored or not, their offsets are not committed either (``_rewound``)."""
         commit: dict[tuple[str, int], int] = {}
         retry: dict[tuple[str, int], int] = {}
-        for index, draft in enumerate(drafts):
+        rewound, self._rewound = self._rewound, set()
+        for index, draft in enumerate(batch.drafts):
             where = draft.kafka
             assert where is not None  # draft_of gives every draft its coordinates
             tp = (where.topic, where.partition)
-            if tp in retry:
+            if tp in retry or tp in rewound:
                 continue
             try:
-                if failure is not None:
-                    raise failure
-                receipt: Receipt = futures[index].result()
+                if batch.failure is not None:
+                    raise batch.failure
+                receipt: Receipt = batch.futures[index].result()
             except StoreUnavailable as exc:
                 retry[tp] = where.offset
                 log.error("Kafka message %s[%d]@%d not stored: %s", *tp, where.offset, exc)
@@ -255,6 +269,7 @@ class KafkaConsumer:
                 log.info("Kafka offsets not committed (%s): they are read again", exc)
         for (topic, partition), offset in retry.items():
             consumer.seek(TopicPartition(topic, partition, offset))
+        self._rewound = set(retry)
         if retry:
             self._stop.wait(self.retry_after)
 
@@ -275,6 +290,27 @@ class KafkaConsumer:
         self.status.lag = lag
         if any(b.get("state") == "UP" for b in stats.get("brokers", {}).values()):
             self.status.broker_error = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Batch:
+    """Messages handed to the group commit: their drafts, and a future for each (or the
+    failure that kept them all out)."""
+
+    drafts: list[DeliveryDraft]
+    futures: list[concurrent.futures.Future[Receipt]]
+    failure: StoreUnavailable | None
+
+
+def _next(consumer: Consumer, wait: bool) -> list[Message]:
+    """The messages fetched already (up to a batch); with ``wait`` and none there, the
+    first to arrive within POLL_SECONDS and those beside it. Never a wait to fill a
+    batch: at a low rate that wait would be every message's lag."""
+    messages = consumer.consume(BATCH_MESSAGES, 0)
+    if messages or not wait:
+        return messages
+    first = consumer.poll(POLL_SECONDS)
+    return [] if first is None else [first, *consumer.consume(BATCH_MESSAGES - 1, 0)]
 
 
 def _outcome(receipt: Receipt, draft: DeliveryDraft) -> str:

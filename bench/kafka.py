@@ -1,0 +1,295 @@
+"""Kafka benchmark (issue 19): events/s consumed into the log beside HTTP batch ingest of
+the same events, in one run; and the lag from a producer to the log at a steady rate.
+
+Broker: one Apache Kafka KRaft node from its Maven Central jars (tests/kafka_broker.py),
+topic of 4 partitions. Events: bench/events.py's (~4.7 KB, unique runIds).
+
+- **ingest**: a fresh SQLite database each round, ``serve --no-projector`` (the receiver
+  alone, as bench/ingest.py measures it). *kafka*: the events are produced to a new topic
+  first, then a server started with ``--kafka-bootstrap`` consumes them; *http*: the same
+  events POSTed in 500-event batches by 4 concurrent clients. Both rates are taken the same
+  way, from the log: deliveries' ``received_at`` from the first to the last (so a
+  consumer's group join and a client's connect are outside both), events over that span.
+  Rounds alternate kafka, http, http, kafka …; medians.
+- **lag**: ``serve`` with its projector consuming a topic while a producer sends at a
+  steady ``--lag-rate`` for ``--lag-seconds``, each event's eventTime the moment it was
+  produced; lag = the delivery's ``received_at`` - that time, p50/p99/max (the delivery
+  is durable a commit later: a few ms, bench/ingest.py's receipt latency).
+
+Results: bench/results/kafka.{md,json}. Usage: ``bench/kafka.py [--events N] [--rounds R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import events as bench_events
+import servers
+
+from kafka_broker import KAFKA_VERSION, Broker
+
+RESULTS = Path(__file__).resolve().parent / "results" / "kafka"
+BATCH = 500
+CLIENTS = 4
+
+
+def _bodies(count: int, offset: int = 0) -> list[bytes]:
+    return [json.dumps(bench_events.run_event(offset + i)).encode() for i in range(count)]
+
+
+def _produce(broker: Broker, topic: str, bodies: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "acks": "all"})
+    for body in bodies:
+        while True:
+            try:
+                producer.produce(topic, value=body, key=body[-40:])
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
+def _received(db: Path) -> list[tuple[float, int]]:
+    """Each delivery's received_at (seconds) and item count, in log order."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT received_at, item_count FROM deliveries ORDER BY seq")
+        return [(_epoch(r[0]), int(r[1])) for r in rows]
+
+
+def _rate(rows: list[tuple[float, int]]) -> float:
+    """Events per second from the first delivery's receipt to the last's (the first
+    delivery's own events are before the span, so they are not counted)."""
+    span = rows[-1][0] - rows[0][0]
+    return sum(n for _, n in rows[1:]) / span
+
+
+def _wait_count(db: Path, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(sqlite3.OperationalError):
+            with contextlib.closing(sqlite3.connect(db)) as conn:
+                (have,) = conn.execute(
+                    "SELECT COALESCE(SUM(item_count), 0) FROM deliveries"
+                ).fetchone()
+            if have >= count:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {have} of {count} events stored in {timeout} s")
+        time.sleep(0.2)
+
+
+def _consuming(broker: Broker, topic: str) -> list[str]:
+    """serve's flags to consume ``topic`` (a group of its own)."""
+    return ["--kafka-bootstrap", broker.bootstrap, "--kafka-topic", topic, "--kafka-group", topic]
+
+
+def kafka_round(broker: Broker, work: Path, source: Path, bodies: list[bytes]) -> float:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 4)
+    _produce(broker, topic, bodies)
+    db = work / f"{topic}.db"
+    server = servers.start_embrasure(work, db, source, extra=_consuming(broker, topic))
+    try:
+        _wait_count(db, len(bodies), 600)
+    finally:
+        server.stop()
+    return _rate(_received(db))
+
+
+async def _post_all(url: str, bodies: list[bytes]) -> None:
+    batches = [b"[" + b",".join(bodies[i : i + BATCH]) + b"]" for i in range(0, len(bodies), BATCH)]
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for batch in batches:
+        queue.put_nowait(batch)
+
+    async def client() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            while not queue.empty():
+                batch = queue.get_nowait()
+                reply = await http.post(
+                    "/api/v1/lineage/batch",
+                    content=batch,
+                    headers={"Content-Type": "application/json"},
+                )
+                assert reply.status_code == 202, reply.text
+
+    await asyncio.gather(*(client() for _ in range(CLIENTS)))
+
+
+def http_round(work: Path, source: Path, bodies: list[bytes]) -> float:
+    db = work / f"http-{uuid.uuid4().hex[:8]}.db"
+    server = servers.start_embrasure(work, db, source)
+    try:
+        asyncio.run(_post_all(server.url, bodies))
+    finally:
+        server.stop()
+    return _rate(_received(db))
+
+
+def lag_run(broker: Broker, work: Path, source: Path, rate: int, seconds: int) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    topic = f"lag-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 4)
+    db = work / f"{topic}.db"
+    server = servers.start_embrasure(
+        work, db, source, projector=True, extra=_consuming(broker, topic)
+    )
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1, "acks": "all"})
+    try:
+        time.sleep(5)  # the consumer has joined its group and been assigned the partitions
+        start = time.monotonic()
+        sent = 0
+        while (elapsed := time.monotonic() - start) < seconds:
+            due = int(elapsed * rate)
+            for _ in range(due - sent):
+                event = bench_events.run_event(1_000_000 + sent)
+                event["eventTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                producer.produce(topic, value=json.dumps(event).encode())
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.001)
+        producer.flush(60)
+        _wait_count(db, sent, 120)
+    finally:
+        server.stop()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT received_at FROM deliveries ORDER BY seq").fetchall()
+    # eventTime is in the body: read it back through the log's own reader (compressed).
+    from embrasure.store import open_store
+
+    store = open_store(f"sqlite:///{db}")
+    try:
+        lags = []
+        for entry in store.read_log(0, sent + 10, 1 << 40):
+            sent_at = _epoch(json.loads(entry.stored_body())["eventTime"])
+            lags.append((_epoch(_received_at(rows, entry.seq)) - sent_at) * 1000)
+    finally:
+        store.close()
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "events": sent,
+        "lag_ms_p50": servers.percentile(lags, 50),
+        "lag_ms_p99": servers.percentile(lags, 99),
+        "lag_ms_max": max(lags),
+    }
+
+
+def _received_at(rows: list[tuple[str]], seq: int) -> str:
+    return rows[seq - 1][0]  # a fresh log: seq runs 1, 2, …
+
+
+def _rates(rates: list[float]) -> str:
+    return f"{statistics.median(rates):,.0f} | {', '.join(f'{x:,.0f}' for x in rates)} |"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    m, ing, lag = report["machine"], report["ingest"], report["lag"]
+    lines = [
+        "# Kafka ingestion (bench/kafka.py)",
+        "",
+        f"{m['date']}, commit {m['commit']}, {m['nproc']} cores ({m['cpu']}), Python "
+        f"{m['python']}, SQLite {m['sqlite']}, Kafka {KAFKA_VERSION} (one KRaft node, this "
+        f"machine); other processes busy {report['busy_before']:.2f} cores before the run.",
+        "",
+        f"## Ingest into the log: {ing['events']:,} events (~4.7 KB), {ing['rounds']} rounds",
+        "",
+        "| path | events/s (median) | rounds |",
+        "|---|---|---|",
+        "| Kafka (`serve --no-projector --kafka-bootstrap`, 4 partitions) | "
+        + _rates(ing["kafka"]),
+        "| HTTP batch (500-event POSTs, 4 clients, `serve --no-projector`) | "
+        + _rates(ing["http"]),
+        "",
+        f"Kafka / HTTP batch: **{ing['ratio']:.2f}** (target ≥ 0.80).",
+        "",
+        f"## Lag at {lag['rate']:,} events/s for {lag['seconds']} s ({lag['events']:,} events)",
+        "",
+        "Produced (eventTime = the moment of sending) → stored in the log (received_at),"
+        " with the projector running:",
+        "",
+        "| p50 ms | p99 ms | max ms |",
+        "|---|---|---|",
+        f"| {lag['lag_ms_p50']:.1f} | {lag['lag_ms_p99']:.1f} | {lag['lag_ms_max']:.1f} |",
+        "",
+        "Raw figures: [kafka.json](kafka.json).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=2, help="rounds of each path")
+    p.add_argument("--lag-rate", type=int, default=1000)
+    p.add_argument("--lag-seconds", type=int, default=30)
+    p.add_argument("--out", default=str(RESULTS))
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="embrasure-kafka-bench-"))
+    source = work / "src"
+    code = servers.copy_source(source, "HEAD")
+    busy = servers.busy_cores(2.0)
+    broker = Broker(work / "broker", partitions=4)
+    broker.start()
+    try:
+        bodies = _bodies(args.events)
+        kafka: list[float] = []
+        http: list[float] = []
+        for r in range(args.rounds):
+            order = ("kafka", "http") if r % 2 == 0 else ("http", "kafka")
+            for path in order:
+                if path == "kafka":
+                    kafka.append(kafka_round(broker, work, source, bodies))
+                else:
+                    http.append(http_round(work, source, bodies))
+                print(f"round {r + 1} {path}: {(kafka if path == 'kafka' else http)[-1]:,.0f} ev/s")
+        lag = lag_run(broker, work, source, args.lag_rate, args.lag_seconds)
+        print(f"lag p50/p99 {lag['lag_ms_p50']:.1f}/{lag['lag_ms_p99']:.1f} ms")
+    finally:
+        broker.stop()
+    report = {
+        "machine": servers.machine_facts(code),
+        "busy_before": busy,
+        "ingest": {
+            "events": args.events,
+            "rounds": args.rounds,
+            "kafka": kafka,
+            "http": http,
+            "ratio": statistics.median(kafka) / statistics.median(http),
+        },
+        "lag": lag,
+    }
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(report))
+    print(f"wrote {out}.md and .json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
