@@ -12,10 +12,14 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from embrasure.model import DeliveryDraft, utc_now
+from embrasure.model import DatasetId, DeliveryDraft, utc_now
 from embrasure.projector.worker import Projector, ProjectorLimits
+from embrasure.query.dataset_runs import dataset_runs
+from embrasure.query.entities import Identities
 from embrasure.query.export import export_bytes
+from embrasure.query.quality import failed_datasets
 from embrasure.store import open_store
+from embrasure.store.base import GraphReader
 
 RUNS = [str(uuid.UUID(int=0x0190_0000_0000_7000_8000_0000_0000_0000 + i)) for i in range(4)]
 RUN_JOB = {RUNS[0]: "a", RUNS[1]: "a", RUNS[2]: "b", RUNS[3]: "c"}
@@ -55,13 +59,39 @@ def _time(draw: st.DrawFn, event: dict[str, Any]) -> None:
         event["eventTime"] = t
 
 
+STATISTICS = st.sampled_from(
+    [
+        {"rowCount": 0},
+        {"rowCount": 10, "size": 2048},
+        {"rowCount": 7, "fileCount": 2},
+        {"_deleted": True},
+    ]
+)
+ASSERTIONS = st.sampled_from(
+    [
+        {"assertions": [{"assertion": "not_null", "success": True, "column": "id"}]},
+        {"assertions": [{"assertion": "not_null", "success": False, "column": "id"}]},
+        {
+            "assertions": [
+                {"assertion": "unique", "success": False, "column": "id"},
+                {"assertion": "row_count", "success": True},
+            ]
+        },
+        {"_deleted": True},
+    ]
+)
+
+
 @st.composite
 def dataset(draw: st.DrawFn, role: str, inputs: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     ns, name = draw(st.sampled_from(DATASETS))
     facets: dict[str, Any] = {}
     if draw(st.booleans()):
         fields = draw(st.lists(st.sampled_from(FIELDS), unique=True, max_size=3))
-        facets["schema"] = {"fields": [{"name": f, "type": "string"} for f in fields]}
+        types = draw(st.lists(st.sampled_from(["string", "int"]), min_size=3, max_size=3))
+        facets["schema"] = {
+            "fields": [{"name": f, "type": t} for f, t in zip(fields, types, strict=False)]
+        }
     if draw(st.integers(0, 3)) == 0:
         alias = draw(st.sampled_from(ALIASES))
         kind = draw(st.sampled_from(["TABLE", "TABLE", "LOCATION"]))
@@ -119,9 +149,22 @@ def dataset(draw: st.DrawFn, role: str, inputs: Sequence[tuple[str, str]] = ()) 
                 },
             }
         }
+    if role != "dataset" and draw(st.integers(0, 5)) == 0:
+        facets["dataQualityAssertions"] = draw(ASSERTIONS)  # as dbt sends it
     out: dict[str, Any] = {"namespace": ns, "name": name}
     if facets:
         out["facets"] = facets
+    # What the run says about its use of the dataset (docs/projection.md#what-each-run-did):
+    # statistics, assertions, and deletion markers that take one back.
+    own: dict[str, Any] = {}
+    if role == "output" and draw(st.booleans()):
+        own["outputStatistics"] = draw(STATISTICS)
+    if role == "input" and draw(st.integers(0, 2)) == 0:
+        own["inputStatistics"] = draw(STATISTICS)
+    if role == "input" and draw(st.integers(0, 2)) == 0:
+        own["dataQualityAssertions"] = draw(ASSERTIONS)
+    if own:
+        out["inputFacets" if role == "input" else "outputFacets"] = own
     if draw(st.integers(0, 5)) == 0:
         out["version"] = draw(st.sampled_from(["v1", "v2"]))
     return out
@@ -236,9 +279,26 @@ def project(
                 projector.run_until_caught_up()
         projector.run_until_caught_up()
         with store.reader() as reader:
-            return export_bytes(reader)
+            return graph_bytes(reader)
     finally:
         store.close()
+
+
+def graph_bytes(reader: GraphReader) -> bytes:
+    """The export, and what the export leaves out that is a function of the events too:
+    every dataset's runs with their statistics, assertions and schema changes
+    (GET /api/v1/datasets/runs) and its quality mark (query/quality.py)."""
+    ids = Identities(reader)
+    identities = {DatasetId(*d) for d in DATASETS + ALIASES}
+    identities.add(DatasetId("warehouse", "db.old_orders"))
+    nodes = sorted({ids.canonical([i])[i] for i in identities})
+    failed = failed_datasets(reader, ids, nodes)
+    uses = []
+    for node in nodes:
+        members = ids.members([node])[node]
+        listed, _ = dataset_runs(reader, members, None, None, 1000, lambda row: True)
+        uses.append([list(node), node in failed, listed])
+    return export_bytes(reader) + orjson.dumps(uses, option=orjson.OPT_SORT_KEYS)
 
 
 @st.composite

@@ -293,6 +293,9 @@ def assert_pipeline_graph(http: httpx.Client) -> None:
         "child_count": 2,
     }
     good = get(http, f"/api/v1/runs/{GOOD_RUN}")
+    used = {k: [(d["namespace"], d["name"]) for d in good.pop(k)] for k in ("inputs", "outputs")}
+    # The S3 path the run wrote is served as its TABLE symlink's node, the canonical one.
+    assert used == {"inputs": [(SOURCE_NS, SOURCE)], "outputs": [(TABLE_NS, TABLE)]}
     assert {k: v for k, v in good.items() if k != "facets"} == {
         "runId": GOOD_RUN,
         "job": {"namespace": JOB_NS, "name": JOB},
@@ -300,8 +303,6 @@ def assert_pipeline_graph(http: httpx.Client) -> None:
         "started_at": at(2),
         "ended_at": at(5),
         "duration_s": 180.0,
-        "inputs": [{"namespace": SOURCE_NS, "name": SOURCE}],
-        "outputs": [{"namespace": LAKE_NS, "name": LAKE_PATH}],  # as the run named it
         "error_message": None,
         "parent": PARENT,
         "children": [],

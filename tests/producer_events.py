@@ -204,3 +204,28 @@ def airflow_provider_capture() -> list[dict[str, Any]]:
     """What Airflow's OpenLineage provider really sent for `airflow dags test` of a DAG
     with two tasks: each task's START and COMPLETE, then the DAG run's COMPLETE."""
     return _capture("airflow_provider_capture.jsonl")
+
+
+DBT_TEST_INVOCATION = "dbt-run-jaffle_shop"
+DBT_CUSTOMERS = ("postgres://postgres:5432", "postgres.public.customers")
+
+
+def dbt_tests() -> list[dict[str, Any]]:
+    """`dbt-ol test` on jaffle_shop (postgres, structured logs): the invocation and 4 tests,
+    each a run of its own reading the table it checks, with the result as a
+    dataQualityAssertions dataset facet on its COMPLETE (or FAIL) — `accepted_values` on
+    customers.first_name fails, `not_null`, `relationships` and `unique` pass. 26 events."""
+    return realize(load("dbt_postgres_test.json"), "dbt-test-run")
+
+
+def spark_statistics() -> list[dict[str, Any]]:
+    """openlineage-spark's serde fixture: an input with dataQualityMetrics (rowCount 10,
+    bytes 20, fileCount 5, column metrics) and an output with outputStatistics (10 rows,
+    20 bytes, 5 files). One event, as written (its ids and time are real)."""
+    return load("spark_serde_statistics.json")
+
+
+def python_client_full() -> list[dict[str, Any]]:
+    """openlineage-python's full example event: an input with dataQualityAssertions under
+    inputFacets (two passing) and an output with outputStatistics (2,000 rows, 2 MiB)."""
+    return load("python_client_full_event.json")

@@ -210,6 +210,17 @@ def _spark() -> list[Event]:
             identifiers=[{"namespace": WAREHOUSE, "name": TABLE, "type": "TABLE"}],
         ),
     )
+    # What the run wrote (OutputStatisticsOutputDatasetFacet 1-0-2), as openlineage-spark
+    # reports it on COMPLETE: `embrasure dataset-runs` and the dataset page show it.
+    written = _facet(
+        "OutputStatisticsOutputDatasetFacet",
+        "1-0-2",
+        SPARK,
+        rowCount=1_284_210,
+        size=96_468_992,
+        fileCount=12,
+    )
+    output = {**output, "outputFacets": {"outputStatistics": written}}
     return _run_events(
         SPARK,
         SPARK_NS,

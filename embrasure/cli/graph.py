@@ -1,4 +1,5 @@
-"""The read commands: `lineage`, `impact`, `runs`, `deliveries`, `quarantine list|replay`.
+"""The read commands: `lineage`, `impact`, `runs`, `dataset-runs`, `deliveries`,
+`quarantine list|replay`.
 
 Each is a thin client of one read endpoint (docs/queries.md) over --url or --db
 (client.open_client): the API's JSON with --json, else a table. Nothing here knows the
@@ -180,7 +181,9 @@ def runs(
     if as_json:
         print_json(doc)
         return
-    table = new_table("run", "state", "started", "ended", "duration", "inputs", "outputs")
+    table = new_table(
+        "run", "state", "started", "ended", "duration", "inputs", "outputs", "rows written"
+    )
     for run in doc["runs"]:
         add_row(
             table,
@@ -191,8 +194,95 @@ def runs(
             _duration(run.get("duration_s")),
             ", ".join(d["name"] for d in run["inputs"]),
             ", ".join(d["name"] for d in run["outputs"]),
+            _rows_written(run["outputs"]),
         )
     show_table(table, f"runs of job {namespace} {name}: {len(doc['runs'])}", doc.get("next_cursor"))
+
+
+def _rows_written(outputs: list[dict[str, Any]]) -> str:
+    """The rows a run wrote, from its outputs' outputStatistics (OpenLineage 1-0-2): the
+    sum over the outputs that say; blank when none does."""
+    counts = [
+        stats["rowCount"]
+        for d in outputs
+        if isinstance(stats := d.get("outputFacets", {}).get("outputStatistics"), dict)
+        and isinstance(stats.get("rowCount"), int)
+    ]
+    return f"{sum(counts):,}" if counts else ""
+
+
+@click.command("dataset-runs")
+@_entity_options
+@click.option(
+    "--role", type=click.Choice(("input", "output")), help="Only the runs that read / wrote it."
+)
+@page_options
+@client_options
+def dataset_runs(
+    namespace: str,
+    name: str,
+    role: str | None,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """The runs that read or wrote a dataset, newest first: rows, bytes and files, data
+    quality checks, and schema changes between writes."""
+    params: Params = {
+        "namespace": namespace,
+        "name": name,
+        "role": role,
+        "limit": limit,
+        "cursor": cursor,
+    }
+    with connected(flags) as client:
+        doc = client.get("/api/v1/datasets/runs", params)
+    if as_json:
+        print_json(doc)
+        return
+    table = new_table("run", "job", "role", "state", "ended", "rows", "bytes", "files", "checks")
+    for run in doc["runs"]:
+        stats, checks = run["statistics"], run["assertions"]
+        failures = ", ".join(
+            f"{f['assertion']} on {f['column']}" if f.get("column") else str(f["assertion"])
+            for f in checks["failures"]
+        )
+        add_row(
+            table,
+            run["runId"],
+            run["job"]["name"],
+            run["role"],
+            run["state"],
+            run["ended_at"],
+            _count(stats.get("rowCount")),
+            _count(stats.get("size")),
+            _count(stats.get("fileCount")),
+            _checks(checks["passed"], checks["failed"], failures),
+        )
+        change = run.get("schema_change")
+        if change:
+            add_row(table, "", f"schema: {_schema_text(change)}", *[""] * 7)
+    show_table(
+        table, f"runs of dataset {namespace} {name}: {len(doc['runs'])}", doc.get("next_cursor")
+    )
+
+
+def _count(value: int | None) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def _checks(passed: int, failed: int, failures: str) -> str:
+    if not passed and not failed:
+        return ""
+    return f"{passed} passed, {failed} failed: {failures}" if failed else f"{passed} passed"
+
+
+def _schema_text(change: dict[str, Any]) -> str:
+    parts = [f"+{f['name']}" for f in change["added"]]
+    parts += [f"-{f['name']}" for f in change["removed"]]
+    parts += [f"{c['name']} {c['from']} → {c['to']}" for c in change["changed"]]
+    return ", ".join(parts)
 
 
 def _duration(seconds: float | None) -> str:
@@ -325,4 +415,4 @@ def quarantine_replay(delivery_id: str, index: int, as_json: bool, **flags: Any)
         raise SystemExit(1)
 
 
-COMMANDS = (lineage, impact, runs, deliveries, quarantine)
+COMMANDS = (lineage, impact, runs, dataset_runs, deliveries, quarantine)

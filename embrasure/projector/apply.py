@@ -29,6 +29,7 @@ from embrasure.store.facet_values import value_row
 from embrasure.store.rows import (
     CanonicalRow,
     ColumnEdgeRow,
+    DatasetCheckRow,
     DatasetRow,
     DeliveryOutcome,
     EdgeRow,
@@ -180,7 +181,9 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     tx.merge(RunRow, [graph_rows.run_row(run_id, part) for run_id, part in changes.runs.items()])
     edges_created = _merge_edges(tx, changes)
     _merge_run_io(tx, changes)
+    tx.sync_run_keys(sorted(changes.runs))
     _merge_facets(tx, changes)
+    tx.merge(DatasetCheckRow, [(*key, *check) for key, check in sorted(changes.checks.items())])
     _merge_columns(tx, changes)
     _resolve_identities(tx, new_links)
     return edges_created
@@ -226,7 +229,8 @@ def _merge_edges(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     # time adds one to that job's edge with the dataset.
     runs_added: dict[EdgeKey, int] = {}
     io_keys = sorted(changes.run_io)
-    inserted = tx.insert_new(RunIoRow, [(*k, None, None) for k in io_keys])
+    run_keys = {run_id: time_key(part.state.latest) for run_id, part in changes.runs.items()}
+    inserted = tx.insert_new(RunIoRow, [(*k, None, None, run_keys.get(k[0], "")) for k in io_keys])
     for io_key, is_new in zip(io_keys, inserted, strict=True):
         if is_new:
             _run_id, job_ns, job_name, ds_ns, ds_name, direction = io_key
@@ -250,7 +254,7 @@ def _merge_run_io(tx: ProjectionTx, changes: Contributions) -> None:
     tx.merge(
         RunIoRow,
         [
-            (*key, version, time_key(time))
+            (*key, version, time_key(time), "")  # run_key: set by sync_run_keys
             for key, (version, time) in changes.run_io.items()
             if version is not None
         ],

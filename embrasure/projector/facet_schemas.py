@@ -31,8 +31,10 @@ Policy:
   makes them by default: a nominalTime without a timezone is read, not dropped.
 - A job or dataset facet with ``"_deleted": true`` is a deletion marker (proposal 1837;
   only JobFacet and DatasetFacet define ``_deleted`` in 2-0-2): it is not checked, as it
-  need not carry the facet's required fields. On run, input and output facets the key
-  means nothing, so those are checked like any value.
+  need not carry the facet's required fields. An input's or output's own facet with it
+  is one too: Embrasure keeps those per run and lets a later event of the run take one
+  back (docs/projection.md#what-each-run-did). On run facets the key means nothing, so
+  those are checked like any value.
 - Custom facets (keys no schema defines at that place) are kept unchecked, but a facet
   value must be a JSON object (every core base is ``type: object``): any other value is
   dropped with a warning, custom or not.
@@ -68,7 +70,9 @@ BASE_LOCATION = {
     "OutputDatasetFacet": "outputFacets",
 }
 LOCATIONS = tuple(BASE_LOCATION.values())
-DELETABLE = frozenset({"job", "dataset"})  # locations whose base defines _deleted
+# Locations where ``_deleted: true`` is a marker: the bases that define it (job, dataset),
+# and the per-run input and output facets (docs/projection.md#what-each-run-did).
+DELETABLE = frozenset({"job", "dataset", "inputFacets", "outputFacets"})
 MAX_ERROR_CHARS = 300  # a schema error can quote a whole facet: keep warnings readable
 
 

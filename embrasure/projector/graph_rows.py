@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from embrasure.model import DatasetId, EventFacts, EventTime, JobId
-from embrasure.projector import column_lineage
+from embrasure.projector import column_lineage, quality
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.column_lineage import ColumnEdge
 from embrasure.projector.runs import (
@@ -107,6 +107,8 @@ class Contributions:
     facet_slots: dict[tuple[str, str], facet_rules.FacetSlot] = dataclasses.field(
         default_factory=dict
     )
+    # (dataset ns, name as sent, check id) → its latest result (time key, hash, failed)
+    checks: dict[quality.CheckKey, quality.Check] = dataclasses.field(default_factory=dict)
     # Folded from ``shapes`` by ``fold_shapes``:
     links: dict[Link, str] = dataclasses.field(default_factory=dict)  # → earliest time key
     jobs: dict[tuple[str, str], tuple[int, int, int]] = dataclasses.field(default_factory=dict)
@@ -146,14 +148,24 @@ class Contributions:
 
     def _run_facets(self, facts: EventFacts, shape: Shape) -> None:
         # Run, input and output facets keep their current values only
-        # (docs/projection.md#facets); job and dataset facets are the shape's.
+        # (docs/projection.md#facets); job and dataset facets are the shape's. What the
+        # run sent about each dataset it used is kept per run too: its input/output
+        # facets (owner ``input``/``output``) and the dataset facets as this run saw them
+        # (``input_dataset``/``output_dataset``), the latest value per name over the
+        # run's events (docs/projection.md#what-each-run-did).
         run_id = facts.run_id
         assert run_id is not None
         records = facet_records(entity("run", run_id), facts.run_facets, False)
         for role, ds_ns, ds_name, role_records in shape.role_facets:
             owner = entity(role, run_id, ds_ns, ds_name)
             records += [(owner, *record[1:]) for record in role_records]
+        for role, ds_ns, ds_name, sent in shape.run_datasets:
+            owner = entity(f"{role}_dataset", run_id, ds_ns, ds_name)
+            records += [(owner, *record[1:]) for record in sent]
         self._fold_facets(records, facts.event_id, facts.time)
+        tkey = time_key(facts.time)
+        for key, digest, failed in shape.checks:
+            self.checks[key] = quality.later_check(self.checks.get(key), (tkey, digest, failed))
 
     def _fold_facets(
         self, records: Iterable[FacetRecordRow], event_id: str, time: EventTime | None

@@ -6,9 +6,9 @@ lineage.py, columns.py and impact.py.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -141,13 +141,47 @@ def current_facets(
 ) -> dict[str, Any]:
     """The current facets of a node whose facets were recorded under several owners
     (a dataset's aliases): the same merge rule as one owner (projector/facets.py)."""
-    slots: dict[str, facet_rules.FacetSlot] = {}
-    for row in reader.rows(FacetRow, ("entity",), [(o,) for o in owners]):
-        name, slot = row.name, _slot(row, honour_deleted)
-        slots[name] = slot if name not in slots else facet_rules.merge_slots(slots[name], slot)
-    current = facet_rules.current_of(slots)
-    values = reader.facet_values(sorted({v.value_hash() for v in current.values()}))
-    return {name: orjson.loads(values[v.value_hash()]) for name, v in current.items()}
+    return facets_of_groups(reader, {"": owners}, honour_deleted)[""]
+
+
+K = TypeVar("K")
+
+
+def facets_of_groups(
+    reader: GraphReader,
+    groups: Mapping[K, Iterable[str]],
+    honour_deleted: bool = True,
+    names: Iterable[str] = (),
+) -> dict[K, dict[str, Any]]:
+    """``current_facets`` of many groups of owners in two queries (a page of runs and
+    the datasets each used); only the facets ``names`` when given."""
+    group_of: dict[str, list[K]] = {}
+    for key, owners in groups.items():
+        for owner in owners:
+            group_of.setdefault(owner, []).append(key)
+    wanted = list(names)
+    rows = (
+        reader.rows(FacetRow, ("entity", "name"), [(o, n) for o in group_of for n in wanted])
+        if wanted
+        else reader.rows(FacetRow, ("entity",), [(o,) for o in group_of])
+    )
+    slots: dict[K, dict[str, facet_rules.FacetSlot]] = {key: {} for key in groups}
+    for row in rows:
+        slot = _slot(row, honour_deleted)
+        for key in group_of.get(row.entity, ()):
+            held = slots[key]
+            held[row.name] = (
+                slot if row.name not in held else facet_rules.merge_slots(held[row.name], slot)
+            )
+    current = {key: facet_rules.current_of(held) for key, held in slots.items()}
+    hashes = {v.value_hash() for held in current.values() for v in held.values()}
+    # Parsed once per value: a page of runs names one schema a hundred times. The groups
+    # then share the parsed value, which nobody changes.
+    parsed = {h: orjson.loads(text) for h, text in reader.facet_values(sorted(hashes)).items()}
+    return {
+        key: {name: parsed[v.value_hash()] for name, v in held.items()}
+        for key, held in current.items()
+    }
 
 
 def _slot(row: FacetRow, honour_deleted: bool) -> facet_rules.FacetSlot:
@@ -303,7 +337,66 @@ def _parent(r: RunRow) -> dict[str, Any] | None:
 LISTED_CHILDREN = 100
 
 
-def run_view(reader: GraphReader, row: RunRow, children_limit: int | None = None) -> dict[str, Any]:
+ROLES = {"in": "input", "out": "output"}
+# An input's or output's own facets, by the key OpenLineage sends them under (2-0-2).
+ROLE_FACETS = {"input": "inputFacets", "output": "outputFacets"}
+
+
+def used_facet_owners(run_id: str, role: str, identities: Iterable[DatasetId]) -> dict[str, str]:
+    """The facet owners of what a run sent about a dataset it used under ``identities``
+    (projector/graph_rows.py ``_run_facets``): owner → 'facets' (the dataset facets as
+    the run sent them) or the role's own key (inputFacets / outputFacets)."""
+    owners = {}
+    for i in identities:
+        owners[entity(f"{role}_dataset", run_id, i.namespace, i.name)] = "facets"
+        owners[entity(role, run_id, i.namespace, i.name)] = ROLE_FACETS[role]
+    return owners
+
+
+def run_datasets(
+    reader: GraphReader, ids: Identities, run_id: str, io: Iterable[RunIoRow]
+) -> dict[str, list[dict[str, Any]]]:
+    """A run's inputs and outputs (docs/queries.md#runs): each dataset under its canonical
+    identity once per role, with the version the latest event named and what the run
+    sent about it — its dataset facets and its input/output facets, each the latest
+    value per facet name over the run's events (and over the aliases it was named by)."""
+    io = list(io)
+    canonical = ids.canonical(DatasetId(r.ds_ns, r.ds_name) for r in io)
+    # A run whose events named two jobs, or one dataset by two aliases, has several rows.
+    used: dict[tuple[str, DatasetId], tuple[tuple[str, str], set[DatasetId], str | None]] = {}
+    for r in io:
+        sent = DatasetId(r.ds_ns, r.ds_name)
+        key = (r.direction, canonical[sent])
+        rank, sent_as, version = used.get(key, (("", ""), set(), None))
+        sent_as.add(sent)
+        mine = (r.version_key or "", r.version or "")
+        if r.version is not None and (version is None or mine > rank):
+            rank, version = mine, r.version
+        used[key] = (rank, sent_as, version)
+    groups: dict[tuple[tuple[str, DatasetId], str], list[str]] = {}
+    for key, (_rank, sent_as, _version) in used.items():
+        for owner, part in used_facet_owners(run_id, ROLES[key[0]], sorted(sent_as)).items():
+            groups.setdefault((key, part), []).append(owner)
+    facets = facets_of_groups(reader, groups)
+    out: dict[str, list[dict[str, Any]]] = {"in": [], "out": []}
+    for key in sorted(used):
+        direction, node = key
+        role_key = ROLE_FACETS[ROLES[direction]]
+        item: dict[str, Any] = {"namespace": node.namespace, "name": node.name}
+        if used[key][2] is not None:
+            item["version"] = used[key][2]
+        item["facets"] = facets.get((key, "facets"), {})
+        item[role_key] = facets.get((key, role_key), {})
+        out[direction].append(item)
+    return out
+
+
+def run_view(
+    reader: GraphReader,
+    row: RunRow,
+    children_limit: int | None = None,
+    ids: Identities | None = None,
+) -> dict[str, Any]:
     """A run (GET /api/v1/runs/{runId}, docs/queries.md#runs); with ``children_limit``, at most that
     many child runIds (the first by runId), as listings carry them."""
     run_id = row.run_id
@@ -314,28 +407,11 @@ def run_view(reader: GraphReader, row: RunRow, children_limit: int | None = None
     children = sorted(
         child for (child,) in reader.pick(RunRow, ("run_id",), ("parent_run_id",), [(run_id,)])
     )
-
-    def datasets(direction: str) -> list[dict[str, Any]]:
-        out = []
-        # A run whose events named two jobs has rows under each: one entry per dataset.
-        versions: dict[tuple[str, str], tuple[str, str | None]] = {}
-        for r in io:
-            if r.direction == direction:
-                best = versions.get((r.ds_ns, r.ds_name))
-                version_key, version = r.version_key or "", r.version
-                if best is None or (version_key, version or "") > (best[0], best[1] or ""):
-                    versions[(r.ds_ns, r.ds_name)] = (version_key, version)
-        for (ns, name), (_key, version) in sorted(versions.items()):
-            item = {"namespace": ns, "name": name}
-            if version is not None:
-                item["version"] = version
-            out.append(item)
-        return out
-
+    used = run_datasets(reader, ids or Identities(reader), run_id, io)
     return {
         **run_summary(row),
-        "inputs": datasets("in"),
-        "outputs": datasets("out"),
+        "inputs": used["in"],
+        "outputs": used["out"],
         "facets": facets,
         "error_message": error.get("message") if isinstance(error, dict) else None,
         "parent": _parent(row),

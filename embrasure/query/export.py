@@ -74,7 +74,7 @@ def export_chunks(reader: GraphReader) -> Iterator[bytes]:
     yield b'],"jobs":['
     yield from _pieces(_job_view(reader, j) for j in jobs)
     yield b'],"runs":['
-    yield from _pieces(run_view(reader, row) for row in runs)
+    yield from _pieces(run_view(reader, row, ids=ids) for row in runs)
     yield b"]}"
 
 

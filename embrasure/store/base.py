@@ -27,6 +27,7 @@ from embrasure.store.rows import (
     QuarantinedItem,
     R,
     RunRow,
+    RunUse,
     SearchHit,
 )
 from embrasure.store.schema import GRAPH_VERSION
@@ -94,6 +95,13 @@ class ProjectionTx(abc.ABC):
         """Delete rows by key."""
 
     @abc.abstractmethod
+    def sync_run_keys(self, run_ids: Sequence[str]) -> None:
+        """Set the ``run_key`` of these runs' run_io rows to their runs row's
+        ``latest_key`` (merged already in this transaction): a dataset's runs are listed
+        in that order from an index, and an event of a run moves its latest eventTime
+        whether it names the dataset or not."""
+
+    @abc.abstractmethod
     def stored_keys(self, table: Record, keys: Iterable[Key]) -> set[Key]:
         """Those of ``keys`` the table holds, read from its key alone (``load`` reads
         whole rows, which may be large)."""
@@ -146,7 +154,8 @@ class ProjectionTx(abc.ABC):
 
     @abc.abstractmethod
     def delete_runs(self, run_ids: Sequence[str]) -> set[bytes]:
-        """Delete runs with their per-run rows (run_io, events, run/input/output facets);
+        """Delete runs with their per-run rows (run_io, events, the run's facets and
+        what it sent about its inputs and outputs);
         return the hashes of the facet values those facets named, for
         ``delete_unnamed_values``."""
 
@@ -275,6 +284,20 @@ class GraphReader(abc.ABC):
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
     ) -> list[RunRow]:
         """A job's runs, newest (latest eventTime) first."""
+
+    @abc.abstractmethod
+    def runs_of_dataset(
+        self,
+        dataset: tuple[str, str],
+        direction: str,
+        before: tuple[str, str, str] | None,
+        limit: int,
+    ) -> list[RunUse]:
+        """The runs that used one dataset identity (as sent) in ``direction``, newest
+        first by (run_key, run_id), strictly after ``before`` in the order (run_key,
+        run_id, direction) descending, with the version each named; read from the
+        run_io_ds index, so a page costs its own rows whatever the dataset's run count.
+        A run whose events named two jobs has a row under each (adjacent)."""
 
 
 class Store(abc.ABC):

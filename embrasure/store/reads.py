@@ -27,6 +27,7 @@ from embrasure.store.rows import (
     QuarantinedItem,
     R,
     RunRow,
+    RunUse,
     SearchHit,
     maker,
     table_of,
@@ -208,6 +209,29 @@ class SQLReader(GraphReader):
             params += [before[0], before[0], before[1]]
         sql += " ORDER BY latest_key DESC, run_id DESC LIMIT ?"
         return [RunRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def runs_of_dataset(
+        self,
+        dataset: tuple[str, str],
+        direction: str,
+        before: tuple[str, str, str] | None,
+        limit: int,
+    ) -> list[RunUse]:
+        sql = (
+            f"SELECT run_key, run_id, direction, version, version_key FROM {self.g}run_io"
+            " WHERE ds_ns = ? AND ds_name = ? AND direction = ?"
+        )
+        params: list[Any] = [*dataset, direction]
+        if before is not None:
+            key, run_id, before_direction = before
+            # Strictly after (key, run_id, before_direction) descending: this direction's
+            # row of that same run comes after it when the direction sorts lower.
+            same = "<=" if direction < before_direction else "<"
+            # ``run_key <= ?`` bounds the index range; the OR alone would not.
+            sql += f" AND run_key <= ? AND (run_key < ? OR run_id {same} ?)"
+            params += [key, key, run_id]
+        sql += " ORDER BY run_key DESC, run_id DESC LIMIT ?"
+        return [RunUse._make(r) for r in self.conn.execute(sql, [*params, limit])]
 
     def page(
         self,

@@ -268,6 +268,19 @@ class RunIoRow(NamedTuple):
     direction: str
     version: str | None
     version_key: str | None
+    run_key: str  # its run's latest eventTime key ('' unknown): the dataset's run order
+
+
+class DatasetCheckRow(NamedTuple):
+    """``dataset_checks``: the latest result of one data-quality check of a dataset (as
+    sent)."""
+
+    ds_ns: str
+    ds_name: str
+    check_id: str  # [assertion, column, name] as canonical JSON
+    check_key: str  # eventTime key of the result, '' unknown
+    check_hash: bytes  # the assertion's hash
+    failed: int  # 1: it said success false
 
 
 class FacetRow(NamedTuple):
@@ -377,6 +390,7 @@ GRAPH_ROWS: dict[str, Table] = {
     "edges": Table(EdgeRow, 6),
     "trimmed_edges": Table(TrimmedEdgeRow, 5),
     "run_io": Table(RunIoRow, 6),
+    "dataset_checks": Table(DatasetCheckRow, 3),
     "facets": Table(FacetRow, 2),
     "facet_values": Table(FacetValueRow, 1),
     "column_edges": Table(ColumnEdgeRow, 9),
@@ -506,3 +520,14 @@ class EventPlace(NamedTuple):
     seq: int
     idx: int
     route: str
+
+
+class RunUse(NamedTuple):
+    """A run that read or wrote a dataset (one identity as sent), in the dataset's run
+    order (GraphReader.runs_of_dataset)."""
+
+    run_key: str  # the run's latest eventTime key ('' unknown)
+    run_id: str
+    direction: str  # 'in' read, 'out' wrote
+    version: str | None  # the dataset version the run named (RunIoRow)
+    version_key: str | None

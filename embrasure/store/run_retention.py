@@ -3,10 +3,12 @@ eventTime is before the horizon leave the graph with their per-run rows, and the
 is recorded beside the log (docs/operations.md#retention-and-the-archive).
 
 What goes: the ``runs`` row, its ``run_io`` rows, its ``events`` rows, and the facets
-of the run and of its inputs and outputs (entities ``run``, ``input`` and ``output`` with
-the run id first: projector/graph_rows.py ``entity``). What stays: datasets, jobs,
-services, edges (with their first and last seen and run counts), column edges, the
-current job and dataset facets, event shapes, and each job's latest run, which no horizon
+of the run and of its inputs and outputs (entities ``run``, ``input``, ``output``,
+``input_dataset`` and ``output_dataset`` with the run id first: projector/graph_rows.py
+``entity``). What stays: datasets, jobs, services, edges (with their first and last
+seen and run counts), column edges, the current job and dataset facets, each
+data-quality check's latest result (``dataset_checks``), event shapes, and each job's
+latest run, which no horizon
 trims (a job page always shows its last run). A facet value the trimmed facets named that
 nothing names any more (no facets or facet_sets row) leaves ``facet_values`` after them
 (in transactions of their own, ``delete_unnamed_values``):
@@ -21,7 +23,9 @@ from collections.abc import Sequence
 from embrasure.store.sql import MAX_PARAMS, Connection
 
 SEP = "\x1f"  # projector/graph_rows.py SEP: entity parts are joined with it
-RUN_ENTITIES = ("input", "output")  # entities named by a run id then a dataset
+# Entities named by a run id then a dataset: an input's or output's own facets, and the
+# dataset facets the run sent about it (projector/graph_rows.py ``_run_facets``).
+RUN_ENTITIES = ("input", "output", "input_dataset", "output_dataset")
 RunCursor = tuple[str, str, str]  # job ns, job name, latest key: where a pass goes on
 UNNAMED_PER_STATEMENT = MAX_PARAMS // 3  # candidates a delete_unnamed_values statement takes
 

@@ -28,8 +28,12 @@ from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 # projected item has no items row (its kind is in deliveries.kinds, items.event_id is
 # gone); facets name their value by hash in facet_values (compressed when large), ranked
 # by it; the column tables name identities and fields by interned ids (names,
-# field_names).
-GRAPH_VERSION = 10
+# field_names). 11: what each run did (docs/projection.md#what-each-run-did) — the dataset
+# facets a run sent are kept per run (facets of ``input_dataset``/``output_dataset``),
+# input and output facets honour ``_deleted``, run_io carries its run's latest eventTime
+# (run_key) and is indexed by dataset in that order, dataset_checks keeps the latest
+# result of each data-quality check of a dataset.
+GRAPH_VERSION = 11
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
 # log's administrative entries: the latest entry for an entity (by log position) decides.
@@ -221,9 +225,22 @@ CREATE TABLE {g}run_io (
     ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
     direction TEXT NOT NULL,
     version TEXT, version_key TEXT,        -- the version from the latest event naming it
+    run_key TEXT NOT NULL,                 -- its run's runs.latest_key (sync_run_keys)
     PRIMARY KEY (run_id, job_ns, job_name, ds_ns, ds_name, direction)
 ){without_rowid};
-CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction);
+-- A dataset's runs newest first (GET /api/v1/datasets/runs) read this index backwards,
+-- a page at a time, however many runs the dataset has: no sort.
+CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction, run_key, run_id);
+-- Each dataset's data-quality checks (projector/quality.py), as sent, each one's latest
+-- result: lineage and impact mark a node with a failed one without reading facet values.
+CREATE TABLE {g}dataset_checks (
+    ds_ns TEXT NOT NULL, ds_name TEXT NOT NULL,
+    check_id TEXT NOT NULL,                -- [assertion, column, name] as canonical JSON
+    check_key TEXT NOT NULL,               -- eventTime key of its latest result ('' unknown)
+    check_hash {blob} NOT NULL,            -- that assertion's hash
+    failed INTEGER NOT NULL,               -- 1: it said success false
+    PRIMARY KEY (ds_ns, ds_name, check_id)
+){without_rowid};
 -- An entity's current facets: the winning value by hash (its JSON once in facet_values,
 -- however many runs, datasets or versions send it) and the latest deletion marker's time
 -- (docs/architecture.md#storage). Small rows, so no rowid: the key is stored once.
@@ -280,6 +297,7 @@ TABLES = (
     "edges",
     "trimmed_edges",
     "run_io",
+    "dataset_checks",
     "facets",
     "facet_values",
     "column_edges",
@@ -432,7 +450,14 @@ MERGES: dict[str, dict[str, str]] = {
         "run_count": "run_count + excluded.run_count",
         **_later(("last_run_key", "last_run", "last_state"), ("last_run_key", "last_run")),
     },
-    "run_io": _later(("version", "version_key"), ("version_key", "version"), "version"),
+    # The run's latest eventTime: the greatest seen (sync_run_keys then copies the runs
+    # row's, which is the greatest of all).
+    "run_io": {
+        **_later(("version", "version_key"), ("version_key", "version"), "version"),
+        "run_key": "{greatest}(run_key, excluded.run_key)",
+    },
+    # quality.later_check: a check's latest result by eventTime key, then assertion hash.
+    "dataset_checks": _later(("check_key", "check_hash", "failed"), ("check_key", "check_hash")),
     # facets.merge_slots: the best value, ranked by (eventTime, value hash), and the latest
     # deletion marker's eventTime. The Python rank's last part, the event id, is not
     # stored: it only decides between records whose stored columns are equal.

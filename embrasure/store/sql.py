@@ -135,8 +135,9 @@ def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[s
 
 class TxReads:
     """The reads of a projection transaction (base.ProjectionTx), one SQL text for both
-    backends, and the translation of interned tables' rows (``stored``); a backend's
-    ProjectionTx lists this class first among its bases and sets ``interner``."""
+    backends, the translation of interned tables' rows (``stored``), and the one write
+    both spell alike (``sync_run_keys``); a backend's ProjectionTx lists this class first
+    among its bases and sets ``interner``."""
 
     conn: Connection
     prefix: str
@@ -174,6 +175,21 @@ class TxReads:
         rows = set(select_records(self.conn, self.prefix, LinkRow, ("a_ns", "a_name"), ids))
         rows.update(select_records(self.conn, self.prefix, LinkRow, ("b_ns", "b_name"), ids))
         return sorted(rows)
+
+    def sync_run_keys(self, run_ids: Sequence[str]) -> None:
+        # One statement per MAX_PARAMS runs, each run's rows found by the key's first
+        # column; rows already equal are not rewritten (a PostgreSQL update writes a
+        # new row version even when nothing changes).
+        g = self.prefix
+        latest = f"(SELECT r.latest_key FROM {g}runs r WHERE r.run_id = {g}run_io.run_id)"
+        for start in range(0, len(run_ids), MAX_PARAMS):
+            chunk = list(run_ids[start : start + MAX_PARAMS])
+            marks = ", ".join("?" for _ in chunk)
+            self.conn.execute(
+                f"UPDATE {g}run_io SET run_key = {latest}"
+                f" WHERE run_id IN ({marks}) AND run_key <> {latest}",
+                chunk,
+            )
 
 
 _GENERATION_TABLE = re.compile(r"g(\d+)_")

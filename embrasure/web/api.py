@@ -17,6 +17,7 @@ from starlette.routing import Route
 from embrasure.model import DatasetId, JobId
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.columns import column_lineage, known_field
+from embrasure.query.dataset_runs import USE_ROLES, dataset_runs
 from embrasure.query.entities import (
     LISTED_CHILDREN,
     Identities,
@@ -32,6 +33,7 @@ from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
 from embrasure.query.impact import impact
 from embrasure.query.lineage import lineage
+from embrasure.query.quality import mark_failed
 from embrasure.query.search import search
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
@@ -42,6 +44,7 @@ from embrasure.web.params import (
     MAX_LIMIT,
     TEXT_CURSOR,
     TEXT_PAIR_CURSOR,
+    TEXT_TRIPLE_CURSOR,
     WHOLE_CURSOR,
     bad,
     choice,
@@ -119,6 +122,30 @@ class ReadApi:
                 "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
                 "next_cursor": encode_cursor([last.latest_key, last.run_id]) if last else None,
             }
+
+        return await answer(self.store, work)
+
+    async def dataset_runs(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            namespace, name = required(request, "namespace", "name")
+            role = request.query_params.get("role")
+            if role is not None:
+                role = choice(request, "role", "output", USE_ROLES)
+            limit = integer(request, "limit", 100, 1, MAX_LIMIT)
+            before = decode_cursor(request, TEXT_TRIPLE_CURSOR)
+            ids = Identities(reader)
+            hidden = Hidden(reader, ids)
+            node = _shown_dataset(reader, ids, hidden, DatasetId(namespace, name))
+            members = ids.members([node])[node]
+            runs, last = dataset_runs(
+                reader,
+                members,
+                role,
+                tuple(before) if before else None,
+                limit,
+                lambda r: not hidden.job(_job_of(r)),
+            )
+            return {"runs": runs, "next_cursor": encode_cursor(list(last)) if last else None}
 
         return await answer(self.store, work)
 
@@ -213,7 +240,11 @@ class ReadApi:
             else:
                 root = JobId(namespace, name)
                 _shown_job(reader, graph.hidden, root, kind)
-            return lineage(graph, root, direction, depth, states, limit)
+            found = lineage(graph, root, direction, depth, states, limit)
+            if as_of is None:  # the checks kept are the current ones: no mark at an instant
+                assert isinstance(graph.ids, Identities)
+                mark_failed(reader, graph.ids, found["nodes"])
+            return found
 
         return await answer(self.store, work)
 
@@ -245,7 +276,9 @@ class ReadApi:
             _shown_dataset(reader, ids, Hidden(reader, ids), root)
             if field is not None:
                 known_field(reader, ids, root, field)
-            return impact(reader, root, field, depth, limit)
+            found = impact(reader, root, field, depth, limit)
+            mark_failed(reader, ids, [item["node"] for item in found["items"]])
+            return found
 
         return await answer(self.store, work)
 
@@ -315,6 +348,7 @@ class ReadApi:
             Route("/api/v1/runs/{run_id}", read(self.get_run), methods=["GET"]),
             Route("/api/v1/runs/{run_id}/children", read(self.run_children), methods=["GET"]),
             Route("/api/v1/datasets", read(self.list_datasets), methods=["GET"]),
+            Route("/api/v1/datasets/runs", read(self.dataset_runs), methods=["GET"]),
             Route("/api/v1/jobs", read(self.list_jobs), methods=["GET"]),
             Route("/api/v1/lineage", read(self.lineage), methods=["GET"]),
             Route("/api/v1/column-lineage", read(self.column_lineage), methods=["GET"]),

@@ -29,6 +29,7 @@ from embrasure.model import EventFacts
 from embrasure.projector.pipeline import project_event
 from embrasure.store.migrations import LATEST
 
+import producer_events as pe
 from conftest import ServerProcess, free_port, one_error_line
 
 TABLE_ID = f"dataset:{demo.WAREHOUSE}:{demo.TABLE}"
@@ -391,6 +392,25 @@ def test_runs(demo_db: str) -> None:
     assert "6 min 00 s" in table.stdout
     line = one_error_line(cli("runs", "--db", demo_db, "--namespace", "x", "--name", "nojob"))
     assert line == "embrasure: error: Not found: No job x nojob is known."
+
+
+def test_dataset_runs_and_rows_written(db: str, tmp_path: Path) -> None:
+    """dbt's tests (one failed) and openlineage-spark's statistics, from the corpus."""
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(pe.dbt_tests() + pe.spark_statistics()))
+    assert cli("ingest", "--db", db, str(path)).exit_code == 0
+    args = ("--namespace", pe.DBT_CUSTOMERS[0], "--name", pe.DBT_CUSTOMERS[1])
+    doc = as_json(cli("dataset-runs", "--db", db, *args, "--json"))
+    assert len(doc["runs"]) == 4 and doc["next_cursor"] is None
+    table = cli("dataset-runs", "--db", db, *args, "--limit", "5").stdout
+    assert table.startswith(f"runs of dataset {pe.DBT_CUSTOMERS[0]} {pe.DBT_CUSTOMERS[1]}: 4")
+    assert "0 passed, 1 failed: accepted_values on first_name" in table
+    output = ("--namespace", "ons", "--name", "output", "--role", "output")
+    assert "10" in cli("dataset-runs", "--db", db, *output).stdout
+    runs = cli("runs", "--db", db, "--namespace", "namespace", "--name", "jobName").stdout
+    assert "rows written" in runs and " 10" in runs
+    line = one_error_line(cli("dataset-runs", "--db", db, "--namespace", "x", "--name", "y"))
+    assert line == "embrasure: error: Not found: No dataset x y is known."
 
 
 # -- deliveries, quarantine ------------------------------------------------------------------

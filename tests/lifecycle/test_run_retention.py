@@ -26,7 +26,18 @@ from embrasure.store import open_store
 from embrasure.store.rows import EventRow, FacetRow, RunIoRow, RunRow
 
 from conftest import ServerProcess
-from graph_api import REPORT, Api, at, daily_run, dataset_id, ds, facet, run_event, run_id
+from graph_api import (
+    REPORT,
+    Api,
+    at,
+    daily_run,
+    dataset_id,
+    ds,
+    facet,
+    run_event,
+    run_id,
+    schema,
+)
 
 HORIZON = "2026-11-30T11:00:00.000000000Z"  # an eventTime key (projector/times.py)
 DAILY = "daily"
@@ -51,7 +62,13 @@ def history(api: Api) -> None:
                 run_id(n),
                 at(hour, 30),
                 inputs=[ds("postgres://db:5432", "public.orders")],
-                outputs=[ds(*REPORT)],
+                # What the run did: per-run facets, which leave with the run.
+                outputs=[
+                    {
+                        **ds(*REPORT, schema=schema("id")),
+                        "outputFacets": {"outputStatistics": stats(n)},
+                    }
+                ],
             ),
         )
     api.ingest(run_event("COMPLETE", "weekly", run_id(9), at(8), outputs=[ds("s3://lake", "w")]))
@@ -63,6 +80,10 @@ def history(api: Api) -> None:
             "FAIL", "monthly", run_id(6), at(9), inputs=[ds(*STAGING)], outputs=[ds(*REPORT)]
         ),
     )
+
+
+def stats(rows: int) -> dict[str, Any]:
+    return facet("OutputStatisticsOutputDatasetFacet", "1-0-2", rowCount=rows)
 
 
 STAGING = ("postgres://db:5432", "staging.report")
@@ -93,7 +114,13 @@ def test_runs_before_the_horizon_go_their_lineage_stays(api: Api) -> None:
         facets = [f.entity for f in reader.rows(FacetRow)]
     assert events == run_io == set(KEPT)
     assert not [e for e in facets if run_id(1) in e or run_id(2) in e]
-    assert [e for e in facets if run_id(3) in e], "the kept run keeps its facets"
+    kept = {e.split("\x1f")[0] for e in facets if run_id(3) in e}
+    assert kept == {"run", "output_dataset", "output"}, "the kept run keeps its facets"
+    listed = api.get("/api/v1/datasets/runs", namespace=REPORT[0], name=REPORT[1])["runs"]
+    assert [(r["runId"], r["statistics"]) for r in listed] == [
+        (run_id(3), {"rowCount": 3}),
+        (run_id(6), {}),
+    ]
 
 
 def test_as_of_after_the_horizon_answers_as_before_the_runs_went(api: Api) -> None:

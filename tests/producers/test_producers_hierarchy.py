@@ -291,8 +291,9 @@ def test_a_real_dbt_ol_capture(server: ServerProcess, tmp_path: Path) -> None:
 
         # Lineage: seed → (not named by dbt-ol) stg_orders → orders_daily.
         daily = _run(http, model_runs[1])
-        assert daily["inputs"] == [{"namespace": pe.DBT_OL_DB, "name": "shop.main.stg_orders"}]
-        assert daily["outputs"] == [{"namespace": pe.DBT_OL_DB, "name": "shop.main.orders_daily"}]
+        used = {k: [(d["namespace"], d["name"]) for d in daily[k]] for k in ("inputs", "outputs")}
+        assert used["inputs"] == [(pe.DBT_OL_DB, "shop.main.stg_orders")]
+        assert used["outputs"] == [(pe.DBT_OL_DB, "shop.main.orders_daily")]
         columns = http.get(
             "/api/v1/column-lineage",
             params={

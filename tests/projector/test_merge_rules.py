@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embrasure.model import DatasetId, EventTime, JobId
-from embrasure.projector import column_lineage, graph_rows
+from embrasure.projector import column_lineage, graph_rows, quality
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.column_lineage import ColumnEdge
@@ -148,14 +148,41 @@ def test_jobs(store: Store, a: tuple[int, ...], b: tuple[int, ...]) -> None:
 VERSIONS = st.tuples(st.sampled_from([None, "v1", "v2"]), TIMES)
 
 
-@settings(max_examples=150, deadline=None)
-@given(a=VERSIONS, b=VERSIONS)
-def test_run_io_versions(store: Store, a: Any, b: Any) -> None:
-    # Only rows naming a version are merged (the rest are inserted with NULLs first).
-    def row(v: Any) -> tuple[Any, ...]:
-        return (v[0], graph_rows.time_key(v[1]) if v[0] is not None else None)
+RUN_KEYS = st.sampled_from(["", "2026-11-30T09:00:00.000000000Z", "2026-11-30T10:00:00.5Z"])
 
-    check(store, "run_io", a, b, row, graph_rows.later_version)
+
+@settings(max_examples=150, deadline=None)
+@given(a=st.tuples(VERSIONS, RUN_KEYS), b=st.tuples(VERSIONS, RUN_KEYS))
+def test_run_io_versions(store: Store, a: Any, b: Any) -> None:
+    # Only rows naming a version are merged (the rest are inserted with NULLs first); the
+    # run's latest eventTime key is the greatest (sync_run_keys then sets the runs row's).
+    def row(v: Any) -> tuple[Any, ...]:
+        (version, time), run_key = v
+        return (version, graph_rows.time_key(time) if version is not None else None, run_key)
+
+    check(
+        store,
+        "run_io",
+        a,
+        b,
+        row,
+        lambda x, y: (graph_rows.later_version(x[0], y[0]), max(x[1], y[1])),
+    )
+
+
+CHECKS = st.tuples(
+    st.sampled_from(["", "2026-11-30T09:00:00.000000000Z", "2026-11-30T10:00:00.000000000Z"]),
+    st.sampled_from([b"\x01" * 16, b"\x02" * 16, b"\xff" * 16]),
+    st.integers(0, 1),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(a=CHECKS, b=CHECKS)
+def test_dataset_checks(store: Store, a: Any, b: Any) -> None:
+    # A result is a function of its assertion, so one hash never comes with two flags.
+    b = (b[0], b[1], a[2]) if a[1] == b[1] else b
+    check(store, "dataset_checks", a, b, tuple, quality.later_check)
 
 
 FACET_VALUES = st.sampled_from(

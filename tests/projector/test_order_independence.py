@@ -4,8 +4,10 @@ Hypothesis draws event sets over a small universe (so that runs, jobs, datasets,
 and column edges collide often): several jobs and runs, symlinks, column lineage (declared,
 and derived from the job's SQL for the edges the same outputs declare elsewhere),
 duplicates, JobEvents, DatasetEvents, ``_deleted`` facets, unknown times, renames and
-drops. Every permutation and split into single and batch deliveries must export the same
-graph, and so must a reprojection.
+drops; what each run said about its inputs and outputs (statistics, assertions, deletion
+markers). Every permutation and split into single and batch deliveries must export the
+same graph — and list the same runs of every dataset, with the same statistics,
+assertions, schema changes and quality marks — and so must a reprojection.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from embrasure.projector.worker import reproject
-from embrasure.query.export import export_bytes
 from embrasure.store import open_store
 
-from event_strategies import events, project, splits
+from event_strategies import events, graph_bytes, project, splits
 
 
 # fresh_db is a function-scoped fixture on purpose: it hands out a new database per call.
@@ -59,7 +60,7 @@ def test_reproject_exports_the_same_graph(
     try:
         generation = reproject(store)
         with store.reader() as reader:
-            after = export_bytes(reader)
+            after = graph_bytes(reader)
     finally:
         store.close()
     assert generation == 2

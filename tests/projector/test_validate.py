@@ -377,11 +377,20 @@ def test_valid_facets_are_kept_without_producer_or_schema_url() -> None:
         # a deletion marker on a job or dataset facet is not checked (proposal 1837)
         ("job", {"sql": {"_deleted": True}}, ["sql"], None),
         ("dataset", {"schema": {"_deleted": True}}, ["schema"], None),
-        # … but "_deleted" means nothing on run/input/output facets: checked as usual
-        ("run", {"errorMessage": {"_deleted": True}}, [], "breaks ErrorMessageRunFacet"),
+        # … and on a run's input/output facets, which Embrasure keeps per run and lets a
+        # later event of the run take back (docs/projection.md#what-each-run-did) …
         (
             "outputFacets",
             {"outputStatistics": {"_deleted": True, "rowCount": "x"}},
+            ["outputStatistics"],
+            None,
+        ),
+        ("inputFacets", {"inputStatistics": {"_deleted": True}}, ["inputStatistics"], None),
+        # … but "_deleted" means nothing on run facets, and false is no marker: checked
+        ("run", {"errorMessage": {"_deleted": True}}, [], "breaks ErrorMessageRunFacet"),
+        (
+            "outputFacets",
+            {"outputStatistics": {"_deleted": False, "rowCount": "x"}},
             [],
             "breaks Output",
         ),

@@ -46,8 +46,12 @@ def test_start_and_complete_in_any_order(api: Api, complete_first: bool, split: 
     assert (run["state"], run["started_at"], run["ended_at"]) == ("COMPLETE", at(9), at(9, 30))
     assert run["duration_s"] == 1800.0
     # Inputs and outputs union across the run's events.
-    assert run["inputs"] == [{"namespace": ORDERS[0], "name": ORDERS[1]}]
-    assert run["outputs"] == [{"namespace": REPORT[0], "name": REPORT[1]}]
+    assert run["inputs"] == [
+        {"namespace": ORDERS[0], "name": ORDERS[1], "facets": {}, "inputFacets": {}}
+    ]
+    assert run["outputs"] == [
+        {"namespace": REPORT[0], "name": REPORT[1], "facets": {}, "outputFacets": {}}
+    ]
 
 
 def test_duplicate_starts_change_nothing(api: Api) -> None:
@@ -237,8 +241,9 @@ def test_dataset_versions_are_recorded_per_run(api: Api) -> None:
         )
     )
     run = api.run(run_id(1))
-    assert run["inputs"] == [{"namespace": ORDERS[0], "name": ORDERS[1], "version": "v7"}]
-    assert run["outputs"] == [{"namespace": REPORT[0], "name": REPORT[1], "version": "42"}]
+    assert [(d["namespace"], d["name"], d["version"]) for d in run["inputs"]] == [(*ORDERS, "v7")]
+    assert [(d["namespace"], d["name"], d["version"]) for d in run["outputs"]] == [(*REPORT, "42")]
+    assert run["outputs"][0]["facets"] == {"version": version}
 
 
 def test_unknown_run_is_404(api: Api) -> None:

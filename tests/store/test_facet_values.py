@@ -73,7 +73,11 @@ def test_two_entities_share_one_value_row(api: Api) -> None:
     for name, value in (("schema", shared), ("tiny", small)):
         digest = value_hash(canonical_json(value))
         owners = [k for k, r in facets.items() if k[1] == name and r.value_hash == digest]
-        assert owners == [(entity("dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
+        # The datasets, and each run's view of its output (what the run sent): one value.
+        assert sorted(owners) == sorted(
+            [(entity("dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
+            + [(entity("output_dataset", run_id(n), "w", f"db.t{n}"), name) for n in (1, 2)]
+        )
         assert digest in values
     runs = [k for k, r in facets.items() if k[1] == "nominalTime"]
     assert runs == [(entity("run", run_id(n)), "nominalTime") for n in (1, 2)]

@@ -40,6 +40,7 @@ ROUTES: dict[tuple[str, str], str | tuple[str, ...] | None] = {
     ("GET", "/api/v1/runs/{run_id}"): "read",
     ("GET", "/api/v1/runs/{run_id}/children"): "read",
     ("GET", "/api/v1/datasets"): "read",
+    ("GET", "/api/v1/datasets/runs"): "read",
     ("GET", "/api/v1/jobs"): "read",
     ("GET", "/api/v1/lineage"): "read",
     ("GET", "/api/v1/column-lineage"): "read",

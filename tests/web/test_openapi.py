@@ -254,7 +254,7 @@ def platform_events() -> list[Any]:
             run_id(2),
             at(9),
             inputs=[{**ds(*ORDERS, schema=schema("id", "amount", "email")), "version": "v7"}],
-            outputs=[ds(*REPORT, columnLineage=lineage)],
+            outputs=[ds(*REPORT, columnLineage=lineage, schema=schema("total"))],
             run_facets={"parent": parent},
             namespace="airflow",
             producer=AIRFLOW,
@@ -283,6 +283,47 @@ def platform_events() -> list[Any]:
             ],
         ),
         dataset_event(ds(*TABLE, schema=schema("order_id")), at(13)),
+        # What each run did: statistics and a schema change on a write, a failed check.
+        run_event(
+            "COMPLETE",
+            "etl.report",
+            run_id(5),
+            at(9, 30),
+            outputs=[
+                {
+                    **ds(*REPORT, schema=schema("total", "email")),
+                    "outputFacets": {
+                        "outputStatistics": facet(
+                            "OutputStatisticsOutputDatasetFacet", "1-0-2", rowCount=12, size=4096
+                        )
+                    },
+                }
+            ],
+            namespace="airflow",
+            producer=AIRFLOW,
+        ),
+        run_event(
+            "COMPLETE",
+            "report_checks",
+            run_id(6),
+            at(9, 45),
+            inputs=[
+                {
+                    **ds(*REPORT),
+                    "inputFacets": {
+                        "dataQualityAssertions": facet(
+                            "DataQualityAssertionsDatasetFacet",
+                            "1-1-0",
+                            assertions=[
+                                {"assertion": "not_null", "success": False, "column": "email"},
+                                {"assertion": "row_count", "success": True},
+                            ],
+                        )
+                    },
+                }
+            ],
+            producer=DBT,
+        ),
     ]
 
 
@@ -337,6 +378,20 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     call("GET", "/api/v1/runs", namespace="airflow", name="etl.report", limit=1)
     writers = call("GET", "/api/v1/runs", type="dataset", namespace=REPORT[0], name=REPORT[1])
     assert writers["runs"]
+    used = call("GET", "/api/v1/datasets/runs", namespace=REPORT[0], name=REPORT[1])["runs"]
+    assert used[0]["assertions"]["failures"] == [{"assertion": "not_null", "column": "email"}]
+    assert used[1]["statistics"] == {"rowCount": 12, "size": 4096} and used[1]["schema_change"]
+    page = call("GET", "/api/v1/datasets/runs", namespace=REPORT[0], name=REPORT[1], limit=1)
+    call(
+        "GET",
+        "/api/v1/datasets/runs",
+        namespace=REPORT[0],
+        name=REPORT[1],
+        role="output",
+        cursor=page["next_cursor"],
+    )
+    downstream = call("GET", "/api/v1/lineage", namespace=ORDERS[0], name=ORDERS[1])
+    assert {n.get("quality") for n in downstream["nodes"]} == {None, "failed"}
     overview = call("GET", "/api/v1/overview", runs=3)
     assert overview["items"]["quarantined"] and len(overview["recent_runs"]) == 3
     dataset = call("GET", "/api/v1/datasets", namespace=LAKE[0], name=LAKE[1])["datasets"][0]
@@ -388,6 +443,7 @@ def test_problems_match_the_problem_schema(contract: Contract) -> None:
     call("GET", "/api/v1/deliveries/nope", 404)
     call("GET", f"/api/v1/runs/{run_id(99)}", 404)
     call("GET", "/api/v1/datasets", 404, namespace="nowhere", name="nothing")
+    call("GET", "/api/v1/datasets/runs", 404, namespace="nowhere", name="nothing")
     call("GET", "/api/v1/jobs", 404, namespace="nowhere", name="nothing")
     call("GET", "/api/v1/search", 400)
     call("GET", "/api/v1/events", 400, after="yesterday")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from embrasure.model import DELIVERY_STATES, RUN_STATES
+from embrasure.query.dataset_runs import USE_ROLES
 from embrasure.web import params
 from embrasure.web.openapi.builders import Schema, enum, integer, ref, string
 from embrasure.web.params import MAX_DEPTH, MAX_LIMIT, Cursor
@@ -363,6 +364,26 @@ def _entities() -> dict[str, dict[str, Operation]]:
             filters,
             "DatasetList",
             not_found="No such dataset (`namespace` and `name` given).",
+        ),
+        "/api/v1/datasets/runs": read(
+            "listDatasetRuns",
+            "entities",
+            "What each run did to a dataset",
+            "The runs that read or wrote the dataset (under any of its aliases), newest "
+            "first, each with the facets it sent about it, its statistics (rows, bytes, "
+            "files), its data-quality assertions and, for a write, the schema change since "
+            "the previous write.",
+            [
+                NAMESPACE,
+                NAME,
+                query(
+                    "role", enum(USE_ROLES), "Only the runs that read (input) or wrote (output) it."
+                ),
+                limit(100),
+                cursor(params.TEXT_TRIPLE_CURSOR),
+            ],
+            "DatasetRunList",
+            not_found="No such dataset.",
         ),
         "/api/v1/jobs": read(
             "listJobs",

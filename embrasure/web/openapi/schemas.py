@@ -20,6 +20,7 @@ from embrasure.model import DELIVERY_STATES, EVENT_KINDS, RUN_STATES
 from embrasure.projector.admin import MAX_REASON
 from embrasure.projector.admin import ROUTE as ADMIN_ROUTE
 from embrasure.projector.column_lineage import CLASSES
+from embrasure.query.dataset_runs import USE_ROLES
 from embrasure.web import params
 from embrasure.web.openapi.builders import (
     TIME,
@@ -95,7 +96,15 @@ def _nodes() -> dict[str, Schema]:
             "`%` and `:` in the name and field parts percent-encoded, so it splits from the "
             "right.",
             {"id": string(), "type": enum(NODE_TYPES), **namespaced},
-            {"field": string("Only on field nodes.")},
+            {
+                "field": string("Only on field nodes."),
+                "quality": enum(
+                    ("failed",),
+                    "On a dataset node (lineage and impact, not with `asOf`) one of whose "
+                    "data-quality checks (an assertion of a dataQualityAssertions facet) "
+                    "said `success: false` the last time it ran.",
+                ),
+            },
         ),
         "DatasetRef": obj("A dataset identity.", namespaced),
         "JobRef": obj("A job identity.", namespaced),
@@ -300,19 +309,93 @@ def _graph() -> dict[str, Schema]:
 # -- entities (docs/queries.md) --------------------------------------------------------------------
 
 
+def _dataset_run(summary: dict[str, Schema], sent: Schema) -> Schema:
+    """An entry of GET /api/v1/datasets/runs (query/dataset_runs.py)."""
+    field = obj(
+        "A schema field.", {"name": string("Nested fields by dotted path.")}, {"type": string()}
+    )
+    count = integer(minimum=0)
+    return obj(
+        "A run that read or wrote the dataset, and what it sent about it.",
+        {
+            **{k: v for k, v in summary.items() if k != "duration_s"},
+            "role": enum(USE_ROLES),
+            "facets": sent,
+            "statistics": obj(
+                "From outputStatistics (a write) or inputStatistics (a read; else "
+                "dataQualityMetrics, whose `bytes` is the size); empty when none was sent.",
+                {},
+                {"rowCount": count, "size": count, "fileCount": count},
+            ),
+            "assertions": obj(
+                "From dataQualityAssertions (the input's or output's own facet, else the "
+                "dataset facet older producers send).",
+                {
+                    "passed": count,
+                    "failed": count,
+                    "failures": array(
+                        obj(
+                            "A failed assertion.",
+                            {"assertion": nullable(string())},
+                            {"column": string()},
+                        )
+                    ),
+                },
+            ),
+        },
+        {
+            "inputFacets": free_object("A read's input facets (latest per name)."),
+            "outputFacets": free_object("A write's output facets (latest per name)."),
+            "version": string("From the dataset's version facet."),
+            "schema_change": obj(
+                "A write's schema against the previous write that carried one; absent "
+                "when there is none or nothing changed.",
+                {
+                    "added": array(field),
+                    "removed": array(field),
+                    "changed": array(
+                        obj(
+                            "A field whose type changed.",
+                            {
+                                "name": string(),
+                                "from": nullable(string()),
+                                "to": nullable(string()),
+                            },
+                        )
+                    ),
+                },
+            ),
+        },
+    )
+
+
 def _entities() -> dict[str, Schema]:
     facets = free_object("Current value of each facet, by facet name, as sent.")
     run_ref = obj(
         "A run and its job.",
         {"runId": nullable(string()), "job": nullable(ref("JobRef"))},
     )
-    io = array(
-        obj(
-            "A dataset the run read or wrote.",
-            {"namespace": string(), "name": string()},
+    sent = free_object(
+        "The dataset facets this run sent about it, the latest value per facet name over "
+        "the run's events (by eventTime; `_deleted: true` removes one): its schema as the "
+        "run saw it, …"
+    )
+
+    def used(role_key: str, what: str) -> Schema:
+        return obj(
+            f"A dataset the run {what}, under its canonical identity.",
+            {
+                "namespace": string(),
+                "name": string(),
+                "facets": sent,
+                role_key: free_object(
+                    f"The run's {role_key} for it (OpenLineage's {role_key}), the latest "
+                    "value per facet name over the run's events."
+                ),
+            },
             {"version": string("From the dataset's version facet.")},
         )
-    )
+
     summary: dict[str, Schema] = {
         "runId": string(format="uuid"),
         "job": ref("JobRef"),
@@ -328,8 +411,8 @@ def _entities() -> dict[str, Schema]:
             "A run.",
             {
                 **summary,
-                "inputs": io,
-                "outputs": io,
+                "inputs": array(used("inputFacets", "read")),
+                "outputs": array(used("outputFacets", "wrote")),
                 "facets": facets,
                 "error_message": nullable(string("From the errorMessage run facet.")),
                 "parent": nullable(
@@ -349,6 +432,14 @@ def _entities() -> dict[str, Schema]:
             },
         ),
         "RunList": page("runs", ref("Run"), "A job's runs, newest first.", params.TEXT_PAIR_CURSOR),
+        "DatasetRun": _dataset_run(summary, sent),
+        "DatasetRunList": page(
+            "runs",
+            ref("DatasetRun"),
+            "The runs that read or wrote a dataset, newest first (the run's latest "
+            "eventTime, then runId, then role).",
+            params.TEXT_TRIPLE_CURSOR,
+        ),
         "Overview": obj(
             "Counters over the whole log, the projection backlog, recent runs.",
             {
