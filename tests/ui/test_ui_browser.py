@@ -644,6 +644,10 @@ def test_an_unknown_dataset_shows_the_servers_problem(
     page.goto("/#/dataset?namespace=s3://nowhere&name=nothing")
     expect(page.get_by_role("heading", level=1)).to_have_text("Could not load this page")
     expect(page.get_by_role("alert")).to_contain_text("404 No dataset s3://nowhere nothing")
+    # A run nobody named, likewise.
+    page.goto("/#/run?id=01943b00-0000-7000-9000-ffffffffffff")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Could not load this page")
+    expect(page.get_by_role("alert")).to_contain_text("404 No run")
     page.close()
 
 
@@ -945,3 +949,16 @@ def test_a_failed_check_is_marked_in_lineage_and_impact(page: Page) -> None:
     expect(flagged).to_have_count(1)
     expect(flagged).to_contain_text(nightly.TABLE)
     expect(impact).to_contain_text(nightly.REPORT)
+
+
+def test_a_dataset_opened_by_an_alias_shows_the_canonical_history(page: Page) -> None:
+    # The Spark path is the warehouse table (a symlink): the same runs either way.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    runs = page.get_by_role("region", name="Runs that read or wrote it").locator("tr.run")
+    expect(runs.first).to_be_visible()
+    canonical = runs.all_inner_texts()
+    page.goto(f"/#/dataset?namespace={demo.LAKE}&name={demo.SPARK_PATH}")
+    expect(page.get_by_role("heading", level=1)).to_have_text(demo.TABLE)
+    expect(runs).to_have_count(len(canonical))
+    assert runs.all_inner_texts() == canonical
+    expect(runs.filter(has_text="wrote")).to_contain_text([demo.SPARK_JOB])
