@@ -1552,11 +1552,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rev", help="measure this git revision (default: the working tree)")
     p.add_argument("--workdir", type=Path, help="where the work directory goes")
     p.add_argument("--keep", action="store_true", help="keep the work directory (the DB)")
+    p.add_argument(
+        "--dataset-runs",
+        action="store_true",
+        help="instead: datasets/runs of a dataset with 10,000 runs, both backends"
+        " (bench/dataset_runs.py)",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.dataset_runs:
+        # Its own graph (one dataset, 10,000 runs) on both backends; it imports embrasure.
+        import dataset_runs
+
+        dataset_runs.main([])
+        return
     scale = args.scale or (0.1 if args.quick else 1.0)
     calls = args.calls or (20 if args.quick else 100)
     out_dir = RESULTS_DIR / "tmp" if args.quick else RESULTS_DIR

@@ -213,8 +213,8 @@ DBT_CUSTOMERS = ("postgres://postgres:5432", "postgres.public.customers")
 def dbt_tests() -> list[dict[str, Any]]:
     """`dbt-ol test` on jaffle_shop (postgres, structured logs): the invocation and 4 tests,
     each a run of its own reading the table it checks, with the result as a
-    dataQualityAssertions dataset facet on COMPLETE (FAIL) — `accepted_values` on customers.first_name
-    fails, `not_null`, `relationships` and `unique` pass. 26 events."""
+    dataQualityAssertions dataset facet on its COMPLETE (or FAIL) — `accepted_values` on
+    customers.first_name fails, `not_null`, `relationships` and `unique` pass. 26 events."""
     return realize(load("dbt_postgres_test.json"), "dbt-test-run")
 
 

@@ -24,11 +24,12 @@ from embrasure.query.entities import (
     used_facet_owners,
 )
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import RunIoRow, RunRow, RunUse
+from embrasure.store.rows import RunRow, RunUse
 
 USE_ROLES = ("input", "output")  # the role= values
 Cursor = tuple[str, str, str]  # run_key, run_id, direction: the last entry of a page
-CHUNK = 100  # index rows read at a time from each stream
+CHUNK = 100  # index rows read at a time from each stream (after its first read)
+LOOKAHEAD = 4  # older writes read with the page, for the last write's schema_change
 # How many earlier writes a write's schema_change looks through for one that carried a
 # schema: a bound on a page's work when a producer sends schemas now and then.
 SCHEMA_LOOKBACK = 1000
@@ -39,28 +40,46 @@ def _order(use: RunUse) -> Cursor:
 
 
 def _stream(
-    reader: GraphReader, identity: DatasetId, direction: str, before: Cursor | None
+    reader: GraphReader, identity: DatasetId, direction: str, before: Cursor | None, first: int
 ) -> Iterator[RunUse]:
-    cursor = before
+    """One identity's uses in one direction, read ``first`` rows, then CHUNK at a time."""
+    cursor, size = before, first
     while True:
-        rows = reader.runs_of_dataset((identity.namespace, identity.name), direction, cursor, CHUNK)
+        key = (identity.namespace, identity.name)
+        rows = reader.runs_of_dataset(key, direction, cursor, size)
         yield from rows
-        if len(rows) < CHUNK:
+        if len(rows) < size:
             return
-        cursor = _order(rows[-1])
+        cursor, size = _order(rows[-1]), CHUNK
+
+
+def _version_rank(use: RunUse) -> tuple[bool, str, str]:
+    return (use.version is not None, use.version_key or "", use.version or "")
 
 
 def _uses(
-    reader: GraphReader, members: list[DatasetId], directions: Iterable[str], before: Cursor | None
+    reader: GraphReader,
+    members: list[DatasetId],
+    directions: Iterable[str],
+    before: Cursor | None,
+    first: int = CHUNK,
 ) -> Iterator[RunUse]:
     """Every use of the dataset under any of its identities, in the listing's order,
-    each (run, direction) once."""
-    streams = [_stream(reader, m, d, before) for m in members for d in directions]
-    last: Cursor | None = None
+    each (run, direction) once, with the version its latest event naming one named (a
+    run's rows under two jobs or two aliases are adjacent in that order; two split by a
+    read's chunk keep the first's version, a rare loss of a rare case)."""
+    streams = [_stream(reader, m, d, before, first) for m in members for d in directions]
+    held: RunUse | None = None
     for use in heapq.merge(*streams, key=_order, reverse=True):
-        if _order(use) != last:
-            last = _order(use)
-            yield use
+        if held is not None and _order(use) == _order(held):
+            if _version_rank(use) > _version_rank(held):
+                held = use
+            continue
+        if held is not None:
+            yield held
+        held = use
+    if held is not None:
+        yield held
 
 
 def dataset_runs(
@@ -75,7 +94,7 @@ def dataset_runs(
     and the cursor of the next page (None on the last). ``shown`` filters out runs of
     hidden jobs."""
     directions = ["in", "out"] if role is None else [{"input": "in", "output": "out"}[role]]
-    uses = _uses(reader, members, directions, before)
+    uses = _uses(reader, members, directions, before, limit + 2)
     page: list[tuple[RunUse, RunRow]] = []
     more = False
     while not more:
@@ -91,21 +110,37 @@ def dataset_runs(
                 more = True
                 break
             page.append((use, row))
-    entries = _entries(reader, members, page)
-    _schema_changes(reader, members, page, entries)
+    # The writes just older than the page, whose schemas the page's last write is
+    # compared with: read with the page's facets, in the same two queries.
+    writes = [use for use, _row in page if use.direction == "out"]
+    older = _uses(reader, members, ["out"], _order(writes[-1]), LOOKAHEAD) if writes else iter(())
+    ahead = [u for _, u in zip(range(LOOKAHEAD), older, strict=False)]
+    entries, schemas = _entries(reader, members, page, ahead)
+    _schema_changes(reader, members, page, entries, schemas, older)
     cursor = _order(page[-1][0]) if more and page else None
     return entries, cursor
 
 
 def _entries(
-    reader: GraphReader, members: list[DatasetId], page: list[tuple[RunUse, RunRow]]
-) -> list[dict[str, Any]]:
+    reader: GraphReader,
+    members: list[DatasetId],
+    page: list[tuple[RunUse, RunRow]],
+    ahead: list[RunUse],
+) -> tuple[list[dict[str, Any]], list[dict[str, str | None] | None]]:
+    """The page's entries, and the schemas of the ``ahead`` writes."""
     groups: dict[tuple[int, str], list[str]] = {}
     for index, (use, _row) in enumerate(page):
         for owner, part in used_facet_owners(use.run_id, ROLES[use.direction], members).items():
             groups.setdefault((index, part), []).append(owner)
+    for index, use in enumerate(ahead, start=len(page)):
+        for owner, part in used_facet_owners(use.run_id, "output", members).items():
+            if part == "facets":
+                groups.setdefault((index, part), []).append(owner)
     facets = facets_of_groups(reader, groups)
-    versions = _versions(reader, members, page)
+    schemas = [
+        schema_fields(facets[(index, "facets")].get("schema"))
+        for index in range(len(page), len(page) + len(ahead))
+    ]
     entries = []
     for index, (use, row) in enumerate(page):
         role = ROLES[use.direction]
@@ -120,26 +155,10 @@ def _entries(
             "assertions": quality.summary(quality.assertions_facet(own, sent)),
         }
         entry.pop("duration_s")
-        version = versions.get((use.run_id, use.direction))
-        if version is not None:
-            entry["version"] = version
+        if use.version is not None:
+            entry["version"] = use.version
         entries.append(entry)
-    return entries
-
-
-def _versions(
-    reader: GraphReader, members: list[DatasetId], page: list[tuple[RunUse, RunRow]]
-) -> dict[tuple[str, str], str]:
-    """The version each run named (its latest event naming one), under any identity."""
-    identities = {(m.namespace, m.name) for m in members}
-    best: dict[tuple[str, str], tuple[str, str]] = {}
-    for r in reader.rows(RunIoRow, ("run_id",), sorted({(u.run_id,) for u, _ in page})):
-        if (r.ds_ns, r.ds_name) not in identities or r.version is None:
-            continue
-        key, mine = (r.run_id, r.direction), (r.version_key or "", r.version)
-        if key not in best or mine > best[key]:
-            best[key] = mine
-    return {key: version for key, (_rank, version) in best.items()}
+    return entries, schemas
 
 
 # -- statistics ----------------------------------------------------------------------------
@@ -181,6 +200,24 @@ def schema_fields(schema: Any) -> dict[str, str | None] | None:
     with its type (None when it has none); None when the value is no schema."""
     if not isinstance(schema, dict) or not isinstance(schema.get("fields"), list):
         return None
+    # A page's writes share one parsed value per distinct schema (facets_of_groups):
+    # read its fields once. The last 64 are kept with their values (so an id is never
+    # mistaken for a freed value's); never changed, so threads may share them.
+    key = id(schema)
+    cached = _SCHEMAS.get(key)
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    fields = _fields_of(schema)
+    if len(_SCHEMAS) > 64:
+        _SCHEMAS.clear()
+    _SCHEMAS[key] = (schema, fields)
+    return fields
+
+
+_SCHEMAS: dict[int, tuple[Any, dict[str, str | None]]] = {}
+
+
+def _fields_of(schema: dict[str, Any]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
 
     def walk(fields: list[Any], prefix: str) -> None:
@@ -222,20 +259,18 @@ def _schema_changes(
     members: list[DatasetId],
     page: list[tuple[RunUse, RunRow]],
     entries: list[dict[str, Any]],
+    ahead: list[dict[str, str | None] | None],
+    older: Iterator[RunUse],
 ) -> None:
     """Set each write's ``schema_change`` against the previous write (the next older
-    output in the listing's order, shown or not) that carried a schema."""
+    output in the listing's order, shown or not) that carried a schema. ``ahead``: the
+    schemas of the writes just older than the page; ``older``: the writes after those."""
     writes = [i for i, (use, _row) in enumerate(page) if use.direction == "out"]
     if not writes:
         return
-    schemas: list[dict[str, str | None] | None] = [
-        schema_fields(entries[i]["facets"].get("schema")) for i in writes
-    ]
-    # The first schema older than the page's last write, looked for a chunk at a time.
-    older = _uses(reader, members, ["out"], _order(page[writes[-1]][0]))
-    previous: dict[str, str | None] | None = None
-    looked = 0
-    while previous is None and looked < SCHEMA_LOOKBACK:
+    previous = next((s for s in ahead if s is not None), None)
+    looked = len(ahead)
+    while previous is None and looked < SCHEMA_LOOKBACK and len(ahead) == LOOKAHEAD:
         chunk = [u for _, u in zip(range(CHUNK), older, strict=False)]
         if not chunk:
             break
@@ -254,7 +289,7 @@ def _schema_changes(
             if previous is not None:
                 break
     for position in range(len(writes) - 1, -1, -1):
-        current = schemas[position]
+        current = schema_fields(entries[writes[position]]["facets"].get("schema"))
         if current is None:
             continue
         if previous is not None:

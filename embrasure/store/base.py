@@ -294,9 +294,10 @@ class GraphReader(abc.ABC):
         limit: int,
     ) -> list[RunUse]:
         """The runs that used one dataset identity (as sent) in ``direction``, newest
-        first by (run_key, run_id), each once, strictly after ``before`` in the order
-        (run_key, run_id, direction) descending; read from the run_io_ds index, so a
-        page costs its own rows whatever the dataset's run count."""
+        first by (run_key, run_id), strictly after ``before`` in the order (run_key,
+        run_id, direction) descending, with the version each named; read from the
+        run_io_ds index, so a page costs its own rows whatever the dataset's run count.
+        A run whose events named two jobs has a row under each (adjacent)."""
 
 
 class Store(abc.ABC):

@@ -215,7 +215,7 @@ class SQLReader(GraphReader):
         limit: int,
     ) -> list[RunUse]:
         sql = (
-            f"SELECT DISTINCT run_key, run_id, direction FROM {self.g}run_io"
+            f"SELECT run_key, run_id, direction, version, version_key FROM {self.g}run_io"
             " WHERE ds_ns = ? AND ds_name = ? AND direction = ?"
         )
         params: list[Any] = [*dataset, direction]

@@ -513,3 +513,5 @@ class RunUse(NamedTuple):
     run_key: str  # the run's latest eventTime key ('' unknown)
     run_id: str
     direction: str  # 'in' read, 'out' wrote
+    version: str | None  # the dataset version the run named (RunIoRow)
+    version_key: str | None
