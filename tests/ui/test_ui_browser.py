@@ -4,7 +4,8 @@ against a real server process loaded through the API.
 The fixture graph is the demo platform (embrasure/cli/demo.py: an Airflow DAG, Spark, dbt
 models with a masked column, a dashboard) plus what the demo lacks: a failed run with
 an error and SQL, a hub read by more jobs than the graph draws, a fan-out of about 500
-nodes, and a quarantined event. One server and one browser serve every test here.
+nodes, a quarantined event, and eight nights of a load with statistics, schema changes
+and a check that fails (tests/ui/nightly.py). One server and one browser serve every test here.
 
 `EMBRASURE_SCREENSHOTS=DIR` saves a screenshot of each page into DIR
 (scripts/screenshots writes docs/screenshots/ this way).
@@ -30,6 +31,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from embrasure import ui
 from embrasure.cli import demo
 
+import nightly
 import producer_events as pe
 from conftest import ServerProcess
 
@@ -166,6 +168,8 @@ def extra_events() -> list[Any]:
     for minute, event in enumerate(pe.dbt_singular_tests() + pe.dbt_sized_run(CHILD_PAGE + 5)):
         event["eventTime"] = f"{demo.DAY}T02:{minute // 60:02d}:{minute % 60:02d}Z"
         events.append(event)
+    # Eight nights before the demo's day: statistics, schema changes, checks, a DAG run.
+    events.extend(nightly.events())
     return events
 
 
@@ -296,7 +300,9 @@ def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> 
         expect(nodes.get_by_role("link", name=name, exact=True)).to_be_visible()
     expect(nodes.get_by_role("link", name="analytics.daily_revenue", exact=True)).to_have_count(0)
     expect(page.locator(".canvas canvas").first).to_be_visible()  # cytoscape drew
-    expect(page.get_by_role("region", name="Runs that wrote it")).to_contain_text("orders_clean")
+    expect(page.get_by_role("region", name="Runs that read or wrote it")).to_contain_text(
+        "orders_clean"
+    )
     facets = page.get_by_role("region", name="Facets")
     expect(facets.get_by_role("region", name="documentation facet")).to_contain_text(
         "Orders, deduplicated, in EUR."
@@ -539,10 +545,15 @@ def test_a_dbt_run_pages_its_models_and_a_query_shows_its_parent_and_root(page: 
     page.get_by_role("button", name=f"{CHILD_PAGE + 5} child runs").click()
     models = page.get_by_role("list", name="Child runs")
     expect(models.get_by_role("listitem")).to_have_count(CHILD_PAGE)
+    timeline = page.get_by_role("group", name="Child runs timeline")
+    expect(timeline.get_by_role("link")).to_have_count(CHILD_PAGE)
     more = page.get_by_role("button", name="More child runs")
     more.click()
     expect(models.get_by_role("listitem")).to_have_count(CHILD_PAGE + 5)
     expect(more).to_be_hidden()
+    # The timeline grows with the list: one bar per child, each a link to its run.
+    bars = page.get_by_role("group", name="Child runs timeline").get_by_role("link")
+    expect(bars).to_have_count(CHILD_PAGE + 5)
     last = f"model.{pe.BIG_PROJECT}.m{CHILD_PAGE + 4:05d}"  # in the order they started
     expect(models.get_by_role("listitem").last).to_contain_text(last)
     expect(models.locator(".state-complete")).to_have_count(CHILD_PAGE + 5)
@@ -553,7 +564,7 @@ def test_a_dbt_run_pages_its_models_and_a_query_shows_its_parent_and_root(page: 
     details = page.locator("tr.run-details").first
     expect(details.locator(".parent")).to_contain_text(test)
     expect(details.locator(".root")).to_contain_text(pe.DBT_RUN_JOB)
-    details.locator(".root").get_by_role("link").click()
+    details.locator(".root").get_by_role("link", name=pe.DBT_RUN_JOB).click()
     expect(page.get_by_role("heading", level=1)).to_have_text(pe.DBT_RUN_JOB)
     # The invocation is its own root: its tests show their parent only.
     page.get_by_role("button", name="2 child runs").click()
@@ -633,6 +644,10 @@ def test_an_unknown_dataset_shows_the_servers_problem(
     page.goto("/#/dataset?namespace=s3://nowhere&name=nothing")
     expect(page.get_by_role("heading", level=1)).to_have_text("Could not load this page")
     expect(page.get_by_role("alert")).to_contain_text("404 No dataset s3://nowhere nothing")
+    # A run nobody named, likewise.
+    page.goto("/#/run?id=01943b00-0000-7000-9000-ffffffffffff")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Could not load this page")
+    expect(page.get_by_role("alert")).to_contain_text("404 No run")
     page.close()
 
 
@@ -662,7 +677,7 @@ def test_runs_page_through_older_ones(page: Page) -> None:
     assert states == {"START", "COMPLETE", "FAIL", "ABORT"}
 
     page.goto(f"/#/dataset?namespace={WAREHOUSE}&name=analytics.hourly")
-    writers = page.get_by_role("region", name="Runs that wrote it").locator("tr.run")
+    writers = page.get_by_role("region", name="Runs that read or wrote it").locator("tr.run")
     expect(writers).to_have_count(20)
     page.get_by_role("button", name="Older runs").click()
     expect(writers).to_have_count(HOURLY_RUNS)
@@ -720,7 +735,8 @@ def test_nodes_are_named_with_their_namespace(page: Page) -> None:
     link.focus()
     expect(page.locator(".node-details")).to_contain_text(f"dataset · {demo.RAW}/orders")
     # The runs that wrote it name their job's namespace too.
-    writer = page.get_by_role("region", name="Runs that wrote it").locator("tr.run").first
+    runs = page.get_by_role("region", name="Runs that read or wrote it")
+    writer = runs.locator("tr.role-output").first
     expect(writer.locator(".ns")).to_have_text(demo.SPARK_NS)
     expect(writer.get_by_role("link", name=demo.SPARK_JOB)).to_have_attribute(
         "title", f"{demo.SPARK_NS}/{demo.SPARK_JOB}"
@@ -761,3 +777,188 @@ def test_facets_shown_elsewhere_on_the_page_are_said_to_be_there(page: Page) -> 
         "schema: shown under Schema; symlinks: shown above the graph (Also known as, Locations)"
     )
     expect(page.get_by_label("Identities")).to_contain_text("Also known as")
+
+
+# -- what each run did (docs/ui.md#what-each-run-did; tests/ui/nightly.py) -------------------
+
+FAIL_RED, COMPLETE_GREEN = "rgb(201, 54, 43)", "rgb(63, 143, 91)"  # --fail, --complete
+
+
+def _bar(timeline: Any, job: str) -> Any:
+    return timeline.get_by_role("link", name=f"{nightly.NS}/{job}: ")
+
+
+def test_a_dag_run_shows_its_children_as_a_timeline(page: Page) -> None:
+    # The job page's run id opens the run page.
+    page.goto(f"/#/job?namespace={nightly.NS}&name={nightly.DAG}")
+    dag_run = nightly.run_id(nightly.DAG, nightly.LAST)
+    page.get_by_role("region", name="Runs").get_by_role("link", name=dag_run).click()
+    expect(page).to_have_url(re.compile(f"#/run\\?id={dag_run}$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Run of {nightly.DAG}")
+    timeline = page.get_by_role("group", name="Child runs timeline")
+    bars = timeline.get_by_role("link")
+    expect(bars).to_have_count(4)
+    # One bar per task, coloured by its state as run badges are.
+    states = {
+        nightly.LOAD: "complete",
+        nightly.CHECK: "fail",
+        nightly.REPORT_JOB: "abort",
+        nightly.PUBLISH: "start",
+    }
+    for job, state in states.items():
+        expect(_bar(timeline, job)).to_have_class(re.compile(f"\\bstate-{state}\\b"))
+    colour = "e => getComputedStyle(e).backgroundColor"
+    assert _bar(timeline, nightly.CHECK).evaluate(colour) == FAIL_RED
+    assert _bar(timeline, nightly.LOAD).evaluate(colour) == COMPLETE_GREEN
+    # Each bar says when; the task still running has an open end.
+    expect(_bar(timeline, nightly.LOAD)).to_have_attribute(
+        "aria-label",
+        f"{nightly.NS}/{nightly.LOAD}: COMPLETE, started 2026-01-14 01:00:00 UTC, "
+        "ended 2026-01-14 01:12:30 UTC (12 min 30 s)",
+    )
+    publish = _bar(timeline, nightly.PUBLISH)
+    expect(publish).to_have_class(re.compile("\\bopen\\b"))
+    expect(publish).to_have_attribute("aria-label", re.compile("no end yet$"))
+    # Laid out in time: the tasks started one after another, left to right; the load (12.5
+    # min) is wider than the check (2 min).
+    boxes = bars.evaluate_all("es => es.map(e => e.getBoundingClientRect().toJSON())")
+    assert [b["x"] for b in boxes] == sorted(b["x"] for b in boxes), boxes
+    assert boxes[0]["width"] > 4 * boxes[1]["width"] > 0, boxes
+    children = page.get_by_role("list", name="Child runs")
+    expect(children.get_by_role("listitem")).to_have_count(4)
+    shot(page, "run-timeline")
+
+    # A bar opens the child's run page, which names its parent run.
+    _bar(timeline, nightly.CHECK).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Run of {nightly.CHECK}")
+    summary = page.get_by_label("Run", exact=True)
+    expect(summary).to_contain_text("Parent")
+    expect(summary.get_by_role("link", name=dag_run)).to_be_visible()
+    expect(page.get_by_role("note")).to_have_text("Got 3 results, configured to fail if != 0")
+
+
+def test_the_dataset_page_charts_rows_written_and_flags_the_failed_check(page: Page) -> None:
+    page.goto(f"/#/dataset?namespace={nightly.LAKE}&name={nightly.TABLE}")
+    # The latest check failed: which assertion, on which column, by which run.
+    alert = page.locator(".quality-alert")
+    expect(alert).to_contain_text("The latest check failed: 1 of 3 assertions")
+    expect(alert).to_contain_text(f"{nightly.FAILED[0]} on column {nightly.FAILED[1]}")
+    expect(alert.get_by_role("link", name=nightly.CHECK)).to_be_visible()
+    expect(graph_nodes(page).locator("li.root .badge.quality-failed")).to_have_text("check failed")
+
+    # The chart: one point per write, as links named with the time, rows and state.
+    writes = page.get_by_role("region", name="Rows written per run")
+    rows = writes.get_by_role("group", name="Rows written")
+    expect(rows.get_by_role("link")).to_have_count(len(nightly.NIGHTS))
+    zero_night = nightly.NIGHTS[nightly.ZERO_NIGHT]
+    zero = rows.get_by_role("link", name=f"{zero_night} 01:10:30 UTC: 0 rows, COMPLETE")
+    expect(zero).to_have_count(1)
+    expect(rows.get_by_role("link", name=re.compile(": 1,510 rows, COMPLETE"))).to_have_count(1)
+    expect(rows.locator("circle.zero")).to_have_count(1)
+    # Drawn where they belong: left to right in time, the empty night at the bottom.
+    dots = rows.locator("circle").evaluate_all(
+        "cs => cs.map(c => { const b = c.getBoundingClientRect(); return [b.x, b.y, b.width] })"
+    )
+    assert [d[0] for d in dots] == sorted(d[0] for d in dots) and all(d[2] > 0 for d in dots)
+    assert max(dots, key=lambda d: d[1]) == dots[nightly.ZERO_NIGHT], dots
+    assert min(dots, key=lambda d: d[1]) == dots[nightly.ROWS.index(max(nightly.ROWS))], dots
+    bytes_chart = writes.get_by_role("group", name="Bytes written")
+    expect(bytes_chart.get_by_role("link")).to_have_count(len(nightly.NIGHTS))
+    empty = f"{zero_night} 01:10:30 UTC: 0 B written"
+    expect(bytes_chart.get_by_role("link", name=empty)).to_have_count(1)
+
+    # The schema changes between writes, newest first.
+    changes = page.get_by_role("list", name="Schema changes between writes").get_by_role("listitem")
+    expect(changes).to_have_count(2)
+    expect(changes.nth(0)).to_contain_text("amount: int → decimal(10,2)")
+    expect(changes.nth(1)).to_contain_text("added currency string")
+
+    # The runs that read or wrote it: what each did, the failed checks with their column
+    # (from inputFacets, and from the dataset facets where dbt's older integration put it).
+    history = page.get_by_role("region", name="Runs that read or wrote it").locator("tr.run")
+    expect(history).to_have_count(2 * len(nightly.NIGHTS) + 1)  # loads, checks, the report
+    expect(history.first).to_contain_text("read")
+    expect(history.first).to_contain_text(nightly.REPORT_JOB)
+    failed = history.filter(has=page.locator(".checks.failed"))
+    expect(failed).to_have_count(2)
+    expect(failed.nth(0)).to_contain_text("2 passed, 1 failed")
+    expect(failed.nth(0)).to_contain_text(f"{nightly.FAILED[0]} on {nightly.FAILED[1]}")
+    expect(failed.nth(1)).to_contain_text(f"{nightly.DBT_FAILED[0]} on {nightly.DBT_FAILED[1]}")
+    empty_write = page.get_by_role("cell", name="0 rows · 0 B · 0 files", exact=True)
+    expect(history.filter(has=empty_write)).to_have_count(1)
+    shot(page, "dataset-quality")
+
+    # A point opens its run: what it wrote, with its statistics.
+    zero.click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Run of {nightly.LOAD}")
+    wrote = page.get_by_role("region", name="Wrote")
+    expect(wrote.locator(".stats")).to_have_text("0 rows · 0 B · 0 files")
+    expect(page.get_by_role("region", name="Read")).to_contain_text(nightly.RAW)
+
+
+def test_the_run_page_lists_what_it_read_and_wrote_with_the_failed_assertion(page: Page) -> None:
+    page.goto(f"/#/run?id={nightly.run_id(nightly.CHECK, nightly.LAST)}")
+    read = page.get_by_role("region", name="Read")
+    entry = read.get_by_role("listitem", name=f"Read {nightly.TABLE}")
+    expect(entry.locator(".io-name .badge.quality-failed")).to_have_text("1 check failed")
+    failed = entry.locator("table.assertions tr.failed")
+    expect(failed).to_have_count(1)  # listed first, marked
+    expect(failed.locator("td")).to_have_text([*nightly.FAILED, "failed"])
+    expect(entry.locator("table.assertions tr.passed")).to_have_count(2)
+    # A read's rows from its dataQualityMetrics (no inputStatistics), as datasets/runs counts.
+    expect(entry.locator(".stats")).to_have_text(f"{nightly.ROWS[nightly.LAST]:,} rows")
+    # Every other facet the run sent, under the dataset: the metrics as sent.
+    entry.get_by_text("Facets (").click()
+    metrics = entry.get_by_role("region", name="dataQualityMetrics facet")
+    expect(metrics).to_contain_text('"nullCount": 3')
+    expect(entry).to_contain_text("dataQualityAssertions: shown above (the assertions table)")
+    expect(page.get_by_role("region", name="Wrote")).to_contain_text("None.")
+    shot(page, "run")
+
+    # The job page's runs say what each wrote.
+    page.goto(f"/#/job?namespace={nightly.NS}&name={nightly.LOAD}")
+    latest = page.get_by_role("region", name="Runs").locator("tr.run-details").first
+    expect(latest.locator(".io").last).to_have_text(
+        f"wrote {nightly.TABLE} (1,475 rows · 2.5 MiB · 3 files)"
+    )
+
+    # The load's write: rows, bytes and files, and the schema it saw.
+    page.goto(f"/#/run?id={nightly.run_id(nightly.LOAD, nightly.LAST)}")
+    wrote = page.get_by_role("region", name="Wrote")
+    expect(wrote.locator(".stats")).to_have_text("1,475 rows · 2.5 MiB · 3 files")
+    expect(wrote.locator(".run-schema")).to_contain_text(
+        "order_id string, amount decimal(10,2), currency string"
+    )
+
+
+def test_a_failed_check_is_marked_in_lineage_and_impact(page: Page) -> None:
+    # Downstream of the failed check: the report's graph marks the table it reads.
+    page.goto(f"/#/dataset?namespace={nightly.LAKE}&name={nightly.REPORT}")
+    nodes = graph_nodes(page)
+    table = nodes.locator("li", has=page.get_by_role("link", name=nightly.TABLE, exact=True))
+    expect(table.locator(".badge.quality-failed")).to_have_text("check failed")
+    expect(nodes.locator("li.root .badge.quality-failed")).to_have_count(0)
+    expect(nodes.locator(".badge.quality-failed")).to_have_count(1)
+    expect(page.get_by_role("list", name="Legend")).to_contain_text("latest check failed")
+    expect(page.locator(".quality-alert")).to_have_count(0)
+    # What is downstream of the raw orders, and which of it failed a check.
+    page.goto(f"/#/dataset?namespace={nightly.LAKE}&name={nightly.RAW}")
+    page.get_by_text("Impact downstream").click()
+    impact = page.locator("details.impact-section table.impact")
+    flagged = impact.locator("tr", has=page.locator(".badge.quality-failed"))
+    expect(flagged).to_have_count(1)
+    expect(flagged).to_contain_text(nightly.TABLE)
+    expect(impact).to_contain_text(nightly.REPORT)
+
+
+def test_a_dataset_opened_by_an_alias_shows_the_canonical_history(page: Page) -> None:
+    # The Spark path is the warehouse table (a symlink): the same runs either way.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    runs = page.get_by_role("region", name="Runs that read or wrote it").locator("tr.run")
+    expect(runs.first).to_be_visible()
+    canonical = runs.all_inner_texts()
+    page.goto(f"/#/dataset?namespace={demo.LAKE}&name={demo.SPARK_PATH}")
+    expect(page.get_by_role("heading", level=1)).to_have_text(demo.TABLE)
+    expect(runs).to_have_count(len(canonical))
+    assert runs.all_inner_texts() == canonical
+    expect(runs.filter(has_text="wrote")).to_contain_text([demo.SPARK_JOB])

@@ -12,6 +12,7 @@ import * as deliveries from "./pages/deliveries.js";
 import * as home from "./pages/home.js";
 import * as job from "./pages/job.js";
 import * as namespace from "./pages/namespace.js";
+import * as run from "./pages/run.js";
 
 const PAGES = {
   "/": home,
@@ -21,6 +22,7 @@ const PAGES = {
   "/deliveries": deliveries,
   "/delivery": delivery,
   "/namespace": namespace,
+  "/run": run,
 };
 
 const main = document.getElementById("page");

@@ -99,6 +99,13 @@ const STYLE = [
     selector: "node:selected",
     style: { "overlay-color": "#2f6fcb", "overlay-opacity": 0.15, "overlay-padding": 4 },
   },
+  // A dataset whose latest data-quality check failed: the alarm red, drawn over the root's
+  // border colour (its box also says "✗ check failed", lineage.js nodeData).
+  {
+    selector: "node.quality-failed",
+    style: { "background-color": "#fdecea", "border-color": STATE.fail, "border-width": 3 },
+  },
+  { selector: "node.root.quality-failed", style: { "border-width": 4 } },
   { selector: "node.highlight", style: { "border-color": "#f0b429", "border-width": 4 } },
   {
     selector: "edge",

@@ -23,3 +23,16 @@ export function duration(seconds) {
 export function count(n) {
   return (n ?? 0).toLocaleString("en");
 }
+
+// Bytes in binary units (OutputStatistics `size` is bytes): 2097152 → "2.0 MiB".
+export function bytes(n) {
+  if (n === null || n === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let value = n;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit ? `${value.toFixed(1)} ${units[unit]}` : `${n} B`;
+}

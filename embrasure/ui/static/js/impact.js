@@ -1,9 +1,10 @@
 // Impact downstream (GET /api/v1/impact): "what breaks, and does PII flow there, if I
 // change this?" — each item with its distance and one shortest path; an item whose path
-// crosses a masked mapping is marked. Shown on the column view and the dataset page.
+// crosses a masked mapping is marked, and so is a dataset whose latest check failed. Shown on the column view and the dataset page.
 
 import { h } from "./dom.js";
 import { entityLink, fullName, parseNodeId } from "./names.js";
+import { failedBadge } from "./quality.js";
 
 export function impactTable(impact) {
   if (!impact.items.length) return h("p", { class: "muted" }, "Nothing downstream.");
@@ -54,6 +55,8 @@ export function impactTable(impact) {
                   "masked path",
                 )
               : null,
+            // Downstream of a failed check: the dataset's latest check failed.
+            node.quality === "failed" ? failedBadge() : null,
           ),
           h("td", {}, h("span", { class: `kind kind-${node.type}` }, node.type)),
           h("td", { class: "num" }, item.distance),

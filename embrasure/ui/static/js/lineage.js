@@ -16,6 +16,7 @@ import { createCanvas, draw, readingOrder } from "./canvas.js";
 import { h } from "./dom.js";
 import { nodeHref } from "./links.js";
 import { fullName, shortNamespace } from "./names.js";
+import { failedBadge } from "./quality.js";
 import { summarize } from "./summarize.js";
 
 const STATES = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER"];
@@ -318,6 +319,8 @@ export function lineageExplorer(
       if (id === rootId) classes.push("root");
       if (memberIds.has(id)) classes.push("member");
       if (node.dropped) classes.push("dropped");
+      // The latest data-quality check of this dataset failed (docs/queries.md#lineage).
+      if (node.quality === "failed") classes.push("quality-failed");
       elements.push({ group: "nodes", data: nodeData(node), classes: classes.join(" ") });
     }
     for (const edge of edges) {
@@ -389,6 +392,7 @@ export function lineageExplorer(
             node.name,
           ),
           h("span", { class: "ns small", title: fullName(node) }, shortNamespace(node.namespace)),
+          node.quality === "failed" ? failedBadge() : null,
         ),
         id === rootId
           ? null
@@ -443,6 +447,7 @@ function legend(part) {
     item("node-dataset", "dataset"),
     item("node-job", "job"),
     item("node-service", "service"),
+    item("node-quality-failed", "latest check failed"),
     item("edge-complete", "last run complete"),
     item("edge-fail", "failed"),
     item("edge-running", "running"),
@@ -456,7 +461,8 @@ function legend(part) {
 // short, and sized to fit (about 7 px a character at 12 px); the whole name is the
 // canvas's title while the pointer is on it (canvas.js).
 export function nodeData(node) {
-  const label = `${node.name}\n${shortNamespace(node.namespace)}`;
+  const mark = node.quality === "failed" ? "\n✗ check failed" : "";
+  const label = `${node.name}\n${shortNamespace(node.namespace)}${mark}`;
   const longest = Math.max(...label.split("\n").map((line) => line.length));
   const w = Math.max(130, Math.min(260, longest * 7 + 24));
   const lines = label

@@ -19,6 +19,10 @@ export function namespaceHref(name) {
   return "#" + url("/namespace", { name });
 }
 
+export function runHref(runId) {
+  return "#" + url("/run", { id: runId });
+}
+
 export function deliveryHref(id) {
   return "#" + url("/delivery", { id });
 }

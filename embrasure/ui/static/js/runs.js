@@ -4,7 +4,10 @@
 import { get } from "./api.js";
 import { h } from "./dom.js";
 import { duration, time } from "./format.js";
+import { runHref } from "./links.js";
 import { entityLink } from "./names.js";
+import { statisticsOf, statisticsText } from "./quality.js";
+import { childTimeline } from "./timeline.js";
 
 export function stateBadge(state) {
   const text = state || "UNKNOWN";
@@ -31,6 +34,11 @@ export function pagedRunTable(first, next, options = {}) {
     "Older runs",
   );
   return h("div", {}, table, h("p", {}, more));
+}
+
+// A run id, linked to its run page (pages/run.js).
+export function runLink(runId, text = runId) {
+  return h("a", { href: runHref(runId), class: "run-link", title: `run ${runId}` }, text);
 }
 
 export function runTable(runs, { showJob = false, caption = null } = {}) {
@@ -68,7 +76,7 @@ function runRows(run, showJob) {
     h("td", {}, time(run.started_at)),
     h("td", {}, time(run.ended_at)),
     h("td", { class: "num" }, duration(run.duration_s)),
-    h("td", { class: "mono small" }, run.runId),
+    h("td", { class: "mono small" }, runLink(run.runId)),
   ];
   const rows = [h("tr", { class: "run", dataset: { runId: run.runId } }, cells)];
   const details = runDetails(run);
@@ -80,7 +88,7 @@ function runRows(run, showJob) {
 }
 
 // What a full run view (GET /api/v1/runs) adds to a summary: its error, its parent and
-// children, the datasets it read and wrote.
+// children, the datasets it read and wrote (with the rows, bytes and files it sent).
 function runDetails(run) {
   const parts = [];
   if (run.error_message) {
@@ -89,9 +97,18 @@ function runDetails(run) {
   if (run.parent?.job) parts.push(parentOf(run.parent));
   if (run.child_count) parts.push(childRuns(run.runId, run.child_count));
   if (run.inputs || run.outputs) {
-    const io = (list) => list.map((d) => d.name + (d.version ? ` @${d.version}` : "")).join(", ");
-    if (run.inputs?.length) parts.push(h("span", { class: "io" }, `read ${io(run.inputs)}`));
-    if (run.outputs?.length) parts.push(h("span", { class: "io" }, `wrote ${io(run.outputs)}`));
+    // Each with what the run sent about it (rows, bytes, files: quality.js).
+    const io = (list, role) =>
+      list
+        .map((d) => {
+          const stats = statisticsText(statisticsOf(d, role));
+          return d.name + (d.version ? ` @${d.version}` : "") + (stats ? ` (${stats})` : "");
+        })
+        .join(", ");
+    if (run.inputs?.length)
+      parts.push(h("span", { class: "io" }, `read ${io(run.inputs, "input")}`));
+    if (run.outputs?.length)
+      parts.push(h("span", { class: "io" }, `wrote ${io(run.outputs, "output")}`));
   }
   return parts.length ? h("div", { class: "run-extra" }, parts) : null;
 }
@@ -106,7 +123,7 @@ function parentOf(parent) {
       { class: label },
       `${label} `,
       entityLink(ref.job),
-      ref.runId ? h("span", { class: "mono small" }, ` ${ref.runId}`) : null,
+      ref.runId ? [" ", h("span", { class: "mono small" }, runLink(ref.runId))] : null,
     );
   const root = parent.root;
   const distinct = root?.job && (root.runId !== parent.runId || root.job.name !== parent.job.name);
@@ -115,19 +132,36 @@ function parentOf(parent) {
 
 // A run's children (an Airflow DAG run's tasks, a Spark application's queries, a dbt
 // invocation's models: tens of thousands for a large dbt project) are listed a page at
-// a time when asked for, with their jobs, states and durations.
+// a time when asked for, with their jobs, states and durations, and drawn as a timeline
+// (timeline.js) that grows with each page. `open` loads the first page at once (the run
+// page); otherwise a button says how many there are and loads them.
 const CHILD_PAGE = 25;
 
-function childRuns(runId, count) {
+export function childRuns(runId, count, { open = false } = {}) {
+  const timeline = childTimeline();
   const list = h("ul", { class: "child-runs", "aria-label": "Child runs" });
   const more = h("button", { type: "button", class: "link", hidden: true }, "More child runs");
   let cursor = null;
   const load = async () => {
     more.disabled = true;
-    const page = await get(`/api/v1/runs/${runId}/children`, { limit: CHILD_PAGE, cursor });
+    const page = await get(`/api/v1/runs/${encodeURIComponent(runId)}/children`, {
+      limit: CHILD_PAGE,
+      cursor,
+    });
+    timeline.add(page.runs);
     list.append(
       ...page.runs.map((r) =>
-        h("li", {}, stateBadge(r.state), " ", entityLink(r.job), " ", duration(r.duration_s)),
+        h(
+          "li",
+          {},
+          stateBadge(r.state),
+          " ",
+          entityLink(r.job),
+          " ",
+          duration(r.duration_s),
+          " ",
+          h("span", { class: "mono small" }, runLink(r.runId, "run")),
+        ),
       ),
     );
     cursor = page.next_cursor;
@@ -135,6 +169,10 @@ function childRuns(runId, count) {
     more.disabled = false;
   };
   more.onclick = load;
+  if (open) {
+    load().catch((error) => list.replaceWith(h("p", { class: "error" }, error.message)));
+    return h("div", { class: "children" }, timeline.element, list, more);
+  }
   const button = h(
     "button",
     {
@@ -150,5 +188,5 @@ function childRuns(runId, count) {
     },
     `${count} child run${count === 1 ? "" : "s"}`,
   );
-  return h("span", { class: "children" }, button, list, more);
+  return h("span", { class: "children" }, button, timeline.element, list, more);
 }

@@ -1,4 +1,6 @@
-// A dataset: its lineage graph, schema, facets, aliases and the runs that wrote it.
+// A dataset: its lineage graph, schema, facets, aliases, and its run history — rows and
+// bytes written per run, schema changes, failed checks and the runs that read or wrote
+// it (history.js).
 
 import { get } from "../api.js";
 import { append, h } from "../dom.js";
@@ -6,17 +8,25 @@ import { facetList } from "../facets.js";
 import { impactTable } from "../impact.js";
 import { lineageExplorer } from "../lineage.js";
 import { columnHref, datasetHref, namespaceHref } from "../links.js";
-import { pagedRunTable } from "../runs.js";
-
-const RUNS = 20;
+import {
+  HISTORY_PAGE,
+  WRITES_PAGE,
+  history,
+  historyTable,
+  qualityAlert,
+  writesSections,
+} from "../history.js";
 
 export async function render(params, page) {
   const namespace = params.get("namespace");
   const name = params.get("name");
-  const [{ datasets }, runs] = await Promise.all([
-    get("/api/v1/datasets", { namespace, name }),
-    get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS }),
+  const ref = { namespace, name };
+  const [{ datasets }, runs, writes] = await Promise.all([
+    get("/api/v1/datasets", ref),
+    history(ref, { limit: HISTORY_PAGE }),
+    history(ref, { role: "output", limit: WRITES_PAGE }),
   ]);
+  // An alias opens the canonical dataset: page through its history under that name.
   const dataset = datasets[0];
   const explorer = lineageExplorer(dataset);
   append(page, [
@@ -34,6 +44,7 @@ export async function render(params, page) {
       dataset.dropped ? h("span", { class: "badge dropped" }, "dropped") : null,
     ),
     identities(dataset),
+    qualityAlert(runs.runs),
     explorer.element,
     h(
       "div",
@@ -46,15 +57,12 @@ export async function render(params, page) {
         facetList(dataset.facets, { elsewhere: shownElsewhere(dataset) }),
       ),
     ),
+    writesSections(dataset, writes),
     h(
       "section",
-      { "aria-label": "Runs that wrote it" },
-      h("h2", {}, "Runs that wrote it"),
-      pagedRunTable(
-        runs,
-        (cursor) => get("/api/v1/runs", { type: "dataset", namespace, name, limit: RUNS, cursor }),
-        { showJob: true },
-      ),
+      { "aria-label": "Runs that read or wrote it" },
+      h("h2", {}, "Runs that read or wrote it"),
+      historyTable(dataset, runs),
     ),
     impactSection(dataset),
   ]);
