@@ -10,8 +10,8 @@ Maven Central by bench/peers/marquez_server.py) on PostgreSQL. Parts (``--parts`
   (bench/peers/workloads.py);
 - ``correctness``: the shared corpus in two orders (bench/peers/order_compare.py) to fresh
   databases of each target, what each serves compared between the orders;
-- ``queries``: bench/query.py's platform at ``--scale`` (0.01: its floor of 400 jobs,
-  ~450 events of ~10 KB; Marquez stored 4 to 10 of them a second here), POSTed
+- ``queries``: bench/query.py's platform at ``--scale`` (0.01: 520 jobs, 584 events
+  of ~10 KB; Marquez stored 4 to 10 of them a second here), POSTed
   one event at a time to each target, then lineage at depth 5
   and 20, column lineage of a field and a job's runs, cold and warm; the database's
   growth per platform event.
@@ -188,6 +188,16 @@ def run_target(
     return out
 
 
+def _merged(saved: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new``'s parts put over ``saved``'s, target by target; the rerun recorded."""
+    for name, found in new["targets"].items():
+        saved["targets"].setdefault(name, {}).update(found)
+    rerun = {k: new[k] for k in ("seconds", "others_busy_cores_at_start", "settings")}
+    rerun |= {"date": new["machine"]["date"], "commit": new["machine"]["commit"]}
+    saved.setdefault("reruns", []).append(rerun)
+    return saved
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
@@ -200,6 +210,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=30, help="warm calls per query")
     parser.add_argument("--quick", action="store_true", help="small sizes, results/tmp/")
     parser.add_argument("--out", type=Path, default=None, help="results path, no suffix")
+    parser.add_argument(
+        "--merge", action="store_true", help="put these parts over those in OUT.json"
+    )
+    parser.add_argument(
+        "--render", action="store_true", help="only write OUT.md again from OUT.json"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.warmup, args.probes, args.calls = 3, 3, 5, 5
@@ -211,6 +227,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        saved = json.loads(args.out.with_suffix(".json").read_text())
+        saved.setdefault("marquez_origin", marquez_server.origin(saved["marquez"]))
+        args.out.with_suffix(".md").write_text(peers_report.markdown(saved))
+        return 0
     if "marquez" in args.targets:
         marquez_server.require_java()
         marquez_server.fetch()  # before any clock starts; exits 2 without mvn
@@ -220,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {
         "machine": servers.machine_facts(code),
         "marquez": marquez_server.VERSION,
+        "marquez_origin": marquez_server.origin(),
         **versions(),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "others_busy_cores_at_start": round(servers.busy_cores(2.0), 2),
@@ -230,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["targets"][name] = run_target(name, args, work, work, wrk)
     report["seconds"] = round(time.monotonic() - started)
     report["others_busy_cores_at_end"] = round(servers.busy_cores(2.0), 2)
+    if args.merge and args.out.with_suffix(".json").exists():
+        report = _merged(json.loads(args.out.with_suffix(".json").read_text()), report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     args.out.with_suffix(".md").write_text(peers_report.markdown(report))

@@ -80,7 +80,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Run {m['date']} on {m['nproc']} cores ({m['cpu']}), `bench/peers/marquez.py`"
         f" ({report['seconds']:,} s). Embrasure {m['commit']} (Python {m['python']}, SQLite"
-        f" {m['sqlite']}); Marquez {report['marquez']} (marquez-api from Maven Central,"
+        f" {m['sqlite']}); Marquez {report['marquez']} ({report.get('marquez_origin', '?')};"
         f" {report.get('java', 'Java')}); PostgreSQL {report.get('postgresql', '?')}, the same"
         " local cluster for both servers. Settings: "
         + ", ".join(f"{k} {v}" for k, v in report["settings"].items() if k not in ("out",))
@@ -91,6 +91,13 @@ def markdown(report: dict[str, Any]) -> str:
         " figure below. The machine is shared (other sessions run their tests and benches), so"
         " these figures are indicative: rerun on a quiet machine before quoting them.",
         "",
+        *[
+            f"Rerun {r['date']} ({r['commit']}): {', '.join(r['settings']['parts'])} of"
+            f" {', '.join(r['settings']['targets'])} ({r['seconds']} s; others kept"
+            f" {r['others_busy_cores_at_start']} cores busy at its start); those parts' figures"
+            " below are the rerun's.\n"
+            for r in report.get("reruns", ())
+        ],
         "Ratios are Embrasure / Marquez: above 1 is Embrasure faster for a rate, below 1 is"
         " Embrasure faster for a time or smaller for a size.",
         "",

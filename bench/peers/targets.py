@@ -81,7 +81,7 @@ class Target:
             return int(row[0]) if row else 0
         overview = httpx.get(self.url + "/api/v1/overview", params={"runs": 0}, timeout=60)
         overview.raise_for_status()
-        return int(sum(overview.json()["items"].values()))
+        return int(overview.json()["items"]["received"])
 
     def settle(self, timeout_s: float = 180.0) -> float:
         """Seconds until the server process uses under SETTLED_CORES (its queued requests
