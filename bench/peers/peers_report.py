@@ -345,14 +345,22 @@ def _correctness(targets: dict[str, Any]) -> list[str]:
         kinds = ", ".join(f"{k} {v}" for k, v in c["by_kind"].items() if v) or "none"
         if c.get("export_identical") is not None:
             kinds += "; export byte-identical: " + ("yes" if c["export_identical"] else "no")
-        rows.append([name, f"{c['events']} ({c['runs']} runs)", str(c["sent"]), served, kinds])
+        answers = " · ".join(f"{o}: {v['statuses']}" for o, v in c["sent"].items())
+        rows.append([name, f"{c['events']} ({c['runs']} runs)", answers, served, kinds])
     lines += _table(["target", "events", "answers", "served", "differences"], rows)
     for name, t in targets.items():
         c = t.get("correctness")
-        refused = [r for o in c["sent"].values() for r in o["refusals"]] if c else []
+        refused: dict[str, list[Any]] = {}
+        for sent in (c or {}).get("sent", {}).values():
+            for reason, n, first in sent["refusals"]:
+                refused.setdefault(reason, [0, first])[0] += n
         if refused:
-            lines += [f"### {name}: why events were refused (both orders)", ""]
-            lines += [f"- `{r}`: {n} times, first `{first}`" for r, n, first in refused]
+            lines += [
+                f"### {name}: why events were refused (both orders, the 10 commonest of each)",
+                "",
+            ]
+            ranked = sorted(refused.items(), key=lambda kv: -kv[1][0])
+            lines += [f"- `{r}`: {n} POSTs, first `{first}`" for r, (n, first) in ranked]
             lines.append("")
         if c is None or not c["explained"]:
             continue
