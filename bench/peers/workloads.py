@@ -146,7 +146,12 @@ def _probe(client: httpx.Client, target: Target, n: int, tag: str) -> dict[str, 
     posted = client.post("/api/v1/lineage", content=body, headers=JSON)
     acked = time.perf_counter()
     if not 200 <= posted.status_code < 300:
-        return {"ack_ms": (acked - started) * 1000, "visible_ms": None, "polls": 0}
+        return {
+            "ack_ms": (acked - started) * 1000,
+            "visible_ms": None,
+            "polls": 0,
+            "refused": posted.status_code,
+        }
     polls = 0
     while time.perf_counter() - started < PROBE_TIMEOUT_S:
         if polls:
@@ -185,6 +190,9 @@ def _probes(target: Target, count: int, tag: str) -> dict[str, Any]:
         "visible_ms": _percentiles(visible),
         "ack_ms": _percentiles([f["ack_ms"] for f in found if f["ack_ms"] is not None]),
         "never_visible": count - len(visible),
+        # Of those, the POSTs answered with an error (the rest were not in the answer
+        # within PROBE_TIMEOUT_S).
+        "refused": [f["refused"] for f in found if f.get("refused") is not None],
         "polls_median": statistics.median(f["polls"] or 0 for f in found),
     }
 
