@@ -1,8 +1,9 @@
 """Embrasure beside Marquez (issue 17): one run, one machine, the same events and client.
 
 Three targets, each on a fresh database (bench/peers/targets.py): Embrasure on SQLite,
-Embrasure on PostgreSQL, Marquez (``io.github.marquezproject:marquez-api``, fetched from
-Maven Central by bench/peers/marquez_server.py) on PostgreSQL. Parts (``--parts``):
+Embrasure on PostgreSQL, Marquez 0.50.0 on PostgreSQL (bench/peers/marquez_server.py gets
+it: ``marquez-api`` from Maven Central, or, where that lacks it, built from a Marquez
+checkout given with ``--marquez-source`` or EMBRASURE_MARQUEZ_SOURCE). Parts (``--parts``):
 
 - ``ingest``: wrk single-event ingest (64 connections, unique runIds), Embrasure's
   500-event batches beside it; the database's growth per event; then the time until a
@@ -211,6 +212,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes, results/tmp/")
     parser.add_argument("--out", type=Path, default=None, help="results path, no suffix")
     parser.add_argument(
+        "--marquez-source", type=Path, default=None, help=marquez_server.SOURCE_HELP
+    )
+    parser.add_argument(
         "--merge", action="store_true", help="put these parts over those in OUT.json"
     )
     parser.add_argument(
@@ -234,7 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if "marquez" in args.targets:
         marquez_server.require_java()
-        marquez_server.fetch()  # before any clock starts; exits 2 without mvn
+        # Before any clock starts; exits 2 without mvn, or without marquez-api and a source.
+        marquez_server.fetch(source=args.marquez_source)
     wrk = ingest_load.ensure_wrk() if "ingest" in args.parts else None
     work = Path(tempfile.mkdtemp(prefix="embrasure-peers-"))
     code = servers.copy_source(work, None)
