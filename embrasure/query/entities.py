@@ -6,7 +6,7 @@ lineage.py, columns.py and impact.py.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -353,17 +353,16 @@ def used_facet_owners(run_id: str, role: str, identities: Iterable[DatasetId]) -
     return owners
 
 
-def run_datasets(
-    reader: GraphReader, ids: Identities, run_id: str, io: Iterable[RunIoRow]
-) -> dict[str, list[dict[str, Any]]]:
-    """A run's inputs and outputs (docs/queries.md#runs): each dataset under its canonical
-    identity once per role, with the version the latest event named and what the run
-    sent about it — its dataset facets and its input/output facets, each the latest
-    value per facet name over the run's events (and over the aliases it was named by)."""
+_Used = dict[tuple[str, DatasetId], tuple[tuple[str, str], set[DatasetId], str | None]]
+
+
+def _used(ids: Identities, io: Iterable[RunIoRow]) -> _Used:
+    """A run's io rows by (direction, canonical dataset): the identities it was sent
+    under, and the version the latest event named (with that event's rank)."""
     io = list(io)
     canonical = ids.canonical(DatasetId(r.ds_ns, r.ds_name) for r in io)
     # A run whose events named two jobs, or one dataset by two aliases, has several rows.
-    used: dict[tuple[str, DatasetId], tuple[tuple[str, str], set[DatasetId], str | None]] = {}
+    used: _Used = {}
     for r in io:
         sent = DatasetId(r.ds_ns, r.ds_name)
         key = (r.direction, canonical[sent])
@@ -373,11 +372,12 @@ def run_datasets(
         if r.version is not None and (version is None or mine > rank):
             rank, version = mine, r.version
         used[key] = (rank, sent_as, version)
-    groups: dict[tuple[tuple[str, DatasetId], str], list[str]] = {}
-    for key, (_rank, sent_as, _version) in used.items():
-        for owner, part in used_facet_owners(run_id, ROLES[key[0]], sorted(sent_as)).items():
-            groups.setdefault((key, part), []).append(owner)
-    facets = facets_of_groups(reader, groups)
+    return used
+
+
+def _used_json(
+    used: _Used, facets: Mapping[tuple[tuple[str, DatasetId], str], dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {"in": [], "out": []}
     for key in sorted(used):
         direction, node = key
@@ -391,33 +391,80 @@ def run_datasets(
     return out
 
 
+def run_views(
+    reader: GraphReader,
+    rows: Sequence[RunRow],
+    children_limit: int | None = None,
+    ids: Identities | None = None,
+) -> list[dict[str, Any]]:
+    """Runs as GET /api/v1/runs/{runId} shows them (docs/queries.md#runs), a page at a
+    time in a fixed number of queries (their io rows, their facets, what they sent
+    about each dataset, their children), not a few per run: a listing or the export
+    of thousands of runs on PostgreSQL paid a round trip per query. Each input and
+    output appears under its canonical identity once per role, with the version the
+    latest event named and what the run sent about it — its dataset facets and its
+    input/output facets, each the latest value per facet name over the run's events
+    (and over the aliases it was named by). With ``children_limit``, at most that many
+    child runIds (the first by runId), as listings carry them."""
+    ids = ids or Identities(reader)
+    run_ids = [(row.run_id,) for row in rows]
+    io_of: dict[str, list[RunIoRow]] = {}
+    for r in reader.rows(RunIoRow, ("run_id",), run_ids):
+        io_of.setdefault(r.run_id, []).append(r)
+    children_of: dict[str, list[str]] = {}
+    # Only the ids, from the parent index (which holds the key): not 10,000 whole rows.
+    for parent, child in reader.pick(
+        RunRow, ("parent_run_id", "run_id"), ("parent_run_id",), run_ids
+    ):
+        children_of.setdefault(str(parent), []).append(str(child))
+    used_of = {row.run_id: _used(ids, io_of.get(row.run_id, ())) for row in rows}
+    groups: dict[tuple[str, Any, str], list[str]] = {}
+    for row in rows:
+        run_id = row.run_id
+        groups[(run_id, None, "run")] = [entity("run", run_id)]
+        for key, (_rank, sent_as, _version) in used_of[run_id].items():
+            for owner, part in used_facet_owners(run_id, ROLES[key[0]], sorted(sent_as)).items():
+                groups.setdefault((run_id, key, part), []).append(owner)
+    # A run's own facets are served with their deletion markers' values left in
+    # (honour_deleted=False); what it sent about a dataset honours them.
+    run_facets = facets_of_groups(
+        reader, {k: v for k, v in groups.items() if k[2] == "run"}, honour_deleted=False
+    )
+    sent_of: dict[str, dict[tuple[tuple[str, DatasetId], str], dict[str, Any]]] = {}
+    for (rid, key, part), value in facets_of_groups(
+        reader, {k: v for k, v in groups.items() if k[2] != "run"}
+    ).items():
+        sent_of.setdefault(rid, {})[(key, part)] = value
+    views = []
+    for row in rows:
+        run_id = row.run_id
+        facets = run_facets[(run_id, None, "run")]
+        error = facets.get("errorMessage")
+        children = sorted(children_of.get(run_id, ()))
+        used = _used_json(used_of[run_id], sent_of.get(run_id, {}))
+        views.append(
+            {
+                **run_summary(row),
+                "inputs": used["in"],
+                "outputs": used["out"],
+                "facets": facets,
+                "error_message": error.get("message") if isinstance(error, dict) else None,
+                "parent": _parent(row),
+                "children": children if children_limit is None else children[:children_limit],
+                "child_count": len(children),
+            }
+        )
+    return views
+
+
 def run_view(
     reader: GraphReader,
     row: RunRow,
     children_limit: int | None = None,
     ids: Identities | None = None,
 ) -> dict[str, Any]:
-    """A run (GET /api/v1/runs/{runId}, docs/queries.md#runs); with ``children_limit``, at most that
-    many child runIds (the first by runId), as listings carry them."""
-    run_id = row.run_id
-    io = reader.rows(RunIoRow, ("run_id",), [(run_id,)])
-    facets = current_facets(reader, [entity("run", run_id)], honour_deleted=False)
-    error = facets.get("errorMessage")
-    # Only the ids, from the parent index (which holds the key): not 10,000 whole rows.
-    children = sorted(
-        child for (child,) in reader.pick(RunRow, ("run_id",), ("parent_run_id",), [(run_id,)])
-    )
-    used = run_datasets(reader, ids or Identities(reader), run_id, io)
-    return {
-        **run_summary(row),
-        "inputs": used["in"],
-        "outputs": used["out"],
-        "facets": facets,
-        "error_message": error.get("message") if isinstance(error, dict) else None,
-        "parent": _parent(row),
-        "children": children if children_limit is None else children[:children_limit],
-        "child_count": len(children),
-    }
+    """One run (``run_views`` of one)."""
+    return run_views(reader, [row], children_limit, ids)[0]
 
 
 def child_runs(
@@ -446,4 +493,4 @@ def child_runs(
     if after is not None:
         ordered = [r for r in ordered if key(r) > tuple(after)]
     last = list(key(ordered[limit - 1])) if len(ordered) > limit else None
-    return [run_view(reader, r, LISTED_CHILDREN) for r in ordered[:limit]], last
+    return run_views(reader, ordered[:limit], LISTED_CHILDREN), last

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from embrasure.model import DatasetId, JobId
 from embrasure.query.columns import _column_order, column_edge_json, column_edges_of
-from embrasure.query.entities import Identities, dataset_view, job_view, node_id, run_view
+from embrasure.query.entities import Identities, dataset_view, job_view, node_id, run_views
 from embrasure.query.graph import Graph, MergedEdge
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
@@ -62,7 +62,7 @@ def export_chunks(reader: GraphReader) -> Iterator[bytes]:
     hidden |= {j for r in reader.rows(JobRow) if graph.hidden.job(j := JobId(r.ns, r.name))}
     nodes = sorted(n for n in set(canonical.values()) if n not in hidden)
     jobs = sorted(j for r in reader.rows(JobRow) if (j := JobId(r.ns, r.name)) not in hidden)
-    runs = (r for r in reader.rows(RunRow) if JobId(r.job_ns, r.job_name) not in hidden)
+    runs = [r for r in reader.rows(RunRow) if JobId(r.job_ns, r.job_name) not in hidden]
 
     # Top-level keys in sorted order, as OPT_SORT_KEYS writes them.
     yield b'{"column_edges":['
@@ -74,7 +74,8 @@ def export_chunks(reader: GraphReader) -> Iterator[bytes]:
     yield b'],"jobs":['
     yield from _pieces(_job_view(reader, j) for j in jobs)
     yield b'],"runs":['
-    yield from _pieces(run_view(reader, row, ids=ids) for row in runs)
+    # A page of runs at a time: run_views reads a page in a few queries.
+    yield from _pieces(view for page in _chunked(runs) for view in run_views(reader, page, ids=ids))
     yield b"]}"
 
 

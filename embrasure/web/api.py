@@ -27,6 +27,7 @@ from embrasure.query.entities import (
     job_view,
     run_summary,
     run_view,
+    run_views,
 )
 from embrasure.query.export import open_export
 from embrasure.query.graph import Graph
@@ -119,7 +120,7 @@ class ReadApi:
                 raise not_found(f"No job {namespace} {name} is known.")
             last = rows[limit - 1] if len(rows) > limit else None
             return {
-                "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
+                "runs": run_views(reader, rows[:limit], LISTED_CHILDREN),
                 "next_cursor": encode_cursor([last.latest_key, last.run_id]) if last else None,
             }
 
@@ -388,7 +389,7 @@ def _writer_runs(
         rows = [r for r in rows if _latest_first(r) < tuple(before)]
     last = rows[limit - 1] if len(rows) > limit else None
     return {
-        "runs": [run_view(reader, r, LISTED_CHILDREN) for r in rows[:limit]],
+        "runs": run_views(reader, rows[:limit], LISTED_CHILDREN),
         "next_cursor": encode_cursor(list(_latest_first(last))) if last else None,
     }
 

@@ -278,6 +278,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
     for body, seq in bodies:
         run_sql(db_url, "UPDATE deliveries SET body = ? WHERE seq = ?", (body, seq))
     for table in (
+        "kafka_messages",
         "run_horizon",
         "log_segments",
         "delivery_bodies",
