@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from embrasure import logs
-from embrasure.cli.options import fail, load_settings, setting_options
+from embrasure.cli.options import fail, load_settings, open_log_store, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.settings import Settings
 
@@ -54,7 +54,6 @@ def consume(**flags: Any) -> None:
     from embrasure.receiver.backpressure import Backpressure
     from embrasure.receiver.bounds import Limits, MiB
     from embrasure.receiver.kafka import KafkaConsumer
-    from embrasure.store import open_store
     from embrasure.store.group_commit import GroupCommitter
 
     settings = load_settings(flags)
@@ -63,12 +62,7 @@ def consume(**flags: Any) -> None:
     if source is None:
         fail("consume needs --kafka-bootstrap (EMBRASURE_KAFKA_BOOTSTRAP): HOST:PORT of a broker")
     try:
-        store = open_store(
-            settings.db,
-            upgrade=settings.upgrade,
-            pool_size=settings.db_pool_size,
-            compression=settings.log_compression,
-        )
+        store = open_log_store(settings)
     except EmbrasureError as exc:
         fail(str(exc))
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)

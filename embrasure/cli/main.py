@@ -22,7 +22,7 @@ from embrasure.cli import graph as cli_graph
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import retention as cli_retention
 from embrasure.cli import tokens as cli_tokens
-from embrasure.cli.options import fail, load_settings, setting_options
+from embrasure.cli.options import fail, load_settings, open_log_store, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.settings import Settings, markdown_table
 from embrasure.store import migrations
@@ -86,19 +86,13 @@ def serve(**flags: Any) -> None:
     from embrasure.app import build_app
     from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.projector.worker import Projector
-    from embrasure.store import open_store
     from embrasure.web.auth import is_loopback
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     sock = listen(settings.host, settings.port)  # first: a bad address creates no database
     try:
-        store = open_store(
-            settings.db,
-            upgrade=settings.upgrade,
-            pool_size=settings.db_pool_size,
-            compression=settings.log_compression,
-        )
+        store = open_log_store(settings)
     except EmbrasureError as exc:
         sock.close()
         fail(str(exc))

@@ -67,6 +67,19 @@ def byte_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def open_log_store(settings: Settings) -> Any:
+    """The store serve and consume append to, as the settings open it (EmbrasureError
+    when it cannot be opened)."""
+    from embrasure.store import open_store
+
+    return open_store(
+        settings.db,
+        upgrade=settings.upgrade,
+        pool_size=settings.db_pool_size,
+        compression=settings.log_compression,
+    )
+
+
 def load_settings(flags: dict[str, Any]) -> Settings:
     try:
         return Settings.load(flags)
