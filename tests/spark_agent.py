@@ -100,8 +100,10 @@ class Layout:
         return f"{self.warehouse}/{name}"
 
 
-def transport_conf(urls: dict[str, str]) -> dict[str, str]:
-    """The agent's transport settings for these servers (name → base URL)."""
+def transport_conf(urls: dict[str, str], copy: Path | None = None) -> dict[str, str]:
+    """The agent's transport settings for these servers (name → base URL); with ``copy``,
+    a ``file`` transport beside them writes every event there too, one a line, the bytes
+    the agent sends (what ``record`` keeps: a server refuses some, see docs/producers/spark.md)."""
 
     def http(prefix: str, url: str) -> dict[str, str]:
         return {
@@ -113,19 +115,24 @@ def transport_conf(urls: dict[str, str]) -> dict[str, str]:
         }
 
     base = "spark.openlineage.transport"
-    if len(urls) == 1:
+    if len(urls) == 1 and copy is None:
         return http(base, next(iter(urls.values())))
     conf = {
         f"{base}.type": "composite",
-        f"{base}.continueOnFailure": "false",  # a server that refuses must be seen
+        # A refusal by one server must not keep the event from the others (the agent
+        # logs it, as it would with one server).
+        f"{base}.continueOnFailure": "true",
         f"{base}.withThreadPool": "false",  # each event sent before the next is built
     }
     for name, url in urls.items():
         conf.update(http(f"{base}.transports.{name}", url))
+    if copy is not None:
+        conf.update({f"{base}.transports.copy.type": "file",
+                     f"{base}.transports.copy.location": str(copy)})  # fmt: skip
     return conf
 
 
-def spark_conf(urls: dict[str, str], layout: Layout) -> dict[str, str]:
+def spark_conf(urls: dict[str, str], layout: Layout, copy: Path | None = None) -> dict[str, str]:
     jar = openlineage_agents.agent_jar("spark")
     return {
         "spark.master": "local[2]",
@@ -133,7 +140,7 @@ def spark_conf(urls: dict[str, str], layout: Layout) -> dict[str, str]:
         "spark.jars": str(jar),  # what spark-submit --jars sets
         "spark.extraListeners": LISTENER,
         "spark.openlineage.namespace": NAMESPACE,
-        **transport_conf(urls),
+        **transport_conf(urls, copy),
         "spark.sql.warehouse.dir": layout.warehouse,
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
@@ -144,7 +151,7 @@ def spark_conf(urls: dict[str, str], layout: Layout) -> dict[str, str]:
     }
 
 
-def session(urls: dict[str, str], layout: Layout) -> SparkSession:
+def session(urls: dict[str, str], layout: Layout, copy: Path | None = None) -> SparkSession:
     """A new SparkSession reporting to ``urls``; SparkUnavailable says what is missing."""
     if shutil.which("java") is None:
         raise SparkUnavailable("java is not on PATH: Spark needs a JVM (Java 17)")
@@ -153,7 +160,7 @@ def session(urls: dict[str, str], layout: Layout) -> SparkSession:
     except ImportError as exc:
         raise SparkUnavailable(f"pyspark is not installed ({exc})") from None
     try:
-        conf = spark_conf(urls, layout)
+        conf = spark_conf(urls, layout, copy)
     except openlineage_agents.AgentUnavailable as exc:
         raise SparkUnavailable(str(exc)) from None
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -204,8 +211,10 @@ def run_jobs(spark: SparkSession, layout: Layout) -> str:
     )
 
     # 4. A job that fails: one amount is over 1000.
+    # (assert_true's own type is VOID, which parquet refuses before any row is read.)
     failing = spark.sql(
-        f"SELECT order_id, assert_true(amount < 1000, '{FAIL_MESSAGE}') AS checked FROM orders"
+        "SELECT order_id, coalesce(CAST(assert_true(amount < 1000, "
+        f"'{FAIL_MESSAGE}') AS DOUBLE), amount) AS amount FROM orders"
     )
     try:
         failing.write.mode("overwrite").parquet(layout.rejected)
@@ -262,15 +271,18 @@ def record() -> None:
     layout = Layout(CAPTURE_ROOT)
     layout.root.mkdir(parents=True)
     server = ServerProcess(layout.root / "embrasure.db").start()
+    copy = layout.root / "sent.jsonl"
     try:
-        with stopped_after(session({"sqlite": server.url}, layout)) as spark:
+        with stopped_after(session({"sqlite": server.url}, layout, copy)) as spark:
             error = run_jobs(spark, layout)
         overview = wait_projected(server.url)
-        events = served_events(server.url)
+        served = served_events(server.url)
     finally:
         server.stop()
-    CAPTURE.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
-    print(f"{len(events)} events to {CAPTURE}; items {overview['items']}")
+    sent = copy.read_bytes().splitlines()
+    CAPTURE.write_bytes(b"".join(line + b"\n" for line in sent))
+    print(f"{len(sent)} events sent, {len(served)} stored; to {CAPTURE}; items {overview['items']}")
+    assert {orjson.dumps(e) for e in served} <= {orjson.dumps(orjson.loads(s)) for s in sent}
     print(f"the failing job raised: {error.splitlines()[0][:200]}")
 
 

@@ -17,12 +17,17 @@ from collections.abc import Iterable
 from typing import Any
 
 import httpx
+import pytest
 
 from embrasure.query.entities import node_id
 
 from spark_agent import FAIL_MESSAGE, NAMESPACE, PROVIDER_KEY, Layout
 
 FILE = "file"
+UNPARSED_DDL = (
+    "SQL column lineage not derived: the query cannot be parsed as databricks SQL: "
+    "Expected: end of statement, found: USING at Line: 1, Column: 80"
+)
 Event = dict[str, Any]
 
 
@@ -63,7 +68,11 @@ def check_no_quarantine(http: httpx.Client, events: list[Event]) -> None:
     assert overview["items"].get("quarantined", 0) == 0, _get(http, "/api/v1/quarantine")
     assert overview["items"]["projected"] == overview["items"]["received"], overview
     assert overview["items"]["projected"] >= len(events), overview
-    assert delivery_warnings(http, PROVIDER_KEY) == []
+    # The one warning: the CREATE TABLE's `sql` facet (no columnLineage on that output, so
+    # Embrasure tries to derive it) is Spark SQL openlineage-sql 1.54.0 cannot parse
+    # (`USING parquet`); its START and COMPLETE each say so. Nothing is dropped.
+    warnings = delivery_warnings(http, PROVIDER_KEY)
+    assert set(warnings) <= {UNPARSED_DDL} and len(warnings) <= 2, warnings
 
 
 def delivery_warnings(http: httpx.Client, provider_key: str) -> list[str]:
@@ -179,7 +188,24 @@ def check_column_lineage(http: httpx.Client, layout: Layout) -> None:
     assert _mapping(edges, (layout.lake_orders, "status")) == "expression", edges
 
 
+def check_failure_sent(http: httpx.Client, events: list[Event], layout: Layout) -> None:
+    """What the agent sends for the failed write: a FAIL whose `spark.exception` run facet
+    holds the stack trace (no `errorMessage` facet), then a COMPLETE for the same run
+    13 ms later (the SQL execution's end). Both stored."""
+    (failed,) = runs_writing(events, layout.rejected)
+    sent = [e for e in events if e["run"]["runId"] == failed]
+    states = [e["eventType"] for e in sent]
+    assert states[-2:] == ["FAIL", "COMPLETE"], states
+    (fail,) = [e for e in sent if e["eventType"] == "FAIL"]
+    trace = fail["run"]["facets"]["spark.exception"]["stackTrace"]
+    assert FAIL_MESSAGE in trace.splitlines()[0], trace[:300]
+    assert all("errorMessage" not in (e["run"].get("facets") or {}) for e in sent)
+    view = _get(http, f"/api/v1/runs/{failed}")
+    assert "spark.exception" in view["facets"]  # the trace is kept, as sent
+
+
 def check_failed_run(http: httpx.Client, events: list[Event], layout: Layout) -> None:
+    """The failed write served as FAIL with its error message (issue 20's target)."""
     (failed,) = runs_writing(events, layout.rejected)
     view = _get(http, f"/api/v1/runs/{failed}")
     assert view["state"] == "FAIL", view["state"]
@@ -206,5 +232,15 @@ def check_all(http: httpx.Client, events: list[Event], layout: Layout) -> None:
     check_hierarchy(http, events)
     check_symlinked_table(http, events, layout)
     check_column_lineage(http, layout)
-    check_failed_run(http, events, layout)
+    check_failure_sent(http, events, layout)
     check_statistics(http, layout)
+
+
+# Not so today: the agent's COMPLETE after its FAIL wins (docs/projection.md#runs: among
+# terminal events the latest eventTime wins), and the failure's text is only in the
+# `spark.exception` facet, which Embrasure does not read as the error message.
+FAIL_THEN_COMPLETE = pytest.mark.xfail(
+    strict=True,
+    reason="openlineage-spark 1.53.0 sends FAIL then COMPLETE for a failed query, with the "
+    "error in spark.exception: the run is served COMPLETE, with no error_message",
+)

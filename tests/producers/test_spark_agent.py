@@ -105,6 +105,11 @@ def test_column_lineage_classes(spark_run: LiveRun, live: Live) -> None:
 
 def test_the_failed_query(spark_run: LiveRun, live: Live) -> None:
     assert spark_agent.FAIL_MESSAGE in spark_run.error
+    spark_graph.check_failure_sent(*live, spark_run.layout)
+
+
+@spark_graph.FAIL_THEN_COMPLETE
+def test_the_failed_query_is_served_as_failed(spark_run: LiveRun, live: Live) -> None:
     spark_graph.check_failed_run(*live, spark_run.layout)
 
 
