@@ -3,7 +3,7 @@ Central, sending over HTTP to live `embrasure serve` processes — one on SQLite
 PostgreSQL, both reached by one SparkSession (tests/spark_agent.py) — and the graph they
 serve checked (tests/spark_graph.py).
 
-The jobs run once per module, ~1 min on this machine's 2 cores. Without Java, pyspark or
+The jobs run once per module: ~30 s for the module on this machine's 2 cores. Without Java, pyspark or
 the agent jar the tests are skipped, and under CI they fail, as the Kafka tests do.
 """
 
