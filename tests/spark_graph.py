@@ -190,29 +190,29 @@ def check_column_lineage(http: httpx.Client, layout: Layout) -> None:
 
 def check_failure_sent(http: httpx.Client, events: list[Event], layout: Layout) -> None:
     """What the agent sends for the failed write: a FAIL whose `spark.exception` run facet
-    holds the stack trace (no `errorMessage` facet), then a COMPLETE for the same run
-    13 ms later (the SQL execution's end). Both stored."""
+    holds the stack trace (no `errorMessage` facet), then, milliseconds later, another
+    event for the same run: a COMPLETE (the SQL execution's end) in the recording, a
+    RUNNING in some live runs. All stored."""
     (failed,) = runs_writing(events, layout.rejected)
     sent = [e for e in events if e["run"]["runId"] == failed]
     states = [e["eventType"] for e in sent]
-    assert states[-2:] == ["FAIL", "COMPLETE"], states
+    assert states[0] == "START" and states.count("FAIL") == 1, states
+    assert set(states[states.index("FAIL") + 1 :]) <= {"RUNNING", "COMPLETE"}, states
     (fail,) = [e for e in sent if e["eventType"] == "FAIL"]
     trace = fail["run"]["facets"]["spark.exception"]["stackTrace"]
     assert FAIL_MESSAGE in trace.splitlines()[0], trace[:300]
     assert all("errorMessage" not in (e["run"].get("facets") or {}) for e in sent)
     view = _get(http, f"/api/v1/runs/{failed}")
     assert "spark.exception" in view["facets"]  # the trace is kept, as sent
+    # The FAIL outranks the later COMPLETE (docs/projection.md#runs, graph version 12).
+    assert (view["state"], view["ended_at"]) == ("FAIL", fail["eventTime"]), view
 
 
 def check_failed_run(http: httpx.Client, events: list[Event], layout: Layout) -> None:
-    """The failed write served as FAIL with its error message (issue 20's target)."""
+    """The failed write served with its error message (issue 20's target)."""
     (failed,) = runs_writing(events, layout.rejected)
     view = _get(http, f"/api/v1/runs/{failed}")
-    assert view["state"] == "FAIL", view["state"]
     assert FAIL_MESSAGE in (view["error_message"] or ""), view["error_message"]
-    facet = view["facets"]["errorMessage"]
-    assert facet["programmingLanguage"].upper() in ("JAVA", "SCALA"), facet
-    assert view["ended_at"] is not None
 
 
 def check_statistics(http: httpx.Client, layout: Layout) -> None:
@@ -236,11 +236,10 @@ def check_all(http: httpx.Client, events: list[Event], layout: Layout) -> None:
     check_statistics(http, layout)
 
 
-# Not so today: the agent's COMPLETE after its FAIL wins (docs/projection.md#runs: among
-# terminal events the latest eventTime wins), and the failure's text is only in the
-# `spark.exception` facet, which Embrasure does not read as the error message.
-FAIL_THEN_COMPLETE = pytest.mark.xfail(
+# Not so today: the failure's text is only in the agent's `spark.exception` facet (a
+# stack trace), which Embrasure does not read as the error message (`errorMessage` only).
+NO_ERROR_MESSAGE = pytest.mark.xfail(
     strict=True,
-    reason="openlineage-spark 1.53.0 sends FAIL then COMPLETE for a failed query, with the "
-    "error in spark.exception: the run is served COMPLETE, with no error_message",
+    reason="openlineage-spark 1.53.0 sends no errorMessage facet for a failed query, only "
+    "spark.exception: the run is served FAIL with no error_message",
 )

@@ -67,8 +67,8 @@ def test_the_failed_query_as_sent(replayed: Replayed) -> None:
     spark_graph.check_failure_sent(*replayed, LAYOUT)
 
 
-@spark_graph.FAIL_THEN_COMPLETE
-def test_the_failed_query_is_served_as_failed(replayed: Replayed) -> None:
+@spark_graph.NO_ERROR_MESSAGE
+def test_the_failed_query_has_its_error_message(replayed: Replayed) -> None:
     spark_graph.check_failed_run(*replayed, LAYOUT)
 
 
