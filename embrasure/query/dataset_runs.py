@@ -24,7 +24,8 @@ from embrasure.query.entities import (
     used_facet_owners,
 )
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import RunRow, RunUse
+from embrasure.store.read_rows import RunUse
+from embrasure.store.rows import RunRow
 
 USE_ROLES = ("input", "output")  # the role= values
 Cursor = tuple[str, str, str]  # run_key, run_id, direction: the last entry of a page
