@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from embrasure.store.sql import Connection
+from embrasure.store.sql import MAX_PARAMS, Connection
 
 SEP = "\x1f"  # projector/shapes.py SEP: entity parts are joined with it
 AFTER_SEP = chr(ord(SEP) + 1)  # keys starting 'x<SEP>' sort below 'x<AFTER_SEP>'
@@ -73,23 +73,27 @@ class RunTrimming:
         facets named (``delete_unnamed_values`` deletes the ones nothing names now)."""
         if not run_ids:
             return set()
+        if len(run_ids) > MAX_PARAMS // 3:
+            raise ValueError(f"{len(run_ids)} runs: a statement takes {MAX_PARAMS // 3}")
         g = self.prefix
-        one = [(r,) for r in run_ids]
+        # A statement per table, not one per run: the pass's thread holds the write lock
+        # through its statements and may wait for the GIL again after each one
+        # (store/pacing.py), so fewer statements should hold it less.
+        marks = ", ".join("?" for _ in run_ids)
         for table in ("runs", "run_io", "events"):
-            self.conn.executemany(f"DELETE FROM {g}{table} WHERE run_id = ?", one)
-        hashes: set[bytes] = set()
+            self.conn.execute(f"DELETE FROM {g}{table} WHERE run_id IN ({marks})", list(run_ids))
+        # A run's facets (entity 'run<SEP>id') and what it sent about the datasets it
+        # used ('run<SEP>id<SEP>input<SEP>ns<SEP>name', projector/shapes.py
+        # ``run_entity``): one range of the facets key per run, two index lookups.
+        terms = " OR ".join("entity = ? OR (entity >= ? AND entity < ?)" for _ in run_ids)
+        params = []
         for run_id in run_ids:
-            # A run's facets (entity 'run<SEP>id') and what it sent about the datasets it
-            # used ('run<SEP>id<SEP>input<SEP>ns<SEP>name', projector/shapes.py
-            # ``run_entity``): one range of the facets key, so one statement a run.
             own = SEP.join(("run", run_id))
-            rows = self.conn.execute(
-                f"DELETE FROM {g}facets WHERE entity = ? OR (entity >= ? AND entity < ?)"
-                " RETURNING value_hash",
-                (own, own + SEP, own + AFTER_SEP),
-            ).fetchall()
-            hashes.update(bytes(r[0]) for r in rows if r[0] is not None)
-        return hashes
+            params += [own, own + SEP, own + AFTER_SEP]
+        rows = self.conn.execute(
+            f"DELETE FROM {g}facets WHERE {terms} RETURNING value_hash", params
+        ).fetchall()
+        return {bytes(r[0]) for r in rows if r[0] is not None}
 
     def exclude_facet_value_readers(self) -> None:
         """Until this transaction ends, keep other projection transactions from finding
