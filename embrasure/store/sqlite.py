@@ -12,7 +12,6 @@ import contextlib
 import os
 import sqlite3
 import threading
-import weakref
 from collections.abc import Iterator, Sequence
 
 from embrasure.errors import StoreError, StoreUnavailable
@@ -29,7 +28,6 @@ from embrasure.store.base import (
 from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import InternCaches
 from embrasure.store.reads import SQLReader
-from embrasure.store.sqlite_checkpoint import Checkpointer
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
 from embrasure.store.write_turns import WriteTurns
 
@@ -50,8 +48,6 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
-    # Checkpoints run on a thread of their own, not inside a commit (sqlite_checkpoint.py).
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
     return conn
 
 
@@ -84,10 +80,6 @@ class SQLiteStore(Store):
         self._projector: sqlite3.Connection | None = None
         self._projector_lock = threading.Lock()
         self._interned = InternCaches()
-        self._checkpointer = Checkpointer(_connect(path))
-        self._checkpointer.start()
-        # A store dropped without ``close`` (a short CLI command, a test) stops it too.
-        weakref.finalize(self, self._checkpointer.stop)
 
     # -- schema ---------------------------------------------------------------------
 
@@ -385,7 +377,6 @@ class SQLiteStore(Store):
                 yield SQLiteTrimmer(conn, self.path, self.codec, self._turns)
 
     def close(self) -> None:
-        self._checkpointer.stop()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
