@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # imported when used: `embrasure serve` needs neither httpx n
     from rich.table import Table
 
     from embrasure.cli.client import Client
+    from embrasure.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,7 +68,7 @@ def byte_size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def open_log_store(settings: Settings) -> Any:
+def open_log_store(settings: Settings) -> Store:
     """The store serve and consume append to, as the settings open it (EmbrasureError
     when it cannot be opened)."""
     from embrasure.store import open_store

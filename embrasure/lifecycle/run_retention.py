@@ -91,10 +91,10 @@ def trim_runs(
     candidates = sorted(named)
     for start in range(0, len(candidates), UNNAMED_PER_STATEMENT):
         held = time.monotonic()
+        chunk = candidates[start : start + UNNAMED_PER_STATEMENT]
         with store.projection(generation) as tx:
-            tx.delete_unnamed_values(candidates[start : start + UNNAMED_PER_STATEMENT])
-        if start + UNNAMED_PER_STATEMENT < len(candidates):
-            pause_after(time.monotonic() - held, "deletion of unnamed facet values")
+            tx.delete_unnamed_values(chunk)
+        pause_after(time.monotonic() - held, f"deletion of {len(chunk)} unnamed facet values")
     report = RunsReport(horizon, removed, time.monotonic() - started)
     log.info("run retention: %s", report.summary(), extra={"seconds": report.seconds})
     return report

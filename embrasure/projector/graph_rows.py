@@ -33,6 +33,7 @@ from embrasure.projector.shapes import (
     FacetRecordRow,
     Shape,
     facet_records,
+    run_entity,
     shape_of,
 )
 from embrasure.projector.shapes import entity as entity  # re-exported: query/ reads it here
@@ -157,10 +158,10 @@ class Contributions:
         assert run_id is not None
         records = facet_records(entity("run", run_id), facts.run_facets, False)
         for role, ds_ns, ds_name, role_records in shape.role_facets:
-            owner = entity(role, run_id, ds_ns, ds_name)
+            owner = run_entity(run_id, role, ds_ns, ds_name)
             records += [(owner, *record[1:]) for record in role_records]
         for role, ds_ns, ds_name, sent in shape.run_datasets:
-            owner = entity(f"{role}_dataset", run_id, ds_ns, ds_name)
+            owner = run_entity(run_id, f"{role}_dataset", ds_ns, ds_name)
             records += [(owner, *record[1:]) for record in sent]
         self._fold_facets(records, facts.event_id, facts.time)
         tkey = time_key(facts.time)

@@ -33,6 +33,15 @@ def entity(kind: str, *parts: str) -> str:
     return SEP.join((kind, *parts))
 
 
+def run_entity(run_id: str, owner: str, ds_ns: str, ds_name: str) -> str:
+    """The key of what a run sent about a dataset it used: ``owner`` is ``input`` or
+    ``output`` (the role's own facets) or ``input_dataset``/``output_dataset`` (the
+    dataset facets as the run sent them). It starts with the run's own key
+    (``entity("run", run_id)``), so all of a run's facet rows are one range of the
+    facets key and --retain-runs deletes them in one statement (store/run_retention.py)."""
+    return SEP.join(("run", run_id, owner, ds_ns, ds_name))
+
+
 # owner, name, canonical JSON, its value_hash, the value, whether it is a deletion marker
 FacetRecordRow = tuple[str, str, bytes, bytes, Any, bool]
 

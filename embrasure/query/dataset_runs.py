@@ -24,7 +24,8 @@ from embrasure.query.entities import (
     used_facet_owners,
 )
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import RunRow, RunUse
+from embrasure.store.read_rows import RunUse
+from embrasure.store.rows import RunRow
 
 USE_ROLES = ("input", "output")  # the role= values
 Cursor = tuple[str, str, str]  # run_key, run_id, direction: the last entry of a page
@@ -94,22 +95,9 @@ def dataset_runs(
     and the cursor of the next page (None on the last). ``shown`` filters out runs of
     hidden jobs."""
     directions = ["in", "out"] if role is None else [{"input": "in", "output": "out"}[role]]
-    uses = _uses(reader, members, directions, before, limit + 2)
-    page: list[tuple[RunUse, RunRow]] = []
-    more = False
-    while not more:
-        chunk = [u for _, u in zip(range(limit + 1), uses, strict=False)]
-        if not chunk:
-            break
-        rows = {r.run_id: r for r in reader.rows(RunRow, ("run_id",), [(u.run_id,) for u in chunk])}
-        for use in chunk:
-            row = rows.get(use.run_id)
-            if row is None or not shown(row):
-                continue
-            if len(page) == limit:
-                more = True
-                break
-            page.append((use, row))
+    page, more = _shown_page(
+        reader, _uses(reader, members, directions, before, limit + 2), limit, shown
+    )
     # The writes just older than the page, whose schemas the page's last write is
     # compared with: read with the page's facets, in the same two queries.
     writes = [use for use, _row in page if use.direction == "out"]
@@ -119,6 +107,44 @@ def dataset_runs(
     _schema_changes(reader, members, page, entries, schemas, older)
     cursor = _order(page[-1][0]) if more and page else None
     return entries, cursor
+
+
+def writer_runs(
+    reader: GraphReader,
+    members: list[DatasetId],
+    before: tuple[str, str] | None,
+    limit: int,
+    shown: Callable[[RunRow], bool],
+) -> tuple[list[RunRow], tuple[str, str] | None]:
+    """A page of the runs that wrote the dataset (``members``: its identities), newest
+    first by (latest eventTime key, run id) like a job's runs, and the next page's
+    cursor (None on the last): read along run_io's dataset index, a page at a time,
+    however many times the dataset was written."""
+    after = None if before is None else (*before, "out")
+    uses = _uses(reader, members, ["out"], after, limit + 2)
+    page, more = _shown_page(reader, uses, limit, shown)
+    last = page[-1][1] if more and page else None
+    return [row for _use, row in page], None if last is None else (last.latest_key, last.run_id)
+
+
+def _shown_page(
+    reader: GraphReader, uses: Iterator[RunUse], limit: int, shown: Callable[[RunRow], bool]
+) -> tuple[list[tuple[RunUse, RunRow]], bool]:
+    """Up to ``limit`` of ``uses`` whose runs are ``shown``, with their run rows, and
+    whether more follow."""
+    page: list[tuple[RunUse, RunRow]] = []
+    while True:
+        chunk = [u for _, u in zip(range(limit + 1), uses, strict=False)]
+        if not chunk:
+            return page, False
+        rows = {r.run_id: r for r in reader.rows(RunRow, ("run_id",), [(u.run_id,) for u in chunk])}
+        for use in chunk:
+            row = rows.get(use.run_id)
+            if row is None or not shown(row):
+                continue
+            if len(page) == limit:
+                return page, True
+            page.append((use, row))
 
 
 def _entries(

@@ -16,6 +16,7 @@ from embrasure.model import DELIVERY_STATES, DatasetId, EventTime, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity
 from embrasure.projector.runs import normalise_state
+from embrasure.projector.shapes import run_entity
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import CanonicalRow, FacetRow, JobRow, LinkRow, RunIoRow, RunRow
 
@@ -348,8 +349,8 @@ def used_facet_owners(run_id: str, role: str, identities: Iterable[DatasetId]) -
     the run sent them) or the role's own key (inputFacets / outputFacets)."""
     owners = {}
     for i in identities:
-        owners[entity(f"{role}_dataset", run_id, i.namespace, i.name)] = "facets"
-        owners[entity(role, run_id, i.namespace, i.name)] = ROLE_FACETS[role]
+        owners[run_entity(run_id, f"{role}_dataset", i.namespace, i.name)] = "facets"
+        owners[run_entity(run_id, role, i.namespace, i.name)] = ROLE_FACETS[role]
     return owners
 
 

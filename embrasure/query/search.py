@@ -17,7 +17,7 @@ from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import Identities, dataset_node, job_kind, job_node
 from embrasure.query.hidden import Hidden
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import SearchHit
+from embrasure.store.read_rows import SearchHit
 
 MATCHES = ("exact", "prefix", "substring")
 

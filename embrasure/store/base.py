@@ -16,20 +16,17 @@ from typing import Any, NamedTuple
 
 from embrasure.errors import BodyArchived, IdempotencyConflict
 from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
-from embrasure.store.rows import (
+from embrasure.store.read_rows import (
     Backlog,
     DeliveryRow,
     EventPlace,
-    ItemRow,
-    LinkRow,
     NamespaceRow,
     OutcomeTotal,
     QuarantinedItem,
-    R,
-    RunRow,
     RunUse,
     SearchHit,
 )
+from embrasure.store.rows import ItemRow, LinkRow, R, RunRow
 from embrasure.store.schema import GRAPH_VERSION
 
 AppendResult = Receipt | IdempotencyConflict

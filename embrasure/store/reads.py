@@ -15,23 +15,17 @@ from embrasure.store.compression import BodyCodec
 from embrasure.store.facet_values import decode
 from embrasure.store.interned import distinct_named, select_named
 from embrasure.store.log_sql import read_body
-from embrasure.store.rows import (
-    INTERNED,
+from embrasure.store.read_rows import (
     Backlog,
     DeliveryRow,
     EventPlace,
-    FacetValueRow,
-    ItemRow,
     NamespaceRow,
     OutcomeTotal,
     QuarantinedItem,
-    R,
-    RunRow,
     RunUse,
     SearchHit,
-    maker,
-    table_of,
 )
+from embrasure.store.rows import INTERNED, FacetValueRow, ItemRow, R, RunRow, maker, table_of
 from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import MAX_PARAMS, Connection, select_records, select_where_in

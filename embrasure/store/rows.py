@@ -1,4 +1,4 @@
-"""Typed rows: one record per graph table, and one per shape the reader builds itself.
+"""Typed rows: one record per graph table (the reader's own shapes are in store/read_rows.py).
 
 Each graph table's record names its columns in table order, key columns first, then
 value columns: ``GRAPH_ROWS`` says how many lead fields are the key, and
@@ -13,12 +13,10 @@ BLOB/BYTEA ``bytes``; a nullable column is ``… | None``. Nothing checks them a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
 import orjson
-
-from embrasure.model import KafkaCoordinates
 
 # -- the graph tables (schema.GRAPH_TABLES) -------------------------------------------------
 
@@ -430,104 +428,3 @@ def maker(row: type[R]) -> Callable[[Iterable[Any]], R]:
     """The record of ``row`` made from a driver's row (a sequence in field order)."""
     make: Callable[[Iterable[Any]], R] = row._make  # type: ignore[attr-defined]
     return make
-
-
-# -- the reader's own shapes (GraphReader) ---------------------------------------------------
-
-
-class DeliveryRow(NamedTuple):
-    """A delivery: its log columns, its state and its projection's counts (NULL before
-    it is projected)."""
-
-    seq: int
-    delivery_id: str
-    provider_key: str
-    idempotency_key: str | None
-    body_sha256: str
-    received_at: str
-    route: str
-    item_count: int
-    rejections: str  # JSON [[index, kind, reason], …]
-    log_state: str  # the state recorded on receipt
-    state: str  # accepted / projected / partially_projected / quarantined
-    projected: int | None
-    quarantined: int | None
-    edges_created: int | None
-    kinds: str | None  # DeliveryOutcome.kinds
-    kafka: KafkaCoordinates | None  # route "kafka": where the message came from
-
-    @classmethod
-    def of(cls, row: Sequence[Any]) -> DeliveryRow:
-        """From a reads.py delivery query: its columns, then the Kafka join's four."""
-        topic, partition, offset, key = row[-4:]
-        kafka = (
-            None
-            if topic is None
-            else KafkaCoordinates(
-                str(topic), int(partition), int(offset), None if key is None else bytes(key)
-            )
-        )
-        return cls._make((*row[:-4], kafka))
-
-
-class QuarantinedItem(NamedTuple):
-    delivery_id: str
-    idx: int
-    kind: str | None
-    reason: str | None
-    received_at: str
-    seq: int
-
-
-class OutcomeTotal(NamedTuple):
-    """The projected deliveries in one state, and their items."""
-
-    state: str  # projected / partially_projected / quarantined
-    deliveries: int
-    projected: int
-    quarantined: int
-
-
-class Backlog(NamedTuple):
-    """The log past the graph's position."""
-
-    deliveries: int  # with items to project
-    items: int  # those items
-    oldest: str | None  # the oldest such delivery's received_at
-    rejected: int  # deliveries whose every item was rejected on receipt
-
-
-class NamespaceRow(NamedTuple):
-    namespace: str
-    datasets: int  # dataset identities
-    jobs: int
-
-
-class SearchHit(NamedTuple):
-    kind: str  # dataset / job / field
-    ns: str
-    name: str
-    field: str | None
-    rank: int  # 0 exact, 1 prefix, 2 substring
-
-
-class EventPlace(NamedTuple):
-    """An event and where its bytes are in the log (where first seen)."""
-
-    event_id: str
-    time_key: str
-    time_text: str | None
-    seq: int
-    idx: int
-    route: str
-
-
-class RunUse(NamedTuple):
-    """A run that read or wrote a dataset (one identity as sent), in the dataset's run
-    order (GraphReader.runs_of_dataset)."""
-
-    run_key: str  # the run's latest eventTime key ('' unknown)
-    run_id: str
-    direction: str  # 'in' read, 'out' wrote
-    version: str | None  # the dataset version the run named (RunIoRow)
-    version_key: str | None

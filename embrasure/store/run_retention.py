@@ -3,17 +3,15 @@ eventTime is before the horizon leave the graph with their per-run rows, and the
 is recorded beside the log (docs/operations.md#retention-and-the-archive).
 
 What goes: the ``runs`` row, its ``run_io`` rows, its ``events`` rows, and the facets
-of the run and of its inputs and outputs (entities ``run``, ``input``, ``output``,
-``input_dataset`` and ``output_dataset`` with the run id first: projector/graph_rows.py
-``entity``). What stays: datasets, jobs, services, edges (with their first and last
-seen and run counts), column edges, the current job and dataset facets, each
-data-quality check's latest result (``dataset_checks``), event shapes, and each job's
-latest run, which no horizon
-trims (a job page always shows its last run). A facet value the trimmed facets named that
-nothing names any more (no facets or facet_sets row) leaves ``facet_values`` after them
-(in transactions of their own, ``delete_unnamed_values``):
-values are shared by hash, so a run's own (a nominalTime, a parent run) would otherwise
-stay for good (docs/architecture.md#storage).
+of the run and of its inputs and outputs (entity ``run<SEP>id`` and the keys under it:
+projector/shapes.py ``run_entity``). What stays: datasets, jobs, services, edges (with
+their first and last seen and run counts), column edges, the current job and dataset
+facets, each data-quality check's latest result (``dataset_checks``), event shapes, and
+each job's latest run, which no horizon trims (a job page always shows its last run). A
+facet value the trimmed facets named that nothing names any more (no facets or
+facet_sets row) leaves ``facet_values`` after them (in transactions of their own,
+``delete_unnamed_values``): values are shared by hash, so a run's own (a nominalTime, a
+parent run) would otherwise stay for good (docs/architecture.md#storage).
 """
 
 from __future__ import annotations
@@ -22,12 +20,15 @@ from collections.abc import Sequence
 
 from embrasure.store.sql import MAX_PARAMS, Connection
 
-SEP = "\x1f"  # projector/graph_rows.py SEP: entity parts are joined with it
-# Entities named by a run id then a dataset: an input's or output's own facets, and the
-# dataset facets the run sent about it (projector/graph_rows.py ``_run_facets``).
-RUN_ENTITIES = ("input", "output", "input_dataset", "output_dataset")
+SEP = "\x1f"  # projector/shapes.py SEP: entity parts are joined with it
+AFTER_SEP = chr(ord(SEP) + 1)  # keys starting 'x<SEP>' sort below 'x<AFTER_SEP>'
 RunCursor = tuple[str, str, str]  # job ns, job name, latest key: where a pass goes on
-UNNAMED_PER_STATEMENT = MAX_PARAMS // 3  # candidates a delete_unnamed_values statement takes
+# Candidates a delete_unnamed_values statement takes: a parameter each, under SQLite's
+# limit (32,766 since 3.32) and PostgreSQL's (65,535). Each statement scans the facet
+# tables once whatever its candidates, so the more it takes the fewer scans a pass makes:
+# in the soak (bench/README.md) a pass's 1,500 to 7,100 candidates took one statement
+# holding the write lock 477 ms at p50, where 300 a statement held it ~206 ms each.
+UNNAMED_PER_STATEMENT = 30_000
 
 
 class RunTrimming:
@@ -72,41 +73,32 @@ class RunTrimming:
         facets named (``delete_unnamed_values`` deletes the ones nothing names now)."""
         if not run_ids:
             return set()
+        if len(run_ids) > MAX_PARAMS // 3:
+            raise ValueError(f"{len(run_ids)} runs: a statement takes {MAX_PARAMS // 3}")
         g = self.prefix
-        one = [(r,) for r in run_ids]
+        # A statement per table, not one per run: the pass's thread holds the write lock
+        # through its statements and may wait for the GIL again after each one
+        # (store/pacing.py), so fewer statements should hold it less.
+        marks = ", ".join("?" for _ in run_ids)
         for table in ("runs", "run_io", "events"):
-            self.conn.executemany(f"DELETE FROM {g}{table} WHERE run_id = ?", one)
-        hashes: set[bytes] = set()
-        where = "entity = ?"
+            self.conn.execute(f"DELETE FROM {g}{table} WHERE run_id IN ({marks})", list(run_ids))
+        # A run's facets (entity 'run<SEP>id') and what it sent about the datasets it
+        # used ('run<SEP>id<SEP>input<SEP>ns<SEP>name', projector/shapes.py
+        # ``run_entity``): one range of the facets key per run, two index lookups.
+        terms = " OR ".join("entity = ? OR (entity >= ? AND entity < ?)" for _ in run_ids)
+        params = []
         for run_id in run_ids:
-            hashes.update(self._facet_hashes(where, (SEP.join(("run", run_id)),)))
-        self.conn.executemany(
-            f"DELETE FROM {g}facets WHERE {where}", [(SEP.join(("run", r)),) for r in run_ids]
-        )
-        # An input's or output's facets: entity 'input<SEP>run<SEP>ns<SEP>name', so every
-        # key from 'input<SEP>run<SEP>' up to (not including) the next character after SEP.
-        ranges = [
-            (f"{kind}{SEP}{r}{SEP}", f"{kind}{SEP}{r}{chr(ord(SEP) + 1)}")
-            for kind in RUN_ENTITIES
-            for r in run_ids
-        ]
-        where = "entity >= ? AND entity < ?"
-        for bounds in ranges:
-            hashes.update(self._facet_hashes(where, bounds))
-        self.conn.executemany(f"DELETE FROM {g}facets WHERE {where}", ranges)
-        return hashes
+            own = SEP.join(("run", run_id))
+            params += [own, own + SEP, own + AFTER_SEP]
+        rows = self.conn.execute(
+            f"DELETE FROM {g}facets WHERE {terms} RETURNING value_hash", params
+        ).fetchall()
+        return {bytes(r[0]) for r in rows if r[0] is not None}
 
     def exclude_facet_value_readers(self) -> None:
         """Until this transaction ends, keep other projection transactions from finding
         a facet value stored (``stored_keys``) that this one may delete as unnamed. SQLite:
         nothing to do, its write lock admits one transaction at a time."""
-
-    def _facet_hashes(self, where: str, params: tuple[str, ...]) -> list[bytes]:
-        rows = self.conn.execute(
-            f"SELECT value_hash FROM {self.prefix}facets WHERE {where} AND value_hash IS NOT NULL",
-            params,
-        ).fetchall()
-        return [bytes(r[0]) for r in rows]
 
     def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:
         """Delete those of ``hashes`` no facets or facet_sets row names. Neither table is
@@ -120,13 +112,15 @@ class RunTrimming:
             raise ValueError(f"{len(hashes)} candidates: a statement takes {UNNAMED_PER_STATEMENT}")
         g = self.prefix
         self.exclude_facet_value_readers()
-        marks = ", ".join("?" for _ in hashes)
+        marks = ", ".join("(?)" for _ in hashes)
+        # The candidates once, as a table the two scans probe (a parameter each).
+        c = "(SELECT h FROM candidates)"
         self.conn.execute(
-            f"DELETE FROM {g}facet_values WHERE hash IN ({marks})"
-            f" AND hash NOT IN (SELECT value_hash FROM {g}facets WHERE value_hash IN ({marks}))"
-            f" AND hash NOT IN (SELECT value_hash FROM {g}facet_sets"
-            f" WHERE value_hash IN ({marks}))",
-            list(hashes) * 3,
+            f"WITH candidates (h) AS (VALUES {marks})"
+            f" DELETE FROM {g}facet_values WHERE hash IN {c}"
+            f" AND hash NOT IN (SELECT value_hash FROM {g}facets WHERE value_hash IN {c})"
+            f" AND hash NOT IN (SELECT value_hash FROM {g}facet_sets WHERE value_hash IN {c})",
+            list(hashes),
         )
 
     def record_run_horizon(self, horizon_key: str, now: str) -> str:

@@ -17,7 +17,7 @@ from starlette.routing import Route
 from embrasure.model import DatasetId, JobId
 from embrasure.query.as_of import AsOfGraph
 from embrasure.query.columns import column_lineage, known_field
-from embrasure.query.dataset_runs import USE_ROLES, dataset_runs
+from embrasure.query.dataset_runs import USE_ROLES, dataset_runs, writer_runs
 from embrasure.query.entities import (
     LISTED_CHILDREN,
     Identities,
@@ -38,7 +38,7 @@ from embrasure.query.quality import mark_failed
 from embrasure.query.search import search
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import DatasetRow, JobRow, RunIoRow, RunRow, table_of
+from embrasure.store.rows import DatasetRow, JobRow, RunRow, table_of
 from embrasure.web.auth import requires
 from embrasure.web.params import (
     MAX_DEPTH,
@@ -364,39 +364,17 @@ def _writer_runs(
     reader: GraphReader, dataset: DatasetId, before: Any, limit: int
 ) -> dict[str, Any]:
     """The runs that wrote a dataset (under any of its aliases), newest first, paged
-    like a job's runs. Every page reads the dataset's run_io rows and its writers' run
-    rows by index and sorts them: one row per writer run, cheap for thousands of runs; a
-    store query ordered by time would be the next step for a table written millions of
-    times."""
+    like a job's runs (query/dataset_runs.py ``writer_runs``)."""
     ids = Identities(reader)
     hidden = Hidden(reader, ids)
     node = _shown_dataset(reader, ids, hidden, dataset)
     members = ids.members([node])[node]
-    io = reader.rows(
-        RunIoRow, ("ds_ns", "ds_name", "direction"), [(m.namespace, m.name, "out") for m in members]
-    )
-    run_ids = sorted({r.run_id for r in io})
-    rows = sorted(
-        (
-            r
-            for r in reader.rows(RunRow, ("run_id",), [(i,) for i in run_ids])
-            if not hidden.job(_job_of(r))
-        ),
-        key=_latest_first,
-        reverse=True,
-    )
-    if before is not None:
-        rows = [r for r in rows if _latest_first(r) < tuple(before)]
-    last = rows[limit - 1] if len(rows) > limit else None
+    cursor = None if before is None else (str(before[0]), str(before[1]))
+    rows, last = writer_runs(reader, members, cursor, limit, lambda r: not hidden.job(_job_of(r)))
     return {
-        "runs": run_views(reader, rows[:limit], LISTED_CHILDREN),
-        "next_cursor": encode_cursor(list(_latest_first(last))) if last else None,
+        "runs": run_views(reader, rows, LISTED_CHILDREN),
+        "next_cursor": encode_cursor(list(last)) if last else None,
     }
-
-
-def _latest_first(run: RunRow) -> tuple[str, str]:
-    """The order (and cursor) of runs_of_job: newest first when reversed."""
-    return (run.latest_key, run.run_id)
 
 
 def _job_of(run: RunRow) -> JobId:

@@ -22,7 +22,8 @@ from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
 from embrasure.store import Store
 from embrasure.store.base import GraphReader, LogEntry
-from embrasure.store.rows import DeliveryRow, decode_kinds
+from embrasure.store.read_rows import DeliveryRow
+from embrasure.store.rows import decode_kinds
 from embrasure.web.auth import requires
 from embrasure.web.params import (
     MAX_LIMIT,

@@ -114,8 +114,10 @@ def test_runs_before_the_horizon_go_their_lineage_stays(api: Api) -> None:
         facets = [f.entity for f in reader.rows(FacetRow)]
     assert events == run_io == set(KEPT)
     assert not [e for e in facets if run_id(1) in e or run_id(2) in e]
-    kept = {e.split("\x1f")[0] for e in facets if run_id(3) in e}
-    assert kept == {"run", "output_dataset", "output"}, "the kept run keeps its facets"
+    # The run's own facets ('run<SEP>id') and what it sent about its output, under it.
+    kept = {tuple(e.split("\x1f")[:3]) for e in facets if run_id(3) in e}
+    own = ("run", run_id(3))
+    assert kept == {own, (*own, "output_dataset"), (*own, "output")}, "the kept run keeps them"
     listed = api.get("/api/v1/datasets/runs", namespace=REPORT[0], name=REPORT[1])["runs"]
     assert [(r["runId"], r["statistics"]) for r in listed] == [
         (run_id(3), {"rowCount": 3}),

@@ -85,3 +85,10 @@ def test_runs_of_a_dataset_are_its_writers_under_every_alias_newest_first(api: A
     assert [r["runId"] for r in second["runs"]] == [run_id(1)] and second["next_cursor"] is None
     api.problem("GET", "/api/v1/runs", 404, type="dataset", namespace="s3://none", name="x")
     api.problem("GET", "/api/v1/runs", 400, type="table", namespace=LAKE[0], name=LAKE[1])
+    # A run that wrote the dataset under both its names, in two events, is listed once.
+    api.ingest(
+        run_event("START", "writer", run_id(4), at(12), outputs=[ds(*TABLE)]),
+        run_event("COMPLETE", "writer", run_id(4), at(12, 5), outputs=[lake]),
+    )
+    page = api.get("/api/v1/runs", type="dataset", namespace=TABLE[0], name=TABLE[1])
+    assert [r["runId"] for r in page["runs"]] == [run_id(4), run_id(2), run_id(1)]

@@ -13,6 +13,7 @@ from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.facets import value_hash
 from embrasure.projector.graph_rows import entity
+from embrasure.projector.shapes import run_entity
 from embrasure.projector.worker import Projector
 from embrasure.store import facet_values, open_store
 from embrasure.store import run_retention as store_run_retention
@@ -76,7 +77,7 @@ def test_two_entities_share_one_value_row(api: Api) -> None:
         # The datasets, and each run's view of its output (what the run sent): one value.
         assert sorted(owners) == sorted(
             [(entity("dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
-            + [(entity("output_dataset", run_id(n), "w", f"db.t{n}"), name) for n in (1, 2)]
+            + [(run_entity(run_id(n), "output_dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
         )
         assert digest in values
     runs = [k for k, r in facets.items() if k[1] == "nominalTime"]
@@ -170,3 +171,34 @@ def test_postgresql_a_trim_waits_for_a_projection_that_found_a_value_stored(pg_d
             assert [r.run_id for r in reader.rows(RunRow)] == [run_id(2)]
     finally:
         store.close()
+
+
+def test_one_statement_deletes_more_unnamed_values_than_a_statement_had_parameters(
+    api: Api,
+) -> None:
+    # 1,200 runs, each with a nominal time of its own: a single pass gathers 1,199
+    # candidates (all but the latest run's), over the 900 parameters statements take
+    # elsewhere, and UNNAMED_PER_STATEMENT (30,000) hands them to one statement.
+    def nominal(n: int) -> dict[str, Any]:
+        return facet("NominalTimeRunFacet", "1-0-1", nominalStartTime=at(8, n // 60, n % 60))
+
+    for first in (0, 600):  # a batch holds at most 1,000 events
+        api.ingest(
+            *(
+                run_event(
+                    "COMPLETE",
+                    "hourly",
+                    run_id(n),
+                    at(9, n // 60, n % 60),
+                    run_facets={"nominalTime": nominal(n)},
+                )
+                for n in range(first, first + 600)
+            )
+        )
+    _, before = stored(api)
+    gone = {value_hash(canonical_json(nominal(n))) for n in range(1199)}
+    assert gone <= set(before)
+    assert trim_runs(api.store, at(11)).runs == 1199
+    _, after = stored(api)
+    assert set(after) == set(before) - gone
+    assert api.run(run_id(1199))["facets"] == {"nominalTime": nominal(1199)}
