@@ -74,9 +74,8 @@ def test_the_failed_query_as_sent(replayed: Replayed) -> None:
     spark_graph.check_failure_sent(*replayed, LAYOUT)
 
 
-@spark_graph.NO_ERROR_MESSAGE
-def test_the_failed_query_has_its_error_message(replayed: Replayed) -> None:
-    spark_graph.check_failed_run(*replayed, LAYOUT)
+def test_the_failed_query_as_served(replayed: Replayed) -> None:
+    spark_graph.check_failure_served(*replayed, LAYOUT)
 
 
 def test_output_statistics(replayed: Replayed) -> None:
