@@ -107,9 +107,11 @@ class RunTrimming:
     def delete_unnamed_shapes(self, keys: Sequence[bytes]) -> set[bytes]:
         """Delete those of ``keys`` no event names, then the facet sets they named that
         no shape names; return the values those facet sets named. A shape is what an
-        event names apart from its run and time, so a job whose outputs send per-run
-        facets (outputStatistics, a dataset version) makes one a run: kept, they would
-        grow the graph by a row a run for good. The io sets stay: one per distinct set
+        event names apart from its run and time, and its key covers the job and dataset
+        facets (an input's or output's own facets, outputStatistics, are the run's), so
+        a job whose table gets a new version every run (the version facet of a Delta or
+        Iceberg table) makes one a run: kept, they would grow the graph by a row a run
+        for good. The io sets stay: one per distinct set
         of edges (they do not grow by the run), and asOf walks the graph through them
         to the edges ``trimmed_edges`` holds what removed runs gave (query/as_of.py).
         Every lookup is by an index (events_shape, shapes_facets); a late event with

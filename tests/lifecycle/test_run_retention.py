@@ -154,25 +154,29 @@ def shared_content(api: Api) -> tuple[set[bytes], set[bytes]]:
 
 
 def test_shapes_only_removed_runs_named_go_with_them(api: Api) -> None:
-    # daily's COMPLETE events send per-run outputStatistics, so each names a shape of its
-    # own; monthly's first run alone names its staging output.
+    # monthly's first run alone names its staging output; and a Delta-style job writes a
+    # new version of its table every run: a dataset facet that changes every run makes
+    # every run's shape one of its own.
     history(api)
+    for n, hour in ((21, 9), (22, 10), (23, 12)):
+        version = facet("DatasetVersionDatasetFacet", "1-0-1", datasetVersion=str(n))
+        api.ingest(
+            run_event(
+                "COMPLETE",
+                "versioned",
+                run_id(n),
+                at(hour),
+                outputs=[ds("w", "t", version=version)],
+            )
+        )
     before, named = shared_content(api)
     assert before == named
     trim_runs(api.store, HORIZON)
     after, named = shared_content(api)
     assert after == named, "the shapes left are those the events left name"
-    assert len(after) < len(before)
+    assert len(before) - len(after) == 3, "monthly's staging run and two versions went"
     # A late event of a removed run brings its shape back, sets and values with it.
-    api.ingest(
-        run_event(
-            "COMPLETE",
-            "monthly",
-            run_id(5),
-            at(8),
-            outputs=[ds(*STAGING)],
-        )
-    )
+    api.ingest(run_event("COMPLETE", "monthly", run_id(5), at(8), outputs=[ds(*STAGING)]))
     again, named = shared_content(api)
     assert again == named and len(again) == len(after) + 1
 
