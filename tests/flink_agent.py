@@ -51,14 +51,22 @@ JOB = Path(__file__).resolve().parent / "flink_job.py"
 NAMESPACE = "flink-embrasure"
 PROVIDER_KEY = "flink-agent"
 FACTORY = "io.openlineage.flink.listener.OpenLineageJobStatusChangedListenerFactory"
-JOBS = ("generate_orders", "large_orders", "failing_cast")  # tests/flink_job.py's, in order
-FAILING = "failing_cast"
+# tests/flink_job.py's jobs, in order: three batch jobs, then a streaming one, cancelled.
+JOBS = ("generate_orders", "large_orders", "failing_cast", "stream_ticks")
+FAILING, STREAMING = "failing_cast", "stream_ticks"
 # The tables, as the agent names them: Flink's catalog path, namespace "" (what Flink's
 # planner gives tables whose connector has no lineage vertex of its own: datagen, files).
 TABLE_NAMESPACE = ""
 TABLES = {
     name: f"default_catalog.default_database.{name}"
-    for name in ("orders", "generated_orders", "large_orders", "status_codes")
+    for name in ("orders", "generated_orders", "large_orders", "status_codes", "ticks",
+                 "tick_files")
+}  # fmt: skip
+# What the streaming job adds: a checkpoint a second, and the agent's checkpoint tracker
+# polling each second (60 by default) — each new count is a RUNNING event.
+STREAMING_SETTINGS = {
+    "execution.checkpointing.interval": "1s",
+    "openlineage.trackingIntervalInSeconds": "1",
 }
 
 
@@ -167,7 +175,9 @@ def run(
     for item in [*(home / "lib").glob("*.jar"), jar]:
         (lib / item.name).symlink_to(item)
     config = work / "flink-settings.json"
-    config.write_text(json.dumps(settings(urls, free_port(), copy), indent=1))
+    base = settings(urls, free_port(), copy)
+    both = {"batch": base, "streaming": {**base, **STREAMING_SETTINGS}}
+    config.write_text(json.dumps(both, indent=1))
     env = {
         **os.environ,
         "FLINK_HOME": str(home),  # else PyFlink replaces FLINK_LIB_DIR with its own lib

@@ -3,14 +3,18 @@
 replay tests (its recorded events posted again) assert the same things.
 
 - every event projected, none quarantined, no warning;
-- one run a job, its START and its terminal event (the job manager's FINISHED or FAILED):
-  ``generate_orders`` and ``large_orders`` COMPLETE, ``failing_cast`` FAIL, with no error
-  message (the agent sends none), whatever order the START and the end arrived in;
+- one run a job, its START and its terminal event (the job manager's FINISHED, FAILED or
+  CANCELED): ``generate_orders`` and ``large_orders`` COMPLETE, ``failing_cast`` FAIL,
+  with no error message (the agent sends none), ``stream_ticks`` ABORT, whatever order
+  the START and the end arrived in; the streaming job's RUNNING events in between, each
+  with the ``checkpoints`` counts of Flink's REST API, the run serving the latest;
 - the tables as the agent names them (namespace "", Flink's catalog path), with their
   schema, and the graph orders → generate_orders → generated_orders → large_orders →
-  large_orders, and generated_orders → failing_cast → status_codes, the last edge FAIL;
-- the job's jobType (BATCH, FLINK, JOB) and the run's processing_engine (Flink 2.0.2,
-  adapter 1.53.0) and ``flink_job`` (the Flink job id) facets, as sent.
+  large_orders, generated_orders → failing_cast → status_codes (FAIL), ticks →
+  stream_ticks → tick_files (ABORT);
+- the job's jobType (BATCH, or STREAMING for the unbounded source; FLINK; JOB) and the
+  run's processing_engine (Flink 2.0.2, adapter 1.53.0) and ``flink_job`` (the Flink job
+  id) facets, as sent.
 """
 
 from __future__ import annotations
@@ -23,22 +27,39 @@ import pytest
 
 from embrasure.query.entities import node_id
 
-from flink_agent import FAILING, FLINK_VERSION, JOBS, NAMESPACE, TABLE_NAMESPACE, TABLES
+from flink_agent import (
+    FAILING,
+    FLINK_VERSION,
+    JOBS,
+    NAMESPACE,
+    STREAMING,
+    TABLE_NAMESPACE,
+    TABLES,
+)
 from openlineage_agents import AGENT_VERSION
 from spark_graph import delivery_warnings
 
 Event = dict[str, Any]
-STATES = {"generate_orders": "COMPLETE", "large_orders": "COMPLETE", FAILING: "FAIL"}
+STATES = {
+    "generate_orders": "COMPLETE",
+    "large_orders": "COMPLETE",
+    FAILING: "FAIL",
+    STREAMING: "ABORT",
+}
 FLOWS = {  # job → (its input table, its output table)
     "generate_orders": ("orders", "generated_orders"),
     "large_orders": ("generated_orders", "large_orders"),
     FAILING: ("generated_orders", "status_codes"),
+    STREAMING: ("ticks", "tick_files"),
 }
+CHECKPOINT_COUNTS = {"completed", "failed", "in-progress", "restored", "total"}
 COLUMNS = {
     "orders": ["order_id", "amount", "status"],
     "generated_orders": ["order_id", "amount", "status"],
     "large_orders": ["order_id", "amount", "status"],
     "status_codes": ["order_id", "status_code"],
+    "ticks": ["tick_id", "reading"],
+    "tick_files": ["tick_id", "reading"],
 }
 
 
@@ -65,13 +86,25 @@ def check_no_quarantine(http: httpx.Client, events: list[Event], provider_key: s
     assert delivery_warnings(http, provider_key) == []
 
 
+def checkpoint_events(sent: list[Event]) -> list[Event]:
+    return [e for e in sent if e["eventType"] == "RUNNING"]
+
+
 def check_events_sent(events: list[Event]) -> None:
-    """What the agent sent: a START and one terminal event a job, nothing else (a batch
-    job has no checkpoints, so no RUNNING), all under the configured namespace."""
+    """What the agent sent: a START and one terminal event a job, all under the configured
+    namespace; RUNNING events only from the streaming job (a batch job has no
+    checkpoints), at least one, each with the checkpoint counts."""
     runs = runs_of(events)
     assert sorted(runs) == sorted(JOBS), sorted(runs)
     for job, sent in runs.items():
-        assert sorted(e["eventType"] for e in sent) == sorted(["START", STATES[job]]), sent
+        running = checkpoint_events(sent)
+        ends = sorted(e["eventType"] for e in sent if e not in running)
+        assert ends == sorted(["START", STATES[job]]), sent
+        assert bool(running) == (job == STREAMING), [e["eventType"] for e in sent]
+        for event in running:
+            counts = event["run"]["facets"]["checkpoints"]
+            assert set(counts) >= CHECKPOINT_COUNTS, counts
+            assert not {"inputs", "outputs"} & set(event), event
         assert len({e["run"]["runId"] for e in sent}) == 1, job
         assert {e["job"]["namespace"] for e in sent} == {NAMESPACE}
         (start,) = [e for e in sent if e["eventType"] == "START"]
@@ -82,15 +115,17 @@ def check_events_sent(events: list[Event]) -> None:
         assert [(d["namespace"], d["name"]) for d in start["outputs"]] == [
             (TABLE_NAMESPACE, TABLES[target])
         ]
-        (end,) = [e for e in sent if e["eventType"] != "START"]
+        (end,) = [e for e in sent if e["eventType"] == STATES[job]]
         assert not {"inputs", "outputs"} & set(end), end  # the datasets: in the START only
         assert "errorMessage" not in end["run"]["facets"]
+        processing = start["job"]["facets"]["jobType"]["processingType"]
+        assert processing == ("STREAMING" if job == STREAMING else "BATCH"), start["job"]
 
 
 def check_runs(http: httpx.Client, events: list[Event]) -> None:
     for job, sent in runs_of(events).items():
         (start,) = [e for e in sent if e["eventType"] == "START"]
-        (end,) = [e for e in sent if e["eventType"] != "START"]
+        (end,) = [e for e in sent if e["eventType"] == STATES[job]]
         view = _get(http, f"/api/v1/runs/{start['run']['runId']}")
         assert view["job"] == {"namespace": NAMESPACE, "name": job}
         assert view["state"] == STATES[job], view
@@ -101,10 +136,16 @@ def check_runs(http: httpx.Client, events: list[Event]) -> None:
         assert (engine["name"], engine["version"]) == ("flink", FLINK_VERSION), engine
         assert engine["openlineageAdapterVersion"] == AGENT_VERSION, engine
         assert re.fullmatch("[0-9a-f]{32}", view["facets"]["flink_job"]["jobId"]), view["facets"]
+        running = checkpoint_events(sent)
+        if running:  # the run serves the latest counts
+            assert view["facets"]["checkpoints"] == running[-1]["run"]["facets"]["checkpoints"]
+        else:
+            assert "checkpoints" not in view["facets"]
         (listed,) = _get(http, "/api/v1/jobs", namespace=NAMESPACE, name=job)["jobs"]
         job_type = listed["facets"]["jobType"]
+        processing = "STREAMING" if job == STREAMING else "BATCH"
         assert (job_type["processingType"], job_type["integration"], job_type["jobType"]) == (
-            "BATCH",
+            processing,
             "FLINK",
             "JOB",
         )

@@ -1,12 +1,13 @@
 """Bounded Flink SQL jobs, run by tests/flink_agent.py with the Flink venv's Python
 (apache-flink from PyPI pins py4j 0.10.9.7, pyspark 4.0.5 py4j 0.10.9.9: they cannot share
 a venv). Not a pytest module: ``python tests/flink_job.py WORK SETTINGS`` where SETTINGS is
-a JSON object of Flink configuration keys (the listener and the ``openlineage.*`` keys
-among them), set on the TableEnvironment's own configuration: that is the configuration
-PyFlink's local executor creates the job status listeners from (config.yaml's keys never
-reach it; docs/producers/flink.md).
+a JSON object ``{"batch": {…}, "streaming": {…}}`` of Flink configuration keys (the
+listener and the ``openlineage.*`` keys among them), set on each TableEnvironment's own
+configuration: that is the configuration PyFlink's local executor creates the job status
+listeners from (config.yaml's keys never reach it; docs/producers/flink.md).
 
-Three jobs, one after the other, in batch mode, each its own Flink job (``pipeline.name``):
+Four jobs, one after the other, each its own Flink job (``pipeline.name``); three in batch
+mode:
 
 1. ``generate_orders``: ``datagen`` (100 rows) → CSV files;
 2. ``large_orders``: those CSV files → a filtered, computed copy (CSV);
@@ -14,27 +15,37 @@ Three jobs, one after the other, in batch mode, each its own Flink job (``pipeli
    INT)``, never a number: the cast fails at run time (a NumberFormatException) and so
    does the job.
 
-Prints ``FAILED: <the cause>`` for the third job's error, as Python saw it.
+and one in streaming mode, with checkpoints every second:
+
+4. ``stream_ticks``: an unbounded ``datagen`` (5 rows a second) → CSV files, cancelled
+   after ``STREAM_SECONDS``.
+
+Prints ``FAILED: <the cause>`` for the third job's error, as Python saw it, and
+``CANCELLED: stream_ticks`` once the fourth is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 
 from pyflink.common import Configuration
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 COLUMNS = "order_id BIGINT, amount DOUBLE, status STRING"
+STREAM_SECONDS = 6.0  # the streaming job's life: several checkpoints, tracked each second
 
 
-def environment(settings: dict[str, str]) -> TableEnvironment:
+def environment(settings: dict[str, str], streaming: bool = False) -> TableEnvironment:
     conf = Configuration()
     for key, value in settings.items():
         conf.set_string(key, value)
-    built = EnvironmentSettings.new_instance().in_batch_mode().with_configuration(conf).build()
-    return TableEnvironment.create(built)
+    builder = EnvironmentSettings.new_instance()
+    builder = builder.in_streaming_mode() if streaming else builder.in_batch_mode()
+    return TableEnvironment.create(builder.with_configuration(conf).build())
 
 
 def files(env: TableEnvironment, name: str, path: Path, columns: str = COLUMNS) -> None:
@@ -49,7 +60,7 @@ def run(env: TableEnvironment, name: str, sql: str) -> None:
     env.execute_sql(sql).wait()
 
 
-def main(work: Path, settings: dict[str, str]) -> None:
+def batch(work: Path, settings: dict[str, str]) -> None:
     env = environment(settings)
     env.execute_sql(
         f"CREATE TABLE orders ({COLUMNS}) WITH ("
@@ -81,6 +92,29 @@ def main(work: Path, settings: dict[str, str]) -> None:
         print("FAILED:", cause.strip()[:300])
     else:
         raise SystemExit("the failing job did not fail")
+
+
+def streaming(work: Path, settings: dict[str, str]) -> None:
+    env = environment(settings, streaming=True)
+    env.execute_sql(
+        "CREATE TABLE ticks (tick_id BIGINT, reading DOUBLE) WITH ("
+        "'connector' = 'datagen', 'rows-per-second' = '5')"
+    )
+    files(env, "tick_files", work / "ticks", "tick_id BIGINT, reading DOUBLE")
+    env.get_config().set("pipeline.name", "stream_ticks")
+    result = env.execute_sql("INSERT INTO tick_files SELECT * FROM ticks")
+    client = result.get_job_client()
+    assert client is not None
+    time.sleep(STREAM_SECONDS)
+    client.cancel().result()
+    with contextlib.suppress(Exception):  # how Python sees a cancelled job's end
+        result.wait()
+    print("CANCELLED: stream_ticks")
+
+
+def main(work: Path, settings: dict[str, dict[str, str]]) -> None:
+    batch(work, settings["batch"])
+    streaming(work, settings["streaming"])
 
 
 if __name__ == "__main__":

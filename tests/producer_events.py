@@ -241,6 +241,6 @@ def spark_agent_capture_lines() -> list[bytes]:
 
 def flink_agent_capture_lines() -> list[bytes]:
     """What openlineage-flink 1.53.0 on apache-flink 2.0.2 (PyFlink) really sent for
-    tests/flink_job.py's three jobs (recorded by ``python tests/flink_agent.py --record``,
+    tests/flink_job.py's four jobs (recorded by ``python tests/flink_agent.py --record``,
     its ``file`` transport's copy), in the order sent, as the bytes sent."""
     return (DATA / "flink_agent_capture.jsonl").read_bytes().splitlines()

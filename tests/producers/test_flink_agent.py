@@ -1,11 +1,11 @@
 """openlineage-flink for real (issue 20): apache-flink 2.0.2 from PyPI (PyFlink, in
-.venv-flink) running tests/flink_job.py's three bounded jobs in its local mini cluster with
-the agent jar from Maven Central, sending over HTTP to live `embrasure serve` processes —
-one on SQLite, one on PostgreSQL, both reached by the one Flink process (the Java
-client's composite transport; tests/flink_agent.py) — and the graph they serve checked
-(tests/flink_graph.py).
+.venv-flink) running tests/flink_job.py's four jobs (three batch jobs, then a streaming
+one cancelled after six seconds) in its local mini cluster with the agent jar from Maven
+Central, sending over HTTP to live `embrasure serve` processes — one on SQLite, one on
+PostgreSQL, both reached by the one Flink process (the Java client's composite
+transport; tests/flink_agent.py) — and the graph they serve checked (tests/flink_graph.py).
 
-The jobs run once per module: ~20 s on this machine's 2 cores. Without Java, the Flink
+The jobs run once per module: ~30 s on this machine's 2 cores. Without Java, the Flink
 venv or the agent jar the tests are skipped, and under CI they fail, as the Spark and
 Kafka tests do.
 """
@@ -87,18 +87,21 @@ def test_the_jobs_ran_and_the_listener_started(flink_run: LiveRun) -> None:
     flink = flink_run.flink
     assert flink.returncode == 0, flink.output[-3000:]
     assert "NumberFormatException" in flink.failure, flink.output[-3000:]
+    assert "CANCELLED: stream_ticks" in flink.output, flink.output[-3000:]
     # The agent's own log lines: the detached listener, created twice a job (the client's
     # half and the job manager's).
     created = flink.log.count("Creating OpenLineageDetachedJobStatusChangedListener")
     assert created == 2 * len(flink_agent.JOBS), created
     assert "JobId is not set" not in flink.log
-    for folder in ("generated", "large"):  # the two jobs that finish wrote their files
+    for folder in ("generated", "large"):  # the batch jobs that finish wrote their files
         assert any((flink_run.work / "data" / folder).rglob("*")), folder
 
 
 def test_every_event_the_agent_sent_is_projected(live: Live) -> None:
     http, events = live
-    assert len(events) == 2 * len(flink_agent.JOBS), [e["eventType"] for e in events]
+    # A START and an end a job, and the streaming job's RUNNING events (one a new
+    # checkpoint count the tracker saw: how many depends on timing).
+    assert len(events) > 2 * len(flink_agent.JOBS), [e["eventType"] for e in events]
     flink_graph.check_no_quarantine(http, events, flink_agent.PROVIDER_KEY)
 
 

@@ -1,5 +1,5 @@
 """openlineage-flink's recorded events (tests/data/producers/flink_agent_capture.jsonl:
-what the agent sent for tests/flink_job.py's three jobs, unchanged) posted again, one
+what the agent sent for tests/flink_job.py's four jobs, unchanged) posted again, one
 request each and in the order the agent sent them (the first job's COMPLETE before its
 START), to a live server on each backend: the graph they make is checked as the live
 run's is (tests/flink_graph.py), without Java or Flink.
@@ -53,7 +53,7 @@ def test_every_recorded_event_is_projected(replayed: Replayed) -> None:
     http, events = replayed
     flink_graph.check_no_quarantine(http, events, flink_agent.PROVIDER_KEY)
     overview = http.get("/api/v1/overview").json()
-    assert overview["items"]["received"] == len(events) == 6
+    assert overview["items"]["received"] == len(events) == 10  # 4 STARTs, 4 ends, 2 RUNNING
 
 
 def test_one_run_a_job_in_its_end_state(replayed: Replayed) -> None:
