@@ -5,9 +5,9 @@ Central, sending over HTTP to live `embrasure serve` processes — one on SQLite
 PostgreSQL, both reached by the one Flink process (the Java client's composite
 transport; tests/flink_agent.py) — and the graph they serve checked (tests/flink_graph.py).
 
-The jobs run once per module: ~30 s on this machine's 2 cores. Without Java, the Flink
-venv or the agent jar the tests are skipped, and under CI they fail, as the Spark and
-Kafka tests do.
+The jobs run once per module: 63 s for the module on this machine's 2 cores while other
+suites ran. Without Java, the Flink venv or the agent jar the tests are skipped, and
+under CI they fail, as the Spark and Kafka tests do.
 """
 
 from __future__ import annotations
