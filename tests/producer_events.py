@@ -229,3 +229,18 @@ def python_client_full() -> list[dict[str, Any]]:
     """openlineage-python's full example event: an input with dataQualityAssertions under
     inputFacets (two passing) and an output with outputStatistics (2,000 rows, 2 MiB)."""
     return load("python_client_full_event.json")
+
+
+def spark_agent_capture_lines() -> list[bytes]:
+    """What openlineage-spark 1.53.0 on pyspark 4.0.5 really sent for tests/spark_agent.py's
+    four jobs (recorded by ``python tests/spark_agent.py --record``, its ``file``
+    transport's copy), in the order sent, as the bytes sent: one of them holds a
+    duplicate key, which parsing would hide."""
+    return (DATA / "spark_agent_capture.jsonl").read_bytes().splitlines()
+
+
+def flink_agent_capture_lines() -> list[bytes]:
+    """What openlineage-flink 1.53.0 on apache-flink 2.0.2 (PyFlink) really sent for
+    tests/flink_job.py's four jobs (recorded by ``python tests/flink_agent.py --record``,
+    its ``file`` transport's copy), in the order sent, as the bytes sent."""
+    return (DATA / "flink_agent_capture.jsonl").read_bytes().splitlines()

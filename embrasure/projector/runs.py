@@ -2,13 +2,16 @@
 
 Rule (OpenLineage run cycle, spec/docs/run-cycle.md; eventType from the 2-0-2 core schema):
 
-- the winning event is the maximum of (terminal?, eventTime, event id): a terminal event
-  (COMPLETE, FAIL, ABORT) outranks START / RUNNING / OTHER whatever the arrival order;
-  among equals the latest eventTime wins, an unknown eventTime ordering before every known
-  one; an exact tie (same rank, same time) goes to the LARGER event id (the SHA-256 hex of
-  the event's canonical JSON, compared as text). So a COMPLETE that arrives before its
-  START still yields a completed run, and two terminal events at one instant (a COMPLETE
-  and a FAIL, say) resolve the same way on every replay;
+- the winning event is the maximum of (terminal?, FAIL?, eventTime, event id): a terminal
+  event (COMPLETE, FAIL, ABORT) outranks START / RUNNING / OTHER whatever the arrival
+  order, and a FAIL outranks the other terminal events (openlineage-spark sends a failed
+  query's FAIL and then, milliseconds later, a COMPLETE for the same run: the run failed,
+  and an on-call reader must see it); among equals the latest eventTime wins, an unknown
+  eventTime ordering before every known one; an exact tie (same rank, same time) goes to
+  the LARGER event id (the SHA-256 hex of the event's canonical JSON, compared as text).
+  So a COMPLETE that arrives before its START still yields a completed run, and two
+  terminal events at one instant (a COMPLETE and an ABORT, say) resolve the same way on
+  every replay;
 - an event without eventType, or with a string outside the spec's list, counts as OTHER;
 - ``started_at`` is the earliest known eventTime of the run's events (None when none is
   known), ``ended_at`` the eventTime of the winning terminal event (None while the run is
@@ -61,8 +64,11 @@ def normalise_state(event_type: str | None) -> str:
     return event_type if event_type in RUN_STATES else "OTHER"
 
 
-def _rank(state: str, time: EventTime | None, event_id: str) -> tuple[bool, tuple[bool, str], str]:
-    return (state in TERMINAL_STATES, time_key(time), event_id)
+Rank = tuple[bool, bool, tuple[bool, str], str]
+
+
+def _rank(state: str, time: EventTime | None, event_id: str) -> Rank:
+    return (state in TERMINAL_STATES, state == "FAIL", time_key(time), event_id)
 
 
 def _earliest(a: EventTime | None, b: EventTime | None) -> EventTime | None:
@@ -94,7 +100,7 @@ def _single(event: RunEventFact) -> RunState:
     )
 
 
-def _winner_rank(state: RunState) -> tuple[bool, tuple[bool, str], str]:
+def _winner_rank(state: RunState) -> Rank:
     # The winner's time: ended_at when terminal; otherwise every event of the run is
     # non-terminal and the winner is the latest of them, whose time is ``latest``.
     time = state.ended_at if state.state in TERMINAL_STATES else state.latest
@@ -157,8 +163,8 @@ def merge_run_parts(a: RunPart, b: RunPart) -> RunPart:
     )
 
 
-def winner_key(state: RunState) -> tuple[bool, str]:
-    """(terminal?, the deciding event's eventTime key) — with ``decided_by``, the rank the
-    store merges states by."""
-    terminal, (_known, key), _event = _winner_rank(state)
-    return terminal, key
+def winner_key(state: RunState) -> tuple[int, str]:
+    """(0 not terminal, 1 terminal, 2 FAIL; the deciding event's eventTime key) — with
+    ``decided_by``, the rank the store merges states by (its ``win_terminal`` column)."""
+    terminal, fail, (_known, key), _event = _winner_rank(state)
+    return int(terminal) + int(fail), key

@@ -34,8 +34,10 @@ from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 # (run_key) and is indexed by dataset in that order, dataset_checks keeps the latest
 # result of each data-quality check of a dataset. 12: what a run sent about a dataset is
 # keyed under the run's own facet key (projector/shapes.py ``run_entity``), so
-# --retain-runs deletes a run's facets in one range.
-GRAPH_VERSION = 12
+# --retain-runs deletes a run's facets in one range. 13: a FAIL outranks a run's other
+# terminal events (projector/runs.py: openlineage-spark's FAIL then COMPLETE of a failed
+# query).
+GRAPH_VERSION = 13
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
 # log's administrative entries: the latest entry for an entity (by log position) decides.

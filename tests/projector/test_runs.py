@@ -47,12 +47,21 @@ def test_terminal_outranks_a_later_running() -> None:
 
 
 def test_among_terminals_the_latest_event_time_wins() -> None:
-    state = resolve_run([ev("z", "FAIL", 2), ev("a", "COMPLETE", 3)])
+    state = resolve_run([ev("z", "ABORT", 2), ev("a", "COMPLETE", 3)])
     assert (state.state, state.ended_at, state.decided_by) == ("COMPLETE", t(3), "a")
 
 
+def test_a_fail_outranks_a_later_complete() -> None:
+    # openlineage-spark 1.53.0: a failed query's FAIL, then its SQL execution's COMPLETE
+    # (tests/data/producers/spark_agent_capture.jsonl). In either arrival order.
+    events = [ev("f", "FAIL", 2), ev("c", "COMPLETE", 3), ev("a", "START", 1)]
+    for order in (events, list(reversed(events))):
+        state = resolve_run(order)
+        assert (state.state, state.ended_at, state.decided_by) == ("FAIL", t(2), "f")
+
+
 def test_exact_ties_go_to_the_larger_event_id() -> None:
-    for events in ([ev("a1", "COMPLETE", 3), ev("f0", "FAIL", 3)], [ev("a1", "START", None)]):
+    for events in ([ev("a1", "COMPLETE", 3), ev("f0", "ABORT", 3)], [ev("a1", "START", None)]):
         winner = max(events, key=lambda e: e.event_id)
         assert resolve_run(events).decided_by == winner.event_id
         assert resolve_run(reversed(events)).state == normalise_state(winner.event_type)
