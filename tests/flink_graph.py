@@ -23,7 +23,6 @@ import re
 from typing import Any
 
 import httpx
-import pytest
 
 from embrasure.query.entities import node_id
 
@@ -162,7 +161,7 @@ def check_datasets(http: httpx.Client) -> None:
 
 def check_graph(http: httpx.Client) -> None:
     """Each job's edges, from a lineage walk rooted at the job (a table's own walk needs
-    its namespace, which is "": see ``TABLE_LINEAGE``)."""
+    its namespace, which is "": ``check_table_lineage`` asks with ``namespace=``)."""
     for job, (source, target) in FLOWS.items():
         walk = _get(
             http, "/api/v1/lineage", type="job", namespace=NAMESPACE, name=job, depth="1",
@@ -184,7 +183,8 @@ def check_graph(http: httpx.Client) -> None:
 
 
 def check_table_lineage(http: httpx.Client) -> None:
-    """A table's own lineage walk, asked by its namespace and name."""
+    """A table's own lineage walk, asked by its namespace (``namespace=``, the empty one
+    openlineage-flink names a default-catalog table in) and name."""
     walk = _get(
         http, "/api/v1/lineage", namespace=TABLE_NAMESPACE, name=TABLES["generated_orders"],
         depth="1",
@@ -198,16 +198,3 @@ def check_all(http: httpx.Client, events: list[Event], provider_key: str) -> Non
     check_runs(http, events)
     check_datasets(http)
     check_graph(http)
-
-
-# Not so today: Embrasure stores a dataset whose namespace is "" (the spec allows it, and
-# so does embrasure/projector/validate.py), but GET /api/v1/lineage and
-# /api/v1/column-lineage answer 400 to namespace= ("missing query parameter(s):
-# namespace"), so a Flink table's own lineage cannot be asked for; walks rooted at its
-# jobs reach it.
-TABLE_LINEAGE = pytest.mark.xfail(
-    strict=True,
-    reason="GET /api/v1/lineage refuses an empty namespace (400), and openlineage-flink "
-    "1.53.0 names tables without a lineage vertex of their own (datagen, filesystem) in "
-    'namespace ""',
-)

@@ -121,7 +121,6 @@ def test_the_graph_from_the_jobs(live: Live) -> None:
     flink_graph.check_graph(live[0])
 
 
-@flink_graph.TABLE_LINEAGE
 def test_a_table_lineage_walk(live: Live) -> None:
     flink_graph.check_table_lineage(live[0])
 

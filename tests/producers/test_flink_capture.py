@@ -68,6 +68,5 @@ def test_the_graph_from_the_jobs(replayed: Replayed) -> None:
     flink_graph.check_graph(replayed[0])
 
 
-@flink_graph.TABLE_LINEAGE
 def test_a_table_lineage_walk(replayed: Replayed) -> None:
     flink_graph.check_table_lineage(replayed[0])
