@@ -237,3 +237,10 @@ def spark_agent_capture_lines() -> list[bytes]:
     transport's copy), in the order sent, as the bytes sent: one of them holds a
     duplicate key, which parsing would hide."""
     return (DATA / "spark_agent_capture.jsonl").read_bytes().splitlines()
+
+
+def flink_agent_capture_lines() -> list[bytes]:
+    """What openlineage-flink 1.53.0 on apache-flink 2.0.2 (PyFlink) really sent for
+    tests/flink_job.py's four jobs (recorded by ``python tests/flink_agent.py --record``,
+    its ``file`` transport's copy), in the order sent, as the bytes sent."""
+    return (DATA / "flink_agent_capture.jsonl").read_bytes().splitlines()

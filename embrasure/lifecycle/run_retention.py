@@ -10,6 +10,9 @@ What the removed runs gave each edge (first and last seen, run count, the last r
 its state) is kept, folded, in ``trimmed_edges``: asOf at or after the horizon adds it to
 what the events left give, so its answers stay those of the whole history.
 
+A shape or a facet value that only removed rows named goes after them (shapes first: the
+facet sets they leave name values too), in transactions of their own.
+
 A late event of a removed run projects it anew (with what that event says); the next
 pass removes it again. Transactions of at most BATCH runs, as many as hold the write
 lock about ``pacing.TARGET_HOLD_S``, each followed by a pause (store/pacing.py), keep
@@ -22,7 +25,7 @@ import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from embrasure.model import utc_now
 from embrasure.store import Store
@@ -72,32 +75,45 @@ def trim_runs(
     cursor = None
     pacer = Pacer(start=min(batch, 16), low=1, high=batch)  # store/pacing.py
     named: set[bytes] = set()  # values the removed runs' facets named
+    shapes: set[bytes] = set()  # shapes their events named
     while True:
         size = pacer.size
         held = time.monotonic()
         with store.projection(generation) as tx:
             runs, cursor = tx.trimmable_runs(horizon, size, cursor)
             tx.merge(TrimmedEdgeRow, _removed_edges(tx, runs))
-            named |= tx.delete_runs(runs)
+            unnamed = tx.delete_runs(runs)
+        named |= unnamed.values
+        shapes |= unnamed.shapes
         removed += len(runs)
         if len(runs) < size:
             break
         held = time.monotonic() - held
         pacer.held(held, len(runs))
         pause_after(held, f"trim of {len(runs)} runs")
-    # The values only those runs named, once they are gone. Each statement scans the
+    # The shapes and values only those runs named, once they are gone; the shapes first,
+    # since the facet sets they leave name values too. The value deletion scans the
     # facet tables whatever its number of candidates: done per trim, that scan was most
     # of every trim's hold on the write lock (16.9 ms p50 for steps of a run or two).
-    candidates = sorted(named)
-    for start in range(0, len(candidates), UNNAMED_PER_STATEMENT):
+    for chunk in _chunks(shapes):
         held = time.monotonic()
-        chunk = candidates[start : start + UNNAMED_PER_STATEMENT]
+        with store.projection(generation) as tx:
+            named |= tx.delete_unnamed_shapes(chunk)
+        pause_after(time.monotonic() - held, f"deletion of {len(chunk)} unnamed shapes")
+    for chunk in _chunks(named):
+        held = time.monotonic()
         with store.projection(generation) as tx:
             tx.delete_unnamed_values(chunk)
         pause_after(time.monotonic() - held, f"deletion of {len(chunk)} unnamed facet values")
     report = RunsReport(horizon, removed, time.monotonic() - started)
     log.info("run retention: %s", report.summary(), extra={"seconds": report.seconds})
     return report
+
+
+def _chunks(keys: set[bytes]) -> Iterator[list[bytes]]:
+    ordered = sorted(keys)
+    for start in range(0, len(ordered), UNNAMED_PER_STATEMENT):
+        yield ordered[start : start + UNNAMED_PER_STATEMENT]
 
 
 def _removed_edges(tx: ProjectionTx, runs: list[str]) -> list[TrimmedEdgeRow]:

@@ -153,19 +153,22 @@ class Contributions:
         # run sent about each dataset it used is kept per run too: its input/output
         # facets (owner ``input``/``output``) and the dataset facets as this run saw them
         # (``input_dataset``/``output_dataset``), the latest value per name over the
-        # run's events (docs/projection.md#what-each-run-did).
+        # run's events (docs/projection.md#what-each-run-did). An input's or output's own
+        # facets honour ``_deleted`` too: a later event of the run takes back what an
+        # earlier one said.
         run_id = facts.run_id
         assert run_id is not None
         records = facet_records(entity("run", run_id), facts.run_facets, False)
-        for role, ds_ns, ds_name, role_records in shape.role_facets:
-            owner = run_entity(run_id, role, ds_ns, ds_name)
-            records += [(owner, *record[1:]) for record in role_records]
+        for ds in facts.datasets:
+            if ds.role_facets:
+                owner = run_entity(run_id, ds.role, ds.id.namespace, ds.id.name)
+                records += facet_records(owner, ds.role_facets, True)
         for role, ds_ns, ds_name, sent in shape.run_datasets:
             owner = run_entity(run_id, f"{role}_dataset", ds_ns, ds_name)
             records += [(owner, *record[1:]) for record in sent]
         self._fold_facets(records, facts.event_id, facts.time)
         tkey = time_key(facts.time)
-        for key, digest, failed in shape.checks:
+        for key, digest, failed in quality.checks_of(facts.datasets):
             self.checks[key] = quality.later_check(self.checks.get(key), (tkey, digest, failed))
 
     def _fold_facets(

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from embrasure.model import JOB_EVENT, RUN_EVENT, EventFacts
-from embrasure.projector import column_lineage, quality
+from embrasure.projector import column_lineage
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.column_lineage import ColumnEdge
@@ -59,14 +59,11 @@ class Shape(NamedTuple):
     facets: tuple[FacetRecordRow, ...]  # job and dataset facets
     history: tuple[FacetRecordRow, ...]  # facet_sets under ``row.facets_key``: one per name
     row: ShapeRow
-    # Per dataset the run used (role, ns, name): its inputFacets / outputFacets, and the
-    # dataset facets as this run sent them (owner left '': the run fills it in).
-    role_facets: tuple[tuple[str, str, str, tuple[FacetRecordRow, ...]], ...]
     columns: tuple[tuple[ColumnKey, ColumnEdge], ...]
+    # Per dataset the run used (role, ns, name): the dataset facets as this run sent them
+    # (owner left '': the run fills it in). Its inputFacets / outputFacets are the
+    # event's, not the shape's (graph_rows ``_run_facets``).
     run_datasets: tuple[tuple[str, str, str, tuple[FacetRecordRow, ...]], ...] = ()
-    # Per dataset and check the event sent a result of: the assertion's hash and whether
-    # it failed (projector/quality.py).
-    checks: tuple[tuple[quality.CheckKey, bytes, int], ...] = ()
 
 
 SHAPES_REMEMBERED = 4096
@@ -181,18 +178,6 @@ def _read_shape(facts: EventFacts) -> Shape:
             run_datasets.append(
                 (ds.role, ds.id.namespace, ds.id.name, tuple(("", *r[1:]) for r in records))
             )
-    # An input's or output's own facets honour ``_deleted`` too (docs/projection.md#what-
-    # each-run-did): a later event of the run takes back what an earlier one said.
-    role_facets = tuple(
-        (
-            ds.role,
-            ds.id.namespace,
-            ds.id.name,
-            tuple(facet_records("", ds.role_facets, True)),
-        )
-        for ds in facts.datasets
-        if ds.role_facets
-    )
     # Rows are keyed by the identities as sent and by derived-or-declared; aliases
     # resolve, and declared edges win over SQL-derived ones, when read.
     job_ns, job_name = (job.namespace, job.name) if job else ("", "")
@@ -244,8 +229,6 @@ def _read_shape(facts: EventFacts) -> Shape:
         tuple(facets),
         history,
         ShapeRow(shape_key, *members),
-        role_facets,
         tuple(columns.items()),
         tuple(run_datasets),
-        quality.checks_of(facts.datasets),
     )

@@ -56,6 +56,14 @@ class LogEntry:
         return self.body
 
 
+class Unnamed(NamedTuple):
+    """What rows a run trim deleted named, shared by hash with rows that may stay: the
+    candidates of the deletions after it (lifecycle/run_retention.py)."""
+
+    values: frozenset[bytes]  # facet_values.hash
+    shapes: frozenset[bytes]  # shapes.shape_key
+
+
 class ProjectionTx(abc.ABC):
     """One projection transaction on one graph generation. A table is named by its
     record class (store/rows.py), whose fields are its key columns then its value
@@ -150,11 +158,17 @@ class ProjectionTx(abc.ABC):
         once none is left)."""
 
     @abc.abstractmethod
-    def delete_runs(self, run_ids: Sequence[str]) -> set[bytes]:
+    def delete_runs(self, run_ids: Sequence[str]) -> Unnamed:
         """Delete runs with their per-run rows (run_io, events, the run's facets and
-        what it sent about its inputs and outputs);
-        return the hashes of the facet values those facets named, for
+        what it sent about its inputs and outputs); return the facet values and the
+        shapes those rows named, for ``delete_unnamed_shapes`` and
         ``delete_unnamed_values``."""
+
+    @abc.abstractmethod
+    def delete_unnamed_shapes(self, keys: Sequence[bytes]) -> set[bytes]:
+        """Delete those of ``keys`` (at most run_retention.UNNAMED_PER_STATEMENT) that no
+        event names any more, with the facet sets no shape names then; return the
+        hashes of the facet values those facet sets named."""
 
     @abc.abstractmethod
     def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:

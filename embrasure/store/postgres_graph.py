@@ -33,7 +33,7 @@ from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import InternCache, Interner
 from embrasure.store.log_sql import LOG_COLUMNS, POSTGRES_BODIES, dictionary_loader, log_entries
 from embrasure.store.postgres_conn import PgConnection
-from embrasure.store.rows import FacetValueRow, LinkRow, table_of
+from embrasure.store.rows import FacetValueRow, LinkRow, R, ShapeRow, table_of
 from embrasure.store.run_retention import RunTrimming
 from embrasure.store.schema import STORED_COLUMNS
 from embrasure.store.sql import MAX_PARAMS, TxReads, serve_generation, table_sql
@@ -45,7 +45,7 @@ MIGRATION_LOCK = 0x656D6272_00000003  # schema upgrades
 REPROJECT_LOCK = 0x656D6272_00000004  # one reproject at a time (a session's lock)
 # Facet values: shared by projections that find a value stored, exclusive by a run trim
 # that deletes the values nothing names (store/run_retention.py).
-FACET_VALUES_LOCK = 0x656D6272_00000006
+CONTENT_LOCK = 0x656D6272_00000006  # facet values and shapes (run trims delete them)
 
 
 ColumnTypes = dict[str, dict[str, str]]  # table → column → its PostgreSQL type
@@ -99,7 +99,7 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         self.codec = codec
         self._holding = False
         self._identity_locked = False
-        self._values_locked = False
+        self._content_locked = False
         self.interner = Interner(conn, prefix, MAX_PARAMS, interned)
 
     def _sql(self, table: str) -> dict[str, str]:
@@ -161,18 +161,26 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
                 _columns(ordered, len(columns)),
             )
 
+    def _read_content(self, table: Record) -> None:
+        if table in (FacetValueRow, ShapeRow) and not self._content_locked:
+            # Held until commit: a run trim deletes a value or a shape only when no
+            # transaction that found it stored (and so will name it without storing it)
+            # is still open.
+            self.conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (CONTENT_LOCK,))
+            self._content_locked = True
+
     def stored_keys(self, table: Record, keys: Iterable[Key]) -> set[Key]:
-        if table is FacetValueRow and not self._values_locked:
-            # Held until commit: a run trim deletes a value only when no transaction that
-            # found it stored (and so will name it without storing it) is still open.
-            self.conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (FACET_VALUES_LOCK,))
-            self._values_locked = True
+        self._read_content(table)
         return super().stored_keys(table, keys)
 
-    def exclude_facet_value_readers(self) -> None:
+    def load(self, table: type[R], keys: Iterable[Key]) -> dict[Key, R]:
+        self._read_content(table)
+        return super().load(table, keys)
+
+    def exclude_content_readers(self) -> None:
         # Before any row is deleted, so the trim holds no row lock a waiting projection
         # could need; each later statement (READ COMMITTED) sees what those committed.
-        self.conn.execute("SELECT pg_advisory_xact_lock(?)", (FACET_VALUES_LOCK,))
+        self.conn.execute("SELECT pg_advisory_xact_lock(?)", (CONTENT_LOCK,))
 
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         if not self._identity_locked:

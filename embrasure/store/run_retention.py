@@ -6,18 +6,20 @@ What goes: the ``runs`` row, its ``run_io`` rows, its ``events`` rows, and the f
 of the run and of its inputs and outputs (entity ``run<SEP>id`` and the keys under it:
 projector/shapes.py ``run_entity``). What stays: datasets, jobs, services, edges (with
 their first and last seen and run counts), column edges, the current job and dataset
-facets, each data-quality check's latest result (``dataset_checks``), event shapes, and
-each job's latest run, which no horizon trims (a job page always shows its last run). A
-facet value the trimmed facets named that nothing names any more (no facets or
-facet_sets row) leaves ``facet_values`` after them (in transactions of their own,
-``delete_unnamed_values``): values are shared by hash, so a run's own (a nominalTime, a
-parent run) would otherwise stay for good (docs/architecture.md#storage).
+facets, each data-quality check's latest result (``dataset_checks``), the io sets, and
+each job's latest run, which no horizon trims (a job page always shows its last run).
+Rows shared by content that only the trimmed rows named go after them, in transactions
+of their own: the shapes no event names (``delete_unnamed_shapes``, with the facet sets
+no shape names then), and the facet values no facets or facet_sets row names
+(``delete_unnamed_values``); a run's own values (a nominalTime, a parent run) and a
+job's per-run shapes would otherwise stay for good (docs/architecture.md#storage).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from embrasure.store.base import Unnamed
 from embrasure.store.sql import MAX_PARAMS, Connection
 
 SEP = "\x1f"  # projector/shapes.py SEP: entity parts are joined with it
@@ -68,11 +70,12 @@ class RunTrimming:
         _, job_ns, job_name, latest_key = rows[-1]
         return [r[0] for r in rows], (str(job_ns), str(job_name), str(latest_key))
 
-    def delete_runs(self, run_ids: Sequence[str]) -> set[bytes]:
-        """Delete the runs and their per-run rows; return the hashes of the values their
-        facets named (``delete_unnamed_values`` deletes the ones nothing names now)."""
+    def delete_runs(self, run_ids: Sequence[str]) -> Unnamed:
+        """Delete the runs and their per-run rows; return the facet values their facets
+        named and the shapes their events named (``delete_unnamed_shapes`` and
+        ``delete_unnamed_values`` delete the ones nothing names now)."""
         if not run_ids:
-            return set()
+            return Unnamed(frozenset(), frozenset())
         if len(run_ids) > MAX_PARAMS // 3:
             raise ValueError(f"{len(run_ids)} runs: a statement takes {MAX_PARAMS // 3}")
         g = self.prefix
@@ -80,8 +83,11 @@ class RunTrimming:
         # through its statements and may wait for the GIL again after each one
         # (store/pacing.py), so fewer statements should hold it less.
         marks = ", ".join("?" for _ in run_ids)
-        for table in ("runs", "run_io", "events"):
+        for table in ("runs", "run_io"):
             self.conn.execute(f"DELETE FROM {g}{table} WHERE run_id IN ({marks})", list(run_ids))
+        shapes = self.conn.execute(
+            f"DELETE FROM {g}events WHERE run_id IN ({marks}) RETURNING shape_key", list(run_ids)
+        ).fetchall()
         # A run's facets (entity 'run<SEP>id') and what it sent about the datasets it
         # used ('run<SEP>id<SEP>input<SEP>ns<SEP>name', projector/shapes.py
         # ``run_entity``): one range of the facets key per run, two index lookups.
@@ -90,14 +96,58 @@ class RunTrimming:
         for run_id in run_ids:
             own = SEP.join(("run", run_id))
             params += [own, own + SEP, own + AFTER_SEP]
-        rows = self.conn.execute(
+        values = self.conn.execute(
             f"DELETE FROM {g}facets WHERE {terms} RETURNING value_hash", params
         ).fetchall()
-        return {bytes(r[0]) for r in rows if r[0] is not None}
+        return Unnamed(
+            frozenset(bytes(r[0]) for r in values if r[0] is not None),
+            frozenset(bytes(r[0]) for r in shapes),
+        )
 
-    def exclude_facet_value_readers(self) -> None:
+    def delete_unnamed_shapes(self, keys: Sequence[bytes]) -> set[bytes]:
+        """Delete those of ``keys`` no event names, then the facet sets they named that
+        no shape names; return the values those facet sets named. A shape is what an
+        event names apart from its run and time, and its key covers the job and dataset
+        facets (an input's or output's own facets, outputStatistics, are the run's), so
+        a job whose table gets a new version every run (the version facet of a Delta or
+        Iceberg table) makes one a run: kept, they would grow the graph by a row a run
+        for good. The io sets stay: one per distinct set
+        of edges (they do not grow by the run), and asOf walks the graph through them
+        to the edges ``trimmed_edges`` holds what removed runs gave (query/as_of.py).
+        Every lookup is by an index (events_shape, shapes_facets); a late event with
+        the same content stores the shape and its sets again (projector/apply.py
+        ``_insert_shapes``)."""
+        if not keys:
+            return set()
+        if len(keys) > UNNAMED_PER_STATEMENT:
+            raise ValueError(f"{len(keys)} candidates: a statement takes {UNNAMED_PER_STATEMENT}")
+        g = self.prefix
+        self.exclude_content_readers()
+        gone = self.conn.execute(
+            f"WITH candidates (k) AS (VALUES {', '.join('(?)' for _ in keys)})"
+            f" DELETE FROM {g}shapes WHERE shape_key IN (SELECT k FROM candidates)"
+            f" AND NOT EXISTS (SELECT 1 FROM {g}events e WHERE e.shape_key = {g}shapes.shape_key)"
+            " RETURNING facets_key",
+            list(keys),
+        ).fetchall()
+        sets = sorted({bytes(r[0]) for r in gone if r[0] is not None})
+        named: set[bytes] = set()
+        for start in range(0, len(sets), UNNAMED_PER_STATEMENT):
+            chunk = sets[start : start + UNNAMED_PER_STATEMENT]
+            rows = self.conn.execute(
+                f"WITH candidates (k) AS (VALUES {', '.join('(?)' for _ in chunk)})"
+                f" DELETE FROM {g}facet_sets WHERE facets_key IN (SELECT k FROM candidates)"
+                f" AND NOT EXISTS (SELECT 1 FROM {g}shapes s"
+                f" WHERE s.facets_key = {g}facet_sets.facets_key) RETURNING value_hash",
+                chunk,
+            ).fetchall()
+            named.update(bytes(r[0]) for r in rows)
+        return named
+
+    def exclude_content_readers(self) -> None:
         """Until this transaction ends, keep other projection transactions from finding
-        a facet value stored (``stored_keys``) that this one may delete as unnamed. SQLite:
+        a facet value or a shape stored (``stored_keys``, ``load``) that this one may
+        delete as unnamed. SQLite:
         nothing to do, its write lock admits one transaction at a time."""
 
     def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:
@@ -107,11 +157,11 @@ class RunTrimming:
         and hands them here at most ``UNNAMED_PER_STATEMENT`` at a time, one statement
         and one transaction each."""
         if not hashes:
-            return  # and no lock to wait for (PostgreSQL: exclude_facet_value_readers)
+            return  # and no lock to wait for (PostgreSQL: exclude_content_readers)
         if len(hashes) > UNNAMED_PER_STATEMENT:
             raise ValueError(f"{len(hashes)} candidates: a statement takes {UNNAMED_PER_STATEMENT}")
         g = self.prefix
-        self.exclude_facet_value_readers()
+        self.exclude_content_readers()
         marks = ", ".join("(?)" for _ in hashes)
         # The candidates once, as a table the two scans probe (a parameter each).
         c = "(SELECT h FROM candidates)"

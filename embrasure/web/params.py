@@ -90,11 +90,18 @@ def choice(request: Request, name: str, default: str, allowed: tuple[str, ...]) 
     return value
 
 
+# Present but possibly empty: the projector stores a dataset or job whose namespace is ""
+# (projector/validate.py: only the name must be non-empty), as openlineage-flink names a
+# table of the default catalog (docs/producers/flink.md), so its lineage can be asked for.
+MAY_BE_EMPTY = frozenset({"namespace"})
+
+
 def required(request: Request, *names: str) -> list[str]:
-    missing = [n for n in names if not request.query_params.get(n)]
+    params = request.query_params
+    missing = [n for n in names if n not in params or (not params[n] and n not in MAY_BE_EMPTY)]
     if missing:
         raise bad(f"missing query parameter(s): {', '.join(missing)}")
-    return [request.query_params[n] for n in names]
+    return [params[n] for n in names]
 
 
 # The read API's caps: items a page may ask for, edges a walk may go.

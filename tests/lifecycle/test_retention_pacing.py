@@ -64,8 +64,10 @@ def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
     monkeypatch.setattr(pacing, "TARGET_HOLD_S", 60.0)  # however slow the machine: 3 a step
     report = trim_runs(api.store, HORIZON, batch=3)
     assert report.runs == 8
-    # 3 + 3 + 2 runs: a pause after each full batch, none after the last.
-    assert pauses == ["trim of 3 runs", "trim of 3 runs"]
+    # 3 + 3 + 2 runs: a pause after each full batch, none after the last; then one
+    # statement for the shapes the removed runs named (each job's shape, which its kept
+    # run still names: none goes), and none for values (the runs named none).
+    assert pauses == ["trim of 3 runs", "trim of 3 runs", "deletion of 4 unnamed shapes"]
     with api.store.reader() as reader:
         kept = sorted(r.run_id for r in reader.rows(RunRow))
     assert kept == sorted(run_id(job * 10 + 2) for job in range(4))

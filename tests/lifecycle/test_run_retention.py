@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,22 @@ from starlette.testclient import TestClient
 from embrasure.app import build_app
 from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.run_retention import trim_runs
-from embrasure.projector.worker import reproject
+from embrasure.projector.worker import Projector, reproject
 from embrasure.settings import Settings
 from embrasure.store import open_store
-from embrasure.store.rows import EventRow, FacetRow, RunIoRow, RunRow
+from embrasure.store.rows import (
+    EventRow,
+    FacetRow,
+    FacetSetRow,
+    FacetValueRow,
+    IoSetRow,
+    RunIoRow,
+    RunRow,
+    ShapeRow,
+)
 
 from conftest import ServerProcess
+from event_strategies import deliveries
 from graph_api import (
     REPORT,
     Api,
@@ -123,6 +134,85 @@ def test_runs_before_the_horizon_go_their_lineage_stays(api: Api) -> None:
         (run_id(3), {"rowCount": 3}),
         (run_id(6), {}),
     ]
+
+
+def shared_content(api: Api) -> tuple[set[bytes], set[bytes]]:
+    """The shapes stored and the shapes the events name (equal when no unnamed one is
+    kept); every facet set a shape names, and no other, and every value a facet set
+    names, are stored. io sets may outlive their shapes (asOf walks through them)."""
+    with api.store.reader() as reader:
+        shapes = reader.rows(ShapeRow)
+        named = {e.shape_key for e in reader.rows(EventRow)}
+        io = {r.io_key for r in reader.rows(IoSetRow)}
+        sets = {r.facets_key for r in reader.rows(FacetSetRow)}
+        values = {r.hash for r in reader.rows(FacetValueRow)}
+        in_sets = {r.value_hash for r in reader.rows(FacetSetRow)}
+    assert in_sets <= values, "every facet set's value is stored"
+    assert {s.io_key for s in shapes if s.io_key} <= io
+    assert {s.facets_key for s in shapes if s.facets_key} == sets
+    return {s.shape_key for s in shapes}, named
+
+
+def test_shapes_only_removed_runs_named_go_with_them(api: Api) -> None:
+    # monthly's first run alone names its staging output; and a Delta-style job writes a
+    # new version of its table every run: a dataset facet that changes every run makes
+    # every run's shape one of its own.
+    history(api)
+    for n, hour in ((21, 9), (22, 10), (23, 12)):
+        version = facet("DatasetVersionDatasetFacet", "1-0-1", datasetVersion=str(n))
+        api.ingest(
+            run_event(
+                "COMPLETE",
+                "versioned",
+                run_id(n),
+                at(hour),
+                outputs=[ds("w", "t", version=version)],
+            )
+        )
+    before, named = shared_content(api)
+    assert before == named
+    trim_runs(api.store, HORIZON)
+    after, named = shared_content(api)
+    assert after == named, "the shapes left are those the events left name"
+    assert len(before) - len(after) == 3, "monthly's staging run and two versions went"
+    # A late event of a removed run brings its shape back, sets and values with it.
+    api.ingest(run_event("COMPLETE", "monthly", run_id(5), at(8), outputs=[ds(*STAGING)]))
+    again, named = shared_content(api)
+    assert again == named and len(again) == len(after) + 1
+
+
+def test_postgresql_a_trim_waits_for_a_projection_that_found_a_shape_stored(
+    pg_db: str,
+) -> None:
+    # Concurrent projections (PostgreSQL only): one that found a shape stored names it in
+    # its events at commit without storing it, so the trim's deletion of unnamed shapes
+    # waits for it to end. The runs write different tables and send no facets: their
+    # shapes differ and no value is a candidate (that deletion waits the same way).
+    store = open_store(pg_db)
+    try:
+        for n, hour in ((1, 9), (2, 12)):
+            event = run_event("COMPLETE", DAILY, run_id(n), at(hour), outputs=[ds("w", f"t{n}")])
+            for draft in deliveries([[event]]):
+                store.append([draft])
+        Projector(store).run_until_caught_up()
+        trimmed = threading.Event()
+
+        def trim() -> None:
+            trim_runs(store, HORIZON)
+            trimmed.set()
+
+        with store.projection() as tx:
+            assert tx.load(ShapeRow, [(b"\0" * 16,)]) == {}
+            thread = threading.Thread(target=trim)
+            thread.start()
+            assert not trimmed.wait(1.5), "the trim went ahead of an open projection"
+        assert trimmed.wait(30)
+        thread.join()
+        with store.reader() as reader:
+            assert [r.run_id for r in reader.rows(RunRow)] == [run_id(2)]
+            assert len(reader.rows(ShapeRow)) == 1
+    finally:
+        store.close()
 
 
 def test_as_of_after_the_horizon_answers_as_before_the_runs_went(api: Api) -> None:

@@ -23,7 +23,7 @@ from embrasure.store import open_store
 from embrasure.web.responses import replay_refused
 
 from conftest import MINIMAL_EVENT
-from graph_api import Api, daily_run
+from graph_api import Api, at, daily_run, ds, run_event, run_id
 
 JSON = {"Content-Type": "application/json"}
 RETRY_AFTER = 7  # not the default (1), so that a test sees whose Retry-After is sent
@@ -76,6 +76,26 @@ def test_a_bad_parameter_is_its_problem_without_retry_after(api: Api) -> None:
         "limit must be between 1 and 1000; got 0",
     )
     assert "retry-after" not in headers
+
+
+def test_a_namespace_may_be_empty_a_name_may_not_and_both_must_be_there(api: Api) -> None:
+    # A dataset sent with namespace "" (openlineage-flink's default-catalog tables) is
+    # stored, so its lineage is asked for with namespace= (web/params.py MAY_BE_EMPTY).
+    api.ingest(run_event("COMPLETE", "flink", run_id(1), at(9), outputs=[ds("", "catalog.t")]))
+    walk = api.get("/api/v1/lineage", namespace="", name="catalog.t", depth="1")
+    assert walk["root"] == "dataset::catalog.t" and len(walk["edges"]) == 1
+    for params, missing in (
+        ({"name": "catalog.t"}, "namespace"),
+        ({"namespace": "", "name": ""}, "name"),
+        ({"namespace": ""}, "name"),
+    ):
+        problem(
+            api.client.get("/api/v1/lineage", params=params),
+            400,
+            "bad-parameter",
+            "Bad query parameter",
+            f"missing query parameter(s): {missing}",
+        )
 
 
 def test_a_parameter_a_read_does_not_take_is_400_naming_the_closest(api: Api) -> None:

@@ -58,7 +58,13 @@ def cursor(shape: Cursor) -> Schema:
     )
 
 
-NAMESPACE = query("namespace", string(minLength=1), "Namespace of the entity.", required=True)
+NAMESPACE = query(
+    "namespace",
+    string(),
+    "Namespace of the entity; may be empty (`namespace=`): a dataset or job sent with"
+    ' namespace "".',
+    required=True,
+)
 NAME = query("name", string(minLength=1), "Name of the entity.", required=True)
 DEPTH = query(
     "depth",
