@@ -34,7 +34,7 @@ from embrasure.store.interned import InternCache, Interner
 from embrasure.store.log_sql import LOG_COLUMNS, POSTGRES_BODIES, dictionary_loader, log_entries
 from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import FacetValueRow, LinkRow, R, ShapeRow, table_of
-from embrasure.store.run_retention import RunTrimming
+from embrasure.store.run_retention import UNNAMED_PER_STATEMENT, RunTrimming
 from embrasure.store.schema import STORED_COLUMNS
 from embrasure.store.sql import MAX_PARAMS, TxReads, serve_generation, table_sql
 
@@ -181,6 +181,28 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         # Before any row is deleted, so the trim holds no row lock a waiting projection
         # could need; each later statement (READ COMMITTED) sees what those committed.
         self.conn.execute("SELECT pg_advisory_xact_lock(?)", (CONTENT_LOCK,))
+
+    def delete_unnamed_values(self, hashes: Sequence[bytes]) -> None:
+        # The candidates as one array (its length is the planner's estimate, and the
+        # primary key finds them) and NOT EXISTS, an anti-join, where the shared SQL has
+        # NOT IN a subquery: PostgreSQL hashes that subquery only when its result fits
+        # in work_mem, and otherwise runs it again for every candidate, a scan of the
+        # facets each. In the first soak (bench/results/storage-soak-postgres.md) such a
+        # deletion held the content lock 79.5 s and the projector fell 347 s behind;
+        # with work_mem at 64 kB, EXPLAIN shows the per-row SubPlan for NOT IN and a hash
+        # anti-join for this. Not soaked yet.
+        if not hashes:
+            return
+        if len(hashes) > UNNAMED_PER_STATEMENT:
+            raise ValueError(f"{len(hashes)} candidates: a statement takes {UNNAMED_PER_STATEMENT}")
+        g = self.prefix
+        self.exclude_content_readers()
+        self.conn.execute_arrays(
+            f"DELETE FROM {g}facet_values v WHERE v.hash = ANY(?::bytea[])"
+            f" AND NOT EXISTS (SELECT 1 FROM {g}facets n WHERE n.value_hash = v.hash)"
+            f" AND NOT EXISTS (SELECT 1 FROM {g}facet_sets n WHERE n.value_hash = v.hash)",
+            [list(hashes)],
+        )
 
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         if not self._identity_locked:

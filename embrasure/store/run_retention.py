@@ -163,7 +163,10 @@ class RunTrimming:
         g = self.prefix
         self.exclude_content_readers()
         marks = ", ".join("(?)" for _ in hashes)
-        # The candidates once, as a table the two scans probe (a parameter each).
+        # The candidates once, as a table the two scans probe (a parameter each). SQLite
+        # computes a NOT IN subquery once into a table of its own, so each facet table is
+        # scanned once (a correlated NOT EXISTS would scan it per candidate: nothing
+        # indexes value_hash). PostgreSQL has a statement of its own (postgres_graph.py).
         c = "(SELECT h FROM candidates)"
         self.conn.execute(
             f"WITH candidates (h) AS (VALUES {marks})"
