@@ -250,7 +250,8 @@ def step_holds(lines: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for line in lines:
         if isinstance(line.get("held_ms"), int | float):
             step = str(line.get("step", ""))
-            kind = next((k for k in ("runs", "pages", "segment") if k in step), "other")
+            kinds = ("runs", "pages", "segment", "unnamed shapes", "unnamed facet values")
+            kind = next((k for k in kinds if k in step), "other")
             held.setdefault(kind, []).append(float(line["held_ms"]))
     return {
         kind: {
