@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
 import psycopg
@@ -117,15 +117,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def unavailable(what: str, reason: str) -> NoReturn:
+    """Skip for want of ``what`` (a tool the tests run for real), or fail under CI,
+    which must run every half of the suite."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"no {what}, which CI needs: {reason}")
+    pytest.skip(f"no {what}: {reason}")
+
+
+def no_postgresql() -> NoReturn:
+    """Skip the PostgreSQL half, or fail under CI (it must run there)."""
+    reason = pg_unreachable() or "no PostgreSQL server"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason.replace("tests skipped", "tests cannot run under CI"))
+    pytest.skip(reason)
+
+
 @contextlib.contextmanager
 def pg_database(migrated: bool = False) -> Iterator[str]:
     """A new PostgreSQL database for one test, empty or (``migrated``) with the schema
     already applied, as Embrasure leaves a new database; dropped afterwards."""
-    reason = pg_unreachable()
-    if reason is not None:
-        if os.environ.get("CI") == "true":  # under CI the PostgreSQL half must run
-            pytest.fail(reason.replace("tests skipped", "tests cannot run under CI"))
-        pytest.skip(reason)
+    if pg_unreachable() is not None:
+        no_postgresql()
     name = f"embrasure_test_{secrets.token_hex(6)}"
     template = f" TEMPLATE {pg_template()}" if migrated else ""
     with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
@@ -334,9 +347,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_broker.Bro
     try:
         broker.start()
     except kafka_broker.KafkaUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no Kafka broker, which CI needs: {exc}")
-        pytest.skip(f"no Kafka broker: {exc}")
+        unavailable("Kafka broker", str(exc))
     try:
         yield broker
     finally:

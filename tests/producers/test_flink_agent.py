@@ -13,11 +13,10 @@ under CI they fail, as the Spark and Kafka tests do.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +24,14 @@ import pytest
 import flink_agent
 import flink_graph
 import spark_agent
-from conftest import ServerProcess, pg_database, pg_unreachable, sqlite_url
+from conftest import (
+    ServerProcess,
+    no_postgresql,
+    pg_database,
+    pg_unreachable,
+    sqlite_url,
+    unavailable,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 
@@ -37,19 +43,6 @@ class LiveRun:
     servers: dict[str, ServerProcess]  # by backend
     flink: flink_agent.FlinkRun
     work: Path
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"no Flink, which CI needs: {reason}")
-    pytest.skip(f"no Flink: {reason}")
-
-
-def _no_postgresql() -> NoReturn:
-    reason = pg_unreachable() or "no PostgreSQL server"
-    if os.environ.get("CI") == "true":  # under CI the PostgreSQL half must run
-        pytest.fail(reason.replace("tests skipped", "tests cannot run under CI"))
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +60,7 @@ def flink_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
         try:
             flink = flink_agent.run({b: s.url for b, s in servers.items()}, work)
         except flink_agent.FlinkUnavailable as exc:
-            _unavailable(str(exc))
+            unavailable("Flink", str(exc))
         for server in servers.values():
             spark_agent.wait_projected(server.url)
         yield LiveRun(servers, flink, work)
@@ -78,7 +71,7 @@ def live(flink_run: LiveRun, backend: str) -> Iterator[Live]:
     """The backend's server, and the events the agent sent it (as stored)."""
     server = flink_run.servers.get(backend)
     if server is None:
-        _no_postgresql()
+        no_postgresql()
     with httpx.Client(base_url=server.url, timeout=30) as http:
         yield http, spark_agent.served_events(server.url)
 
@@ -127,7 +120,7 @@ def test_a_table_lineage_walk(live: Live) -> None:
 
 def test_both_backends_serve_the_same_graph(flink_run: LiveRun) -> None:
     if len(flink_run.servers) < 2:
-        _no_postgresql()
+        no_postgresql()
     exports = []
     for server in flink_run.servers.values():
         reply = httpx.get(server.url + "/api/v1/export", timeout=60)

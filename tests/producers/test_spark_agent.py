@@ -11,18 +11,24 @@ tests do.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
 
 import spark_agent
 import spark_graph
-from conftest import ServerProcess, pg_database, pg_unreachable, sqlite_url
+from conftest import (
+    ServerProcess,
+    no_postgresql,
+    pg_database,
+    pg_unreachable,
+    sqlite_url,
+    unavailable,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -35,19 +41,6 @@ class LiveRun:
     layout: spark_agent.Layout
     error: str  # what the failing job raised in Python
     seconds: float  # the session's start, the four jobs and its stop
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"no Spark, which CI needs: {reason}")
-    pytest.skip(f"no Spark: {reason}")
-
-
-def _no_postgresql() -> NoReturn:
-    reason = pg_unreachable() or "no PostgreSQL server"
-    if os.environ.get("CI") == "true":  # under CI the PostgreSQL half must run
-        pytest.fail(reason.replace("tests skipped", "tests cannot run under CI"))
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +60,7 @@ def spark_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
         try:
             spark = spark_agent.session({b: s.url for b, s in servers.items()}, layout)
         except spark_agent.SparkUnavailable as exc:
-            _unavailable(str(exc))
+            unavailable("Spark", str(exc))
         with spark_agent.stopped_after(spark):
             error = spark_agent.run_jobs(spark, layout)
         seconds = time.monotonic() - began
@@ -81,7 +74,7 @@ def live(spark_run: LiveRun, backend: str) -> Iterator[Live]:
     """The backend's server, and the events the agent sent it (as stored)."""
     server = spark_run.servers.get(backend)
     if server is None:
-        _no_postgresql()
+        no_postgresql()
     with httpx.Client(base_url=server.url, timeout=30) as http:
         yield http, spark_agent.served_events(server.url)
 
@@ -119,7 +112,7 @@ def test_output_statistics(spark_run: LiveRun, live: Live) -> None:
 
 def test_both_backends_serve_the_same_graph(spark_run: LiveRun) -> None:
     if len(spark_run.servers) < 2:
-        _no_postgresql()
+        no_postgresql()
     exports, stored = [], []
     for server in spark_run.servers.values():
         reply = httpx.get(server.url + "/api/v1/export", timeout=60)
