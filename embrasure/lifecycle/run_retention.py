@@ -14,9 +14,9 @@ A shape or a facet value that only removed rows named goes after them (shapes fi
 facet sets they leave name values too), in transactions of their own.
 
 A late event of a removed run projects it anew (with what that event says); the next
-pass removes it again. Transactions of at most BATCH runs, as many as hold the write
-lock about ``pacing.TARGET_HOLD_S``, each followed by a pause (store/pacing.py), keep
-the log's appends moving.
+pass removes it again. Transactions of at most ``Store.step_runs`` runs, as many as take
+about ``Store.step_hold_s`` (SQLite: as hold its write lock 8 ms), each followed by a
+pause (store/pacing.py), keep the log's appends moving.
 """
 
 from __future__ import annotations
@@ -36,10 +36,6 @@ from embrasure.store.run_retention import UNNAMED_PER_STATEMENT
 
 log = logging.getLogger("embrasure.retention")
 
-# Runs per transaction. In bench/storage_soak.py's load (500 events/s), 1,000 held the
-# write lock 0.3 to 1 s each, and the receiver's appends waited as long; 100 hold it for
-# 20 to 110 ms.
-BATCH = 100
 EdgeKey = tuple[str, str, str, str, str]  # job ns, job name, dataset ns, name, direction
 
 
@@ -63,9 +59,7 @@ def horizon_key(retain: datetime.timedelta, now: datetime.datetime | None = None
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}000Z"
 
 
-def trim_runs(
-    store: Store, horizon: str, *, generation: int | None = None, batch: int = BATCH
-) -> RunsReport:
+def trim_runs(store: Store, horizon: str, *, generation: int | None = None) -> RunsReport:
     """Record ``horizon`` (it only moves up) and remove the runs before it from the
     served graph, or from ``generation`` (one reproject is building)."""
     started = time.monotonic()
@@ -73,7 +67,8 @@ def trim_runs(
     with store.projection(generation) as tx:
         horizon = tx.record_run_horizon(horizon, utc_now())
     cursor = None
-    pacer = Pacer(start=min(batch, 16), low=1, high=batch)  # store/pacing.py
+    pacer = Pacer(start=min(store.step_runs, 16), low=1, high=store.step_runs,
+                  target_s=store.step_hold_s)  # fmt: skip
     named: set[bytes] = set()  # values the removed runs' facets named
     shapes: set[bytes] = set()  # shapes their events named
     while True:

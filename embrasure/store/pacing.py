@@ -22,9 +22,16 @@ is no such lock, but the pause keeps a pass's share of the disk modest.
 
 A receipt that finds the lock taken waits out the rest of the step, so steps are also
 kept short: a ``Pacer`` sizes each step (runs, pages) from how fast the last ones went,
-so that it holds the lock about ``TARGET_HOLD_S``. Fixed sizes held it 40 ms (100 runs;
-the pass's thread also waits for the GIL between statements while it holds the lock)
-to 95 ms in the soak (bench/README.md), and receipts waited as long.
+so that it holds the lock about ``TARGET_HOLD_S`` (``Store.step_hold_s``). Fixed sizes
+held it 40 ms (100 runs; the pass's thread also waits for the GIL between statements
+while it holds the lock) to 95 ms in the soak (bench/README.md), and receipts waited as long.
+
+PostgreSQL has no such lock: a run trim locks the rows it deletes, which nothing else
+writes, so its steps may be long (``PostgresStore.step_hold_s``). Paced for SQLite there,
+a step took ~9.8 ms whatever its size, most of it round trips, and 741 of the first 1,087
+steps of the second PostgreSQL soak took one run each: tens of runs a second against the
+250 the soak makes, and the database grew 38.7% per 10 min
+(bench/results/storage-soak-postgres.md).
 """
 
 from __future__ import annotations
@@ -53,18 +60,18 @@ def pause_after(held_s: float, step: str) -> None:
 
 class Pacer:
     """The size of a pass's next step: as many items (runs, pages) as the recent steps
-    went through in ``TARGET_HOLD_S``, between ``low`` and ``high``, starting at
-    ``start``."""
+    went through in ``target_s``, between ``low`` and ``high``, starting at ``start``."""
 
-    def __init__(self, start: int, low: int, high: int) -> None:
+    def __init__(self, start: int, low: int, high: int, target_s: float | None = None) -> None:
         self.low, self.high = low, high
+        self.target_s = TARGET_HOLD_S if target_s is None else target_s
         self.size = max(low, min(high, start))
 
     def held(self, held_s: float, items: int) -> None:
         """A step of ``items`` held the lock ``held_s``: size the next one."""
         if items <= 0:
             return
-        wanted = items * TARGET_HOLD_S / max(held_s, 1e-4)
+        wanted = items * self.target_s / max(held_s, 1e-4)
         # Halfway (geometrically) to the new estimate: one slow step (a checkpoint,
         # the GIL) does not throw the size to the floor.
         self.size = max(self.low, min(self.high, round((self.size * wanted) ** 0.5)))

@@ -68,6 +68,10 @@ POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
 class PostgresStore(Store):
     dialect = "postgresql"
     concurrent_projectors = True
+    # No write lock to share (store/pacing.py): a step as long as a projection batch,
+    # and as many runs as one DELETE's parameters take (three a run, store/sql.py).
+    step_hold_s = 0.1
+    step_runs = sql.MAX_PARAMS // 3
 
     def __init__(
         self, url: str, *, upgrade: bool = False, pool_size: int = 10, compress: bool = True

@@ -61,8 +61,10 @@ def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
             api.ingest(run_event("COMPLETE", f"job{job}", run_id(job * 10 + n), at(hour)))
     pauses: list[str] = []
     monkeypatch.setattr(run_retention, "pause_after", lambda _held, step: pauses.append(step))
-    monkeypatch.setattr(pacing, "TARGET_HOLD_S", 60.0)  # however slow the machine: 3 a step
-    report = trim_runs(api.store, HORIZON, batch=3)
+    # However slow the machine: 3 a step.
+    monkeypatch.setattr(api.store, "step_hold_s", 60.0)
+    monkeypatch.setattr(api.store, "step_runs", 3)
+    report = trim_runs(api.store, HORIZON)
     assert report.runs == 8
     # 3 + 3 + 2 runs: a pause after each full batch, none after the last; then one
     # statement for the shapes the removed runs named (each job's shape, which its kept
