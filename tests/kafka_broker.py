@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -78,16 +79,20 @@ def jars() -> Path:
         if shutil.which(tool) is None:
             raise KafkaUnavailable(f"{tool} is not on PATH: the Kafka broker needs it")
     CACHE.mkdir(parents=True, exist_ok=True)
-    (CACHE / "pom.xml").write_text(_POM.format(version=KAFKA_VERSION))
-    done = subprocess.run(
-        ["mvn", "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
-         f"-DoutputDirectory={lib}"],
-        cwd=CACHE, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise KafkaUnavailable(f"mvn could not resolve kafka_2.13 {KAFKA_VERSION}: {tail}")
-    (CACHE / "complete").touch()
+    with (CACHE / "resolve.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the suite's workers (pytest-xdist) resolve once
+        if (CACHE / "complete").exists():
+            return lib
+        (CACHE / "pom.xml").write_text(_POM.format(version=KAFKA_VERSION))
+        done = subprocess.run(
+            ["mvn", "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={lib}"],
+            cwd=CACHE, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise KafkaUnavailable(f"mvn could not resolve kafka_2.13 {KAFKA_VERSION}: {tail}")
+        (CACHE / "complete").touch()
     return lib
 
 

@@ -17,6 +17,7 @@ prints each jar's path.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -50,17 +51,21 @@ def agent_jar(agent: str) -> Path:
         if shutil.which(tool) is None:
             raise AgentUnavailable(f"{tool} is not on PATH: the {agent} agent needs it")
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / "partial"
-    done = subprocess.run(
-        ["mvn", "-q", "-B", _COPY, f"-Dartifact={coordinates}:{AGENT_VERSION}",
-         f"-DoutputDirectory={partial}"],
-        cwd=folder, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise AgentUnavailable(f"mvn could not resolve {coordinates}:{AGENT_VERSION}: {tail}")
-    (partial / jar.name).replace(jar)  # whole, or absent: never a half-written jar
-    shutil.rmtree(partial, ignore_errors=True)
+    with (folder / "resolve.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the suite's workers (pytest-xdist) resolve once
+        if jar.exists():
+            return jar
+        partial = folder / "partial"
+        done = subprocess.run(
+            ["mvn", "-q", "-B", _COPY, f"-Dartifact={coordinates}:{AGENT_VERSION}",
+             f"-DoutputDirectory={partial}"],
+            cwd=folder, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise AgentUnavailable(f"mvn could not resolve {coordinates}:{AGENT_VERSION}: {tail}")
+        (partial / jar.name).replace(jar)  # whole, or absent: never a half-written jar
+        shutil.rmtree(partial, ignore_errors=True)
     return jar
 
 

@@ -48,25 +48,74 @@ def _events(count: int) -> list[bytes]:
     ]
 
 
-def _produce(broker: Broker, topic: str, bodies: list[bytes], seconds: float) -> None:
-    """Send ``bodies`` spread over about ``seconds`` (acks=all, the producer retrying
-    through a broker restart), keyed as OpenLineage keys them."""
-    producer = Producer(
-        {"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True}
-    )
-    step = max(1, len(bodies) // 100)
-    for start in range(0, len(bodies), step):
-        for body in bodies[start : start + step]:
-            key = json.loads(body)["job"]["name"].encode()
-            while True:
-                try:
-                    producer.produce(topic, value=body, key=key)
-                    break
-                except BufferError:  # the local queue is full: let it drain
-                    producer.poll(0.1)
-        producer.poll(0)
-        time.sleep(seconds / 100)
-    assert producer.flush(120) == 0
+class Sender(threading.Thread):
+    """Sends ``bodies`` spread over about ``seconds`` (acks=all), keyed as OpenLineage
+    keys them, as a client that must not drop events does: what the broker did not
+    acknowledge (a message timed out across the broker's restart, a producer fenced by
+    it) is sent again by a new producer, until every message is acknowledged or
+    ``deadline_s`` has passed. ``problem`` says why it gave up, for the test to assert."""
+
+    def __init__(
+        self, broker: Broker, topic: str, bodies: list[bytes], seconds: float,
+        deadline_s: float = 240.0,
+    ) -> None:  # fmt: skip
+        super().__init__(name="kafka-sender")
+        self.broker, self.topic, self.bodies = broker, topic, bodies
+        self.seconds, self.deadline_s = seconds, deadline_s
+        self.problem: str | None = "not finished"
+
+    def run(self) -> None:
+        try:
+            self.problem = self._send()
+        except Exception as exc:  # the test reports it, instead of a thread's traceback
+            self.problem = f"{type(exc).__name__}: {exc}"
+
+    def _send(self) -> str | None:
+        deadline = time.monotonic() + self.deadline_s
+        pending = list(range(len(self.bodies)))
+        spread = self.seconds  # the first round is spread out; resends go at once
+        while pending:
+            failed: list[tuple[int, str]] = []
+            left = self._round(pending, spread, failed, deadline)
+            if left:
+                return f"{left} messages still queued at the deadline"
+            pending, spread = sorted(i for i, _ in failed), 0.0
+            if pending and time.monotonic() > deadline:
+                return f"{len(pending)} messages unacknowledged: {[e for _, e in failed[:3]]}"
+        return None
+
+    def _round(
+        self, pending: list[int], seconds: float, failed: list[tuple[int, str]], deadline: float
+    ) -> int:
+        """Send ``pending`` with a new producer (a new producer id: librdkafka's
+        idempotent producer may have raised a fatal error), idempotent so that its own
+        retries add no copy; ``failed`` gets what the broker refused. Returns how many
+        are still queued at the deadline."""
+        config = {"bootstrap.servers": self.broker.bootstrap, "acks": "all",
+                  "enable.idempotence": True, "message.timeout.ms": 30_000}  # fmt: skip
+        producer = Producer(config)
+
+        def report(index: int) -> Any:
+            def settled(err: Any, _msg: Any) -> None:
+                if err is not None:
+                    failed.append((index, str(err)))
+
+            return settled
+
+        step = max(1, len(pending) // 100)
+        for start in range(0, len(pending), step):
+            for index in pending[start : start + step]:
+                body = self.bodies[index]
+                key = json.loads(body)["job"]["name"].encode()
+                while True:
+                    try:
+                        producer.produce(self.topic, body, key, on_delivery=report(index))
+                        break
+                    except BufferError:  # the local queue is full: let it drain
+                        producer.poll(0.1)
+            producer.poll(0)
+            time.sleep(seconds / 100)
+        return int(producer.flush(max(1.0, deadline - time.monotonic())))
 
 
 def _consume(
@@ -120,7 +169,7 @@ def test_kill_9_of_the_consumer_and_a_broker_restart_lose_and_double_nothing(
     topic = f"ol-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, 4)
     bodies = _events(EVENTS)
-    sender = threading.Thread(target=_produce, args=(broker, topic, bodies, 40.0))
+    sender = Sender(broker, topic, bodies, 40.0)
     sender.start()
     rng = random.Random(19)
     log = tmp_path / "consume.log"
@@ -136,6 +185,7 @@ def test_kill_9_of_the_consumer_and_a_broker_restart_lose_and_double_nothing(
                 broker.start()
             consumer = _consume(db_url, broker, topic, log)
         sender.join()
+        assert sender.problem is None, sender.problem
         deadline = time.monotonic() + 240
         while run_sql(db_url, "SELECT COUNT(*) FROM deliveries")[0][0] < EVENTS:
             assert consumer.poll() is None, log.read_text()[-2000:]
@@ -177,12 +227,13 @@ def test_two_consumers_of_one_group_share_the_topic_and_one_killed_loses_nothing
     first = _consume(pg_db, broker, topic, log, instance="a")
     second = _consume(pg_db, broker, topic, log, instance="b")
     try:
-        sender = threading.Thread(target=_produce, args=(broker, topic, bodies, 20.0))
+        sender = Sender(broker, topic, bodies, 20.0)
         sender.start()
         time.sleep(8)
         first.kill()  # mid-stream, its last batch perhaps stored but not committed
         first.wait()
         sender.join()
+        assert sender.problem is None, sender.problem
         deadline = time.monotonic() + 120
         while run_sql(pg_db, "SELECT COUNT(*) FROM deliveries")[0][0] < len(bodies):
             assert second.poll() is None, log.read_text()[-2000:]
@@ -211,7 +262,9 @@ def test_past_the_backlog_bound_the_consumer_pauses_and_resumes_below_it(
     bodies = _events(10_000)
     try:
         with httpx.Client(base_url=proc.url) as http:
-            _produce(kafka, topic, bodies, 1.0)
+            sender = Sender(kafka, topic, bodies, 1.0)
+            sender.run()  # in this thread
+            assert sender.problem is None, sender.problem
             deadline = time.monotonic() + 60
             while "embrasure_kafka_paused 1.0" not in http.get("/metrics").text:
                 assert time.monotonic() < deadline, "never paused"
