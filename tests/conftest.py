@@ -175,6 +175,15 @@ def pytest_report_header() -> str:
     return f"PostgreSQL: {pg_unreachable() or PG_ADMIN + ' (reachable)'}"
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers (execnet) export COLUMNS=80 and LINES=24, and the CLI's
+    tables wrap to COLUMNS when it is set (cli/options.py): every test sees what a pipe
+    without them sees, serial or not."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
