@@ -124,10 +124,15 @@ class Round:
     events_per_s: float  # after the warm-up
     server_cpu_us: float  # the server's CPU per event over the whole round
     broker_cpu_us: float  # the broker's meanwhile (Kafka rounds; 0 for HTTP)
+    threads_us: dict[str, float]  # the server's, by thread kind (servers.thread_cpu_seconds)
 
 
 def _cpu(pid: int) -> float:
     return servers.cpu_snapshot(pid).process
+
+
+def _threads_us(before: dict[str, float], after: dict[str, float], events: int) -> dict[str, float]:
+    return {k: (v - before.get(k, 0.0)) * 1e6 / events for k, v in sorted(after.items())}
 
 
 def kafka_round(
@@ -142,13 +147,16 @@ def kafka_round(
     server = servers.start_embrasure(work, db, source, extra=_consuming(broker, topic))
     try:
         server_cpu = _cpu(server.pid)  # after start-up (its imports are not the events')
+        threads = servers.thread_cpu_seconds(server.pid)
         _wait_count(db, len(bodies), 600)
         server_cpu = _cpu(server.pid) - server_cpu
+        threads = _threads_us(threads, servers.thread_cpu_seconds(server.pid), len(bodies))
         broker_cpu = _cpu(broker.proc.pid) - broker_cpu
     finally:
         server.stop()
     per_event = 1e6 / len(bodies)
-    return Round(_rate(_received(db), warmup), server_cpu * per_event, broker_cpu * per_event)
+    rate = _rate(_received(db), warmup)
+    return Round(rate, server_cpu * per_event, broker_cpu * per_event, threads)
 
 
 async def _post_all(url: str, bodies: list[bytes]) -> None:
@@ -176,11 +184,14 @@ def http_round(work: Path, source: Path, bodies: list[bytes], warmup: int) -> Ro
     server = servers.start_embrasure(work, db, source)
     try:
         server_cpu = _cpu(server.pid)
+        threads = servers.thread_cpu_seconds(server.pid)
         asyncio.run(_post_all(server.url, bodies))
         server_cpu = _cpu(server.pid) - server_cpu
+        threads = _threads_us(threads, servers.thread_cpu_seconds(server.pid), len(bodies))
     finally:
         server.stop()
-    return Round(_rate(_received(db), warmup), server_cpu * 1e6 / len(bodies), 0.0)
+    rate = _rate(_received(db), warmup)
+    return Round(rate, server_cpu * 1e6 / len(bodies), 0.0, threads)
 
 
 def lag_run(
@@ -247,6 +258,14 @@ def _received_at(rows: list[tuple[str]], seq: int) -> str:
     return rows[seq - 1][0]  # a fresh log: seq runs 1, 2, …
 
 
+THREAD_KINDS = ("main", "other", "rdk")
+
+
+def _median_of(rounds: list[dict[str, float]], kind: str) -> str:
+    values = [r[kind] for r in rounds if kind in r]
+    return f"{statistics.median(values):.0f}" if values else "-"
+
+
 def _rates(rates: list[float]) -> str:
     return f"{statistics.median(rates):,.0f} | {', '.join(f'{x:,.0f}' for x in rates)} |"
 
@@ -278,6 +297,19 @@ def markdown(report: dict[str, Any]) -> str:
         f"Kafka / HTTP batch: **{ing['ratio']:.2f}** (target ≥ 0.80). Rates are over the"
         " events after the warm-up; CPU over each whole round (warm-up included), the"
         " server's from when it was ready.",
+        "",
+        "The server's CPU µs/event by thread (median of the rounds): `main` is the event"
+        " loop, `rdk` librdkafka's threads (fetching, decompressing), `other` every other"
+        " thread (the consumer's, the group commit's, compression's pool):",
+        "",
+        "| path | " + " | ".join(THREAD_KINDS) + " |",
+        "|---|" + "---|" * len(THREAD_KINDS),
+        *(
+            f"| {path} | "
+            + " | ".join(_median_of(ing["threads_us"][path], k) for k in THREAD_KINDS)
+            + " |"
+            for path in ("kafka", "http")
+        ),
         "",
         f"## Lag at {lag['rate']:,} events/s for {lag['seconds']} s ({lag['events']:,} events)",
         "",
@@ -331,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                 rounds[path].append(result)
                 print(
                     f"round {r + 1} {path}: {result.events_per_s:,.0f} ev/s, server"
-                    f" {result.server_cpu_us:.0f} µs CPU/event, broker {result.broker_cpu_us:.0f}"
+                    f" {result.server_cpu_us:.0f} µs CPU/event, broker {result.broker_cpu_us:.0f};"
+                    f" by thread {', '.join(f'{k} {v:.0f}' for k, v in result.threads_us.items())}"
                 )
         lag = lag_run(broker, work, source, args.lag_rate, args.lag_seconds, args.lag_warmup)
         print(f"lag p50/p99 {lag['lag_ms_p50']:.1f}/{lag['lag_ms_p99']:.1f} ms")
@@ -350,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             **rates,
             "server_cpu_us": {p: [x.server_cpu_us for x in rs] for p, rs in rounds.items()},
             "broker_cpu_us": [x.broker_cpu_us for x in rounds["kafka"]],
+            "threads_us": {p: [x.threads_us for x in rs] for p, rs in rounds.items()},
             "ratio": statistics.median(rates["kafka"]) / statistics.median(rates["http"]),
         },
         "lag": lag,

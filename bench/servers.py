@@ -180,6 +180,23 @@ def cpu_snapshot(pid: int) -> CpuSnapshot:
     )
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds so far of ``pid``'s threads by kind: ``main`` (the event loop),
+    ``rdk`` (librdkafka's, named ``rdk:…`` in ``/proc/…/comm``) and ``other`` (the other
+    Python threads: Python 3.11 names none of them apart). A thread that has ended is in
+    none of them."""
+    kinds = dict.fromkeys(("main", "rdk", "other"), 0.0)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text()
+            seconds = _task_cpu_seconds(task / "stat")
+        except FileNotFoundError:  # ended meanwhile
+            continue
+        kind = "main" if task.name == str(pid) else "rdk" if name.startswith("rdk:") else "other"
+        kinds[kind] += seconds
+    return kinds
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """VmRSS (now) and VmHWM (peak resident set) in KiB."""
     wanted = {"VmRSS", "VmHWM"}
