@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -25,6 +24,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
+
+from maven_cache import mvn, resolving
 
 KAFKA_VERSION = "4.4.0"  # KRaft only since 4.0; the newest Maven Central serves here
 CACHE = (
@@ -78,20 +79,14 @@ def jars() -> Path:
     for tool in ("mvn", "java"):
         if shutil.which(tool) is None:
             raise KafkaUnavailable(f"{tool} is not on PATH: the Kafka broker needs it")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / "resolve.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the suite's workers (pytest-xdist) resolve once
+    with resolving(CACHE):
         if (CACHE / "complete").exists():
             return lib
         (CACHE / "pom.xml").write_text(_POM.format(version=KAFKA_VERSION))
-        done = subprocess.run(
-            ["mvn", "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={lib}"],
-            cwd=CACHE, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            raise KafkaUnavailable(f"mvn could not resolve kafka_2.13 {KAFKA_VERSION}: {tail}")
+        failed = mvn(CACHE, "dependency:copy-dependencies", "-DincludeScope=runtime",
+                     f"-DoutputDirectory={lib}")  # fmt: skip
+        if failed:
+            raise KafkaUnavailable(f"mvn could not resolve kafka_2.13 {KAFKA_VERSION}: {failed}")
         (CACHE / "complete").touch()
     return lib
 

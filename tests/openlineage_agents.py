@@ -17,12 +17,12 @@ prints each jar's path.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from maven_cache import mvn, resolving
 
 AGENT_VERSION = "1.53.0"
 ARTIFACTS = {
@@ -50,20 +50,14 @@ def agent_jar(agent: str) -> Path:
     for tool in ("mvn", "java"):
         if shutil.which(tool) is None:
             raise AgentUnavailable(f"{tool} is not on PATH: the {agent} agent needs it")
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "resolve.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the suite's workers (pytest-xdist) resolve once
+    with resolving(folder):
         if jar.exists():
             return jar
         partial = folder / "partial"
-        done = subprocess.run(
-            ["mvn", "-q", "-B", _COPY, f"-Dartifact={coordinates}:{AGENT_VERSION}",
-             f"-DoutputDirectory={partial}"],
-            cwd=folder, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            raise AgentUnavailable(f"mvn could not resolve {coordinates}:{AGENT_VERSION}: {tail}")
+        failed = mvn(folder, _COPY, f"-Dartifact={coordinates}:{AGENT_VERSION}",
+                     f"-DoutputDirectory={partial}")  # fmt: skip
+        if failed:
+            raise AgentUnavailable(f"mvn could not resolve {coordinates}:{AGENT_VERSION}: {failed}")
         (partial / jar.name).replace(jar)  # whole, or absent: never a half-written jar
         shutil.rmtree(partial, ignore_errors=True)
     return jar
