@@ -12,6 +12,7 @@ from typing import Any
 
 from embrasure.errors import IdempotencyConflict, StoreError
 from embrasure.model import DeliveryDraft, Receipt, Rejection
+from embrasure.store import migrations
 from embrasure.store.base import AppendResult, LogEntry
 from embrasure.store.compression import NO_DICTIONARY, BodyCodec, LoadDictionary
 from embrasure.store.sql import Connection, select_where_in
@@ -109,7 +110,7 @@ def make_body_partition(conn: Connection, day: datetime.date) -> None:
     after = day + datetime.timedelta(days=1)
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {body_partition(day)} PARTITION OF delivery_bodies"
-        f" FOR VALUES FROM ('{day.isoformat()}') TO ('{after.isoformat()}')"
+        f" FOR VALUES FROM ('{day.isoformat()}') TO ('{after.isoformat()}')" + migrations.CHURNED
     )
 
 

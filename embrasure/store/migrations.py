@@ -16,6 +16,17 @@ from collections.abc import Callable
 from embrasure.errors import SchemaError
 from embrasure.store import schema
 
+# PostgreSQL: the storage parameters of a table retention deletes from all the time (run
+# trims, body trims within a day's partition). Autovacuum visits a table once its dead
+# rows pass 20% of it by default, and until a visit the space of deleted rows is not
+# reused, so the table grows by a fifth between visits: the PostgreSQL soak grew 4.9% per
+# 10 minutes at a steady load (bench/results/storage-soak-postgres.md). At 1% a visit
+# follows each minute's trims (autovacuum_naptime).
+# https://www.postgresql.org/docs/current/routine-vacuuming.html#AUTOVACUUM
+CHURNED_PARAMETERS = "autovacuum_vacuum_scale_factor = 0.01"
+CHURNED = f" WITH ({CHURNED_PARAMETERS})"
+CHURNED_TABLES = ("runs", "run_io", "events", "shapes", "facet_sets", "facets", "facet_values")
+
 DIALECT_TOKENS: dict[str, dict[str, str]] = {
     "sqlite": {
         "serial_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -36,6 +47,7 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         "functions": "",
         "bodies_key": "seq",
         "bodies_partitions": "",
+        "churned": "",
     },
     "postgresql": {
         "serial_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
@@ -63,7 +75,8 @@ DIALECT_TOKENS: dict[str, dict[str, str]] = {
         # clock far off, a day not made yet) land in the DEFAULT one.
         "bodies_key": "seq, received_at",
         "bodies_partitions": " PARTITION BY RANGE (received_at);\n"
-        "CREATE TABLE delivery_bodies_default PARTITION OF delivery_bodies DEFAULT",
+        "CREATE TABLE delivery_bodies_default PARTITION OF delivery_bodies DEFAULT" + CHURNED,
+        "churned": CHURNED,
     },
 }
 
@@ -307,6 +320,21 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        11,
+        "autovacuum of the tables retention trims",
+        "",
+        # The served generation's tables get what new generations are created with
+        # (CHURNED); so do the body partitions made from now on (log_sql.make_body_partition).
+        # The ones made already keep PostgreSQL's default until retention drops them.
+        served_generation=";\n".join(
+            f"ALTER TABLE {{g}}{table} SET ({CHURNED_PARAMETERS})" for table in CHURNED_TABLES
+        ),
+        dialects=("postgresql",),
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 
@@ -354,7 +382,7 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
     for migration in pending(current):
         for statement in migration.statements(dialect):
             execute(statement, ())
-        if migration.served_generation:
+        if migration.served_generation and dialect in migration.dialects:
             row = execute("SELECT generation FROM graph_meta", ())
             prefix = schema.prefix(int(row.fetchone()[0]))  # type: ignore[attr-defined]
             for statement in render(migration.served_generation, dialect, g=prefix):

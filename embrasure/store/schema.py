@@ -101,7 +101,7 @@ CREATE TABLE {g}events (
     seq {bigint} NOT NULL,                 -- where it was first seen (raw event reads)
     idx INTEGER NOT NULL,
     shape_key {blob} NOT NULL              -- shapes.shape_key
-);
+){churned};
 CREATE INDEX {g}events_time ON {g}events (time_key);
 -- asOf reads every event of a run or a shape and keeps those up to T: no time in these.
 CREATE INDEX {g}events_run ON {g}events (run_id);
@@ -112,7 +112,7 @@ CREATE TABLE {g}shapes (                   -- what an event names apart from its
     job_ns TEXT, job_name TEXT,
     io_key {blob},                         -- io_sets.io_key: the edges it names
     facets_key {blob}                      -- facet_sets.facets_key: its job and dataset facets
-){without_rowid};
+){without_rowid}{churned};
 CREATE INDEX {g}shapes_job ON {g}shapes (job_ns, job_name);
 CREATE INDEX {g}shapes_io ON {g}shapes (io_key);
 CREATE INDEX {g}shapes_facets ON {g}shapes (facets_key);
@@ -132,7 +132,7 @@ CREATE TABLE {g}facet_sets (               -- the job and dataset facet values o
     name TEXT NOT NULL,
     value_hash {blob} NOT NULL,            -- facet_values.hash
     PRIMARY KEY (facets_key, entity, name)
-){without_rowid};
+){without_rowid}{churned};
 CREATE INDEX {g}facet_sets_entity ON {g}facet_sets (entity, name);
 CREATE TABLE {g}datasets (
     ns TEXT NOT NULL,
@@ -195,7 +195,7 @@ CREATE TABLE {g}runs (
     win_terminal INTEGER NOT NULL,         -- the state's: terminal?, eventTime, event id
     win_key TEXT NOT NULL, decided_by {blob} NOT NULL,
     parent_key TEXT, parent_event {blob}
-){without_rowid};
+){without_rowid}{churned};
 CREATE INDEX {g}runs_job ON {g}runs (job_ns, job_name, latest_key);
 CREATE INDEX {g}runs_parent ON {g}runs (parent_run_id);
 CREATE TABLE {g}edges (
@@ -231,7 +231,7 @@ CREATE TABLE {g}run_io (
     version TEXT, version_key TEXT,        -- the version from the latest event naming it
     run_key TEXT NOT NULL,                 -- its run's runs.latest_key (sync_run_keys)
     PRIMARY KEY (run_id, job_ns, job_name, ds_ns, ds_name, direction)
-){without_rowid};
+){without_rowid}{churned};
 -- A dataset's runs newest first (GET /api/v1/datasets/runs) read this index backwards,
 -- a page at a time, however many runs the dataset has: no sort.
 CREATE INDEX {g}run_io_ds ON {g}run_io (ds_ns, ds_name, direction, run_key, run_id);
@@ -255,14 +255,14 @@ CREATE TABLE {g}facets (
     value_hash {blob},                     -- facet_values.hash; NULL: deletion markers only
     deleted_key TEXT,                      -- eventTime key of the latest `_deleted: true`
     PRIMARY KEY (entity, name)
-){without_rowid};
+){without_rowid}{churned};
 -- A rowid table: a value may be kilobytes even compressed, too large for a WITHOUT ROWID
 -- b-tree's cells.
 CREATE TABLE {g}facet_values (
     hash {blob} PRIMARY KEY,               -- BLAKE2b-128 of the canonical JSON
     encoding INTEGER NOT NULL,             -- 0: the canonical JSON as UTF-8, 1: zstd of it
     value {blob} NOT NULL
-);
+){churned};
 CREATE TABLE {g}column_edges (           -- datasets and the job: names.id; fields:
     tgt INTEGER NOT NULL, tgt_field INTEGER NOT NULL,  -- field_names.id
     src INTEGER NOT NULL, src_field INTEGER NOT NULL,

@@ -19,11 +19,11 @@ from embrasure.errors import StoreUnavailable
 from embrasure.model import DeliveryDraft, Receipt, utc_now
 from embrasure.projector.worker import Projector, ProjectorLimits, reproject
 from embrasure.query.export import export_bytes
-from embrasure.store import Store, open_store
+from embrasure.store import Store, migrations, open_store
 from embrasure.store.postgres_conn import translate
 from embrasure.store.postgres_graph import LOG_LOCK
 
-from conftest import pg_database, pg_reset
+from conftest import pg_database, pg_reset, run_sql
 from event_strategies import deliveries, events
 
 
@@ -317,3 +317,48 @@ def test_an_unreachable_server_is_unavailable_not_a_crash(store: Store, pg_db: s
 )
 def test_translate(sqlite: str, postgresql: str) -> None:
     assert translate(sqlite) == postgresql
+
+
+# -- autovacuum of the tables retention trims ---------------------------------------------------
+
+
+def churned_tables(url: str) -> dict[str, list[str] | None]:
+    """The trimmed tables of every generation, and the body partitions: their reloptions."""
+    return dict(
+        run_sql(
+            url,
+            "SELECT relname::text, reloptions FROM pg_class WHERE relkind = 'r'"
+            " AND (starts_with(relname::text, 'delivery_bodies_') OR substring(relname::text from"
+            " '^g[0-9]+_(.*)$') = ANY(?))",
+            (list(migrations.CHURNED_TABLES),),
+        )
+    )
+
+
+def test_the_tables_retention_trims_are_vacuumed_early(store: Store, pg_db: str) -> None:
+    """docs/operations.md#postgresql-and-its-disk: a fresh database's trimmed tables, its
+    body partitions and a reprojection's new generation carry the lower autovacuum
+    threshold."""
+    store.append([draft(1)])
+    day = utc_now()[:10].replace("-", "")
+    params = (migrations.CHURNED_PARAMETERS.replace(" ", ""),)
+    generation = 1
+    for rebuilt in (False, True):
+        if rebuilt:
+            generation = reproject(store)
+        tables = churned_tables(pg_db)
+        expected = {f"g{generation}_{t}" for t in migrations.CHURNED_TABLES}
+        assert {"delivery_bodies_default", f"delivery_bodies_d{day}"} | expected <= set(tables)
+        assert set(map(tuple, tables.values())) == {params}
+
+
+def test_db_upgrade_sets_the_served_generations_autovacuum(pg_db: str) -> None:
+    """Migration 11 on a database of version 10: the served generation's trimmed tables get
+    the setting (the body partitions made already keep the default: the migration says)."""
+    for table in migrations.CHURNED_TABLES:
+        run_sql(pg_db, f"ALTER TABLE g1_{table} RESET (autovacuum_vacuum_scale_factor)")
+    run_sql(pg_db, "DELETE FROM embrasure_schema WHERE version = 11")
+    open_store(pg_db, upgrade=True).close()
+    tables = churned_tables(pg_db)
+    assert all(tables[f"g1_{t}"] for t in migrations.CHURNED_TABLES)
+    assert run_sql(pg_db, "SELECT MAX(version) FROM embrasure_schema") == [(migrations.LATEST,)]
