@@ -356,6 +356,29 @@ def soak_md(s: dict[str, Any]) -> list[str]:
         f"{c['sample_s']:g} s.",
         "",
         *_table(["figure", "value"], rows),
+        *_objects_md(s.get("objects", []), c["minutes"]),
+    ]
+
+
+def _objects_md(found: list[dict[str, Any]], minutes: float, top: int = 12) -> list[str]:
+    """PostgreSQL: MiB by table and index at each third of the soak, the largest at the
+    end first (what grew in the last third is what the slope is made of)."""
+    if not found:
+        return []
+    marks = [minutes * 60 * k / 3 for k in (1, 2, 3)]
+
+    def nearest(mark: float) -> dict[str, int]:
+        return dict(min(found, key=lambda o: abs(float(o["t"]) - mark))["bytes"])
+
+    at = [nearest(m) for m in marks]
+    names = sorted(at[-1], key=lambda n: -at[-1][n])[:top]
+    rows = [[n, *(_mib(sizes.get(n, 0)) for sizes in at)] for n in names]
+    total = [_mib(sum(sizes.values())) for sizes in at]
+    return [
+        "",
+        f"MiB by table and index (PostgreSQL, sampled once a minute; the {top} largest):",
+        "",
+        *_table(["object", *(f"{m / 60:g} min" for m in marks)], [*rows, ["all", *total]]),
     ]
 
 

@@ -43,6 +43,7 @@ import projection
 import psycopg
 import servers
 import soak
+import storage_sizes
 
 TARGET_SLOPE_PCT_PER_10_MIN = 2.0
 TARGET_P99_RATIO = 2.0
@@ -145,6 +146,9 @@ class LiveBodies(Sequence[bytes]):
         return orjson.dumps(events)
 
 
+OBJECTS_EVERY_S = 60.0  # PostgreSQL: bytes by table and index, once a minute
+
+
 class Sampler(threading.Thread):
     """Samples the database files, the server's memory and CPU, and /metrics."""
 
@@ -155,6 +159,7 @@ class Sampler(threading.Thread):
         self.server, self.db, self.db_url, self.every_s = server, db, db_url, every_s
         self.samples: list[dict[str, Any]] = []
         self.metric_errors = 0
+        self.objects_at = 0.0  # when the bytes by table were last read (PostgreSQL)
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -165,6 +170,13 @@ class Sampler(threading.Thread):
 
     def sample(self, client: httpx.Client) -> dict[str, Any]:
         files = db_files(self.db) if self.db_url is None else postgres_size(self.db_url)
+        objects: dict[str, int] | None = None
+        if self.db_url is not None and time.time() - self.objects_at >= OBJECTS_EVERY_S:
+            # Which tables and indexes make the size's slope (PostgreSQL reuses a table's
+            # deleted rows only after autovacuum visits it: docs/operations.md).
+            self.objects_at = time.time()
+            found = storage_sizes.postgres_objects(self.db_url)["objects"]
+            objects = {name: int(o["bytes"]) for name, o in found.items()}
         metrics: dict[str, float] = {}
         try:
             for line in client.get("/metrics").text.splitlines():
@@ -181,6 +193,7 @@ class Sampler(threading.Thread):
             "machine_busy_s": projection.system_busy_seconds(),
             "harness_cpu_s": time.process_time(),  # the load, the watcher, this sampler
             "retention_metrics": metrics,
+            **({"objects": objects} if objects is not None else {}),
         }
 
 
@@ -455,4 +468,7 @@ def summarise(
             for (t, v), w, (_, r) in zip(size, wal, rss, strict=True)
         ],
         "retention_metrics_last": samples[-1]["retention_metrics"] if samples else {},
+        "objects": [
+            {"t": round(t, 1), "bytes": s["objects"]} for t, s in rel if t >= 0 and "objects" in s
+        ],
     }
