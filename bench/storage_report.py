@@ -378,7 +378,7 @@ def _objects_md(found: list[dict[str, Any]], minutes: float, top: int = 12) -> l
         "",
         f"MiB by table and index (PostgreSQL, sampled once a minute; the {top} largest):",
         "",
-        *_table(["object", *(f"{m / 60:g} min" for m in marks)], [*rows, ["all", *total]]),
+        *_table(["object", *(f"{m / 60:.3g} min" for m in marks)], [*rows, ["all", *total]]),
     ]
 
 
