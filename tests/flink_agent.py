@@ -39,7 +39,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,7 +150,6 @@ class FlinkRun:
     returncode: int
     output: str  # the job script's stdout and stderr
     log: str  # Flink's own log (the gateway JVM's)
-    seconds: float
 
     @property
     def failure(self) -> str:
@@ -184,14 +182,12 @@ def run(
         "FLINK_LIB_DIR": str(lib),
         "FLINK_LOG_DIR": str(logs),
     }
-    began = time.monotonic()
     done = subprocess.run(
         [str(python), str(JOB), str(work / "data"), str(config)],
         env=env, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
-    seconds = time.monotonic() - began
     log = "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("*.log")))
-    return FlinkRun(done.returncode, done.stdout + done.stderr, log, seconds)
+    return FlinkRun(done.returncode, done.stdout + done.stderr, log)
 
 
 CAPTURE_ROOT = Path("/tmp/embrasure-flink-capture")

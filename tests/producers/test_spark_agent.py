@@ -11,7 +11,6 @@ tests do.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +39,6 @@ class LiveRun:
     servers: dict[str, ServerProcess]  # by backend
     layout: spark_agent.Layout
     error: str  # what the failing job raised in Python
-    seconds: float  # the session's start, the four jobs and its stop
 
 
 @pytest.fixture(scope="module")
@@ -56,17 +54,15 @@ def spark_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
             stack.callback(server.stop)
             servers[backend] = server
         layout = spark_agent.Layout(work / "jobs")
-        began = time.monotonic()
         try:
             spark = spark_agent.session({b: s.url for b, s in servers.items()}, layout)
         except spark_agent.SparkUnavailable as exc:
             unavailable("Spark", str(exc))
         with spark_agent.stopped_after(spark):
             error = spark_agent.run_jobs(spark, layout)
-        seconds = time.monotonic() - began
         for server in servers.values():
             spark_agent.wait_projected(server.url)
-        yield LiveRun(servers, layout, error, seconds)
+        yield LiveRun(servers, layout, error)
 
 
 @pytest.fixture
@@ -120,8 +116,3 @@ def test_both_backends_serve_the_same_graph(spark_run: LiveRun) -> None:
         exports.append(reply.content)
         stored.append(spark_agent.served_events(server.url))
     spark_graph.check_same_graph(exports, stored)
-
-
-def test_the_live_run_takes_under_three_minutes(spark_run: LiveRun) -> None:
-    """Issue 20's budget for the live Spark tests on this machine."""
-    assert spark_run.seconds < 180, spark_run.seconds
