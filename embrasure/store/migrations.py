@@ -20,8 +20,8 @@ from embrasure.store import schema
 # trims, body trims within a day's partition). Autovacuum visits a table once its dead
 # rows pass 20% of it by default, and until a visit the space of deleted rows is not
 # reused, so the table grows by a fifth between visits: the PostgreSQL soak grew 4.9% per
-# 10 minutes at a steady load (bench/results/storage-soak-postgres.md). At 1% a visit
-# follows each minute's trims (autovacuum_naptime).
+# 10 minutes at a steady load, 1.4-2.4% at 1% (bench/README.md, the PostgreSQL soaks). At
+# 1% a visit follows each minute's trims (autovacuum_naptime).
 # https://www.postgresql.org/docs/current/routine-vacuuming.html#AUTOVACUUM
 CHURNED_PARAMETERS = "autovacuum_vacuum_scale_factor = 0.01"
 CHURNED = f" WITH ({CHURNED_PARAMETERS})"
