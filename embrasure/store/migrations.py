@@ -107,6 +107,11 @@ class Migration:
     def statements(self, dialect: str) -> list[str]:
         return render(self.sql, dialect) if dialect in self.dialects else []
 
+    def served_statements(self, dialect: str, prefix: str) -> list[str]:
+        """``served_generation`` for the generation of ``prefix``: none on another
+        dialect, as ``statements``."""
+        return render(self.served_generation, dialect, g=prefix) if dialect in self.dialects else []
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -382,10 +387,10 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
     for migration in pending(current):
         for statement in migration.statements(dialect):
             execute(statement, ())
-        if migration.served_generation and dialect in migration.dialects:
+        if migration.served_generation:
             row = execute("SELECT generation FROM graph_meta", ())
             prefix = schema.prefix(int(row.fetchone()[0]))  # type: ignore[attr-defined]
-            for statement in render(migration.served_generation, dialect, g=prefix):
+            for statement in migration.served_statements(dialect, prefix):
                 execute(statement, ())
         execute(  # shared SQL: a PostgreSQL connection translates the placeholders
             "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)",
