@@ -208,6 +208,14 @@ SETTINGS: tuple[Setting, ...] = (
         low=1,
     ),
     Setting(
+        "reproject_batch_events",
+        20000,
+        "Most events one transaction of a rebuild (reproject, or the one on start after an"
+        " upgrade) takes on: a bigger fold writes each job's and edge's row once for more"
+        " events, and holds the write lock longer (docs/operations.md#rebuilding-the-graph).",
+        low=1,
+    ),
+    Setting(
         "log_compression",
         "zstd",
         "How the receiver stores bodies: zstd (with dictionaries trained from the log), or"
@@ -315,6 +323,7 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
+    reproject_batch_events: int = BY_NAME["reproject_batch_events"].default
     log_compression: str = BY_NAME["log_compression"].default
     retain_log: str = BY_NAME["retain_log"].default
     archive: str = BY_NAME["archive"].default

@@ -72,6 +72,7 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "reproject_batch_events",
     "log_compression",
     "retain_log",
     "archive",
@@ -171,7 +172,10 @@ def listen(host: str, port: int) -> socket.socket:
 def projector_limits(settings: Settings) -> Any:
     from embrasure.projector.worker import ProjectorLimits
 
-    return ProjectorLimits(batch_events=settings.projector_batch_events)
+    return ProjectorLimits(
+        batch_events=settings.projector_batch_events,
+        rebuild_events=settings.reproject_batch_events,
+    )
 
 
 def open_db(flags: dict[str, Any]) -> Any:
@@ -192,6 +196,7 @@ def open_db(flags: dict[str, Any]) -> Any:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "reproject_batch_events",
     "retain_log",
     "archive",
     "retain_runs",
@@ -238,7 +243,7 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db", "projector_batch_events", "archive")
+@setting_options("db", "projector_batch_events", "reproject_batch_events", "archive")
 def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it.
     Bodies retention moved out of the database are read from --archive."""

@@ -383,7 +383,13 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def create_generation(self) -> int:
-        """Create empty graph tables for a new generation beside the served one."""
+        """Create empty graph tables for a new generation beside the served one, without
+        the indexes only reads use (schema.DEFERRED_INDEXES): ``index_generation`` builds
+        them once the rebuild has folded the log, before anyone reads it."""
+
+    @abc.abstractmethod
+    def index_generation(self, generation: int) -> None:
+        """Build a new generation's DEFERRED_INDEXES, each in a transaction of its own."""
 
     @abc.abstractmethod
     def drop_generation(self, generation: int) -> None:

@@ -271,11 +271,24 @@ class PostgresStore(Store):
             ).fetchall()
             for leftover in sql.other_generations((t for (t,) in tables), served):
                 self._drop(conn, leftover)  # a killed reproject's
-            for statement in migrations.render(schema.GRAPH_TABLES, "postgresql", g=prefix):
+            tables, _deferred = self._generation_sql(new)
+            for statement in tables:
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {prefix}position (id, seq) VALUES (1, 0)")
             self._interned.keep_only(schema.prefix(served))
         return new
+
+    def index_generation(self, generation: int) -> None:
+        _tables, deferred = self._generation_sql(generation)
+        for statement in deferred:
+            with self._transaction("BEGIN", "indexing a graph generation") as conn:
+                conn.execute(statement)
+
+    @staticmethod
+    def _generation_sql(generation: int) -> tuple[list[str], list[str]]:
+        prefix = schema.prefix(generation)
+        statements = migrations.render(schema.GRAPH_TABLES, "postgresql", g=prefix)
+        return schema.deferred_split(statements, prefix)
 
     def drop_generation(self, generation: int) -> None:
         with self._transaction("BEGIN", "dropping a graph generation") as conn:

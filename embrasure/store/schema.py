@@ -309,6 +309,49 @@ TABLES = (
 )
 
 
+# The indexes only reads use: the projection's own writes look rows up by their keys
+# (and links by either end, so links_b stays). A rebuild (projector/worker.py
+# ``reproject``) creates its generation without them and builds each once the log is
+# folded: one sorted build instead of an entry kept in place by every transaction. In a
+# rebuild of the bench platform run_io_ds alone (a new entry at the end of each of ~3,000
+# datasets' runs, every transaction) was 47% of the pages a 2,000-event transaction
+# wrote (bench/README.md, "Reproject").
+DEFERRED_INDEXES = frozenset(
+    {
+        "items_quarantined",
+        "events_time",
+        "events_run",
+        "events_shape",
+        "shapes_job",
+        "shapes_io",
+        "shapes_facets",
+        "io_sets_ds",
+        "io_sets_job",
+        "facet_sets_entity",
+        "canonical_c",
+        "runs_job",
+        "runs_parent",
+        "edges_ds",
+        "trimmed_edges_ds",
+        "run_io_ds",
+        "column_edges_src",
+    }
+)
+_INDEX_NAME = re.compile(r"CREATE INDEX (\w+) ON ")
+
+
+def deferred_split(statements: list[str], prefix: str) -> tuple[list[str], list[str]]:
+    """A generation's rendered statements → (those a rebuild runs first, the
+    DEFERRED_INDEXES it builds at the end)."""
+    first: list[str] = []
+    deferred: list[str] = []
+    for statement in statements:
+        found = _INDEX_NAME.match(statement)
+        name = found.group(1).removeprefix(prefix) if found else None
+        (deferred if name in DEFERRED_INDEXES else first).append(statement)
+    return first, deferred
+
+
 def split_statements(text: str) -> list[str]:
     """SQL text → statements. ``--`` comments go first (they may hold a ';'); the schema
     holds no string literal with ``--`` or ';' in it."""

@@ -237,11 +237,27 @@ class SQLiteStore(Store):
             ]
             for leftover in sql.other_generations(tables, served):  # a killed reproject's
                 self._drop(conn, leftover)
-            for statement in migrations.render(schema.GRAPH_TABLES, "sqlite", g=schema.prefix(new)):
+            tables, _deferred = self._generation_sql(new)
+            for statement in tables:
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {schema.prefix(new)}position (id, seq) VALUES (1, 0)")
             self._interned.keep_only(schema.prefix(served))
         return new
+
+    def index_generation(self, generation: int) -> None:
+        _tables, deferred = self._generation_sql(generation)
+        for statement in deferred:
+            # One index a transaction: the write lock is let go between them.
+            with self.projection(generation) as tx:
+                assert isinstance(tx, SQLiteProjectionTx)
+                tx.conn.execute(statement)
+
+    @staticmethod
+    def _generation_sql(generation: int) -> tuple[list[str], list[str]]:
+        prefix = schema.prefix(generation)
+        return schema.deferred_split(
+            migrations.render(schema.GRAPH_TABLES, "sqlite", g=prefix), prefix
+        )
 
     def drop_generation(self, generation: int) -> None:
         with self.projection() as tx:

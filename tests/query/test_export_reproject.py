@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from embrasure.projector.worker import Projector, reproject
+from embrasure.store import schema
 from embrasure.store.schema import GRAPH_VERSION
 
 from conftest import make_client, run_sql
@@ -99,6 +100,37 @@ def test_reproject_leaves_no_table_of_another_generation(api: Api, db_url: str) 
         names = run_sql(db_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     prefixes = {n.split("_")[0] for (n,) in names if n[0] == "g" and n[1].isdigit()}
     assert prefixes == {f"g{generation}"}
+
+
+def _indexes(db_url: str, generation: int) -> set[str]:
+    """The generation's index names, without its prefix (primary keys and UNIQUE
+    constraints' own indexes left out: they come with their tables)."""
+    prefix = f"g{generation}_"
+    if db_url.startswith("sqlite:///"):
+        sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    else:
+        sql = "SELECT indexname FROM pg_indexes WHERE schemaname = 'public'"
+    names = [n for (n,) in run_sql(db_url, sql) if n.startswith(prefix)]
+    return {n.removeprefix(prefix) for n in names if not n.endswith(("_pkey", "_key"))}
+
+
+def test_reproject_builds_the_indexes_it_deferred(api: Api, db_url: str) -> None:
+    """A rebuild creates its generation without the read-only indexes and builds them
+    once the log is folded (schema.DEFERRED_INDEXES): the served graph has every one."""
+    api.ingest(*export_events())
+    fresh = _indexes(db_url, api.store.generation())
+    assert fresh > schema.DEFERRED_INDEXES, "each deferred index is one the schema makes"
+    built: list[set[str]] = []
+    index_generation = api.store.index_generation
+
+    def spy(generation: int) -> None:
+        built.append(_indexes(db_url, generation))  # what the fold ran without
+        index_generation(generation)
+
+    api.store.index_generation = spy
+    generation = reproject(api.store)
+    assert built == [fresh - schema.DEFERRED_INDEXES]
+    assert _indexes(db_url, generation) == fresh
 
 
 def test_a_graph_built_by_an_older_version_is_rebuilt_on_start(api: Api, db_url: str) -> None:
