@@ -68,7 +68,8 @@ class ProjectorLimits:
     # are merged once per transaction whatever its runs in it: on 200,000 bench platform
     # events, 2,758 → 4,023 events/s from 2,000 to 20,000 events a transaction, for
     # ~165 MiB more memory and the write lock (which the receiver waits for) held up to
-    # 1.41 s instead of 0.69 s (bench/README.md, "Reproject"; docs/operations.md).
+    # 1.41 s instead of 0.69 s (bench/README.md, "Reproject as a bulk load";
+    # docs/operations.md, "Rebuilding the graph").
     rebuild_events: int = 20_000
     rebuild_bytes: int = 128 * 1024 * 1024  # bodies (as received) per rebuild transaction
 
