@@ -30,10 +30,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from embrasure.model import EventTime
 from embrasure.projector.canonical import canonical_json
+
+_K = TypeVar("_K")  # a slot's key: a facet name, or (owner, name)
 
 
 class FacetRecord(NamedTuple):
@@ -119,6 +121,29 @@ def merge_slots(a: FacetSlot, b: FacetSlot) -> FacetSlot:
     return FacetSlot(_later(a.value, b.value), _later(a.deletion, b.deletion))
 
 
+def fold_value(
+    slots: dict[_K, FacetSlot],
+    key: _K,
+    item: tuple[Any, str, EventTime | None, bytes, bytes],
+    deletion: bool,
+) -> None:
+    """``slots[key]`` joined with one value (``FacetValue``'s fields, in its order) as
+    ``merge_slots`` joins it, in place. Most values a batch folds lose to the one held
+    (a run's facets repeat in each of its events), so the loser's slot is not built."""
+    value, event_id, time, canonical, digest = item
+    old = slots.get(key)
+    if old is not None:
+        held = old.deletion if deletion else old.value
+        digest = digest or value_hash(canonical or canonical_json(value))
+        if held is not None and _rank(held) >= (time_key(time), digest, event_id):
+            return
+    new = FacetValue(value, event_id, time, canonical, digest)
+    if old is None:
+        slots[key] = FacetSlot(None, new) if deletion else FacetSlot(new)
+    else:
+        slots[key] = FacetSlot(old.value, new) if deletion else FacetSlot(new, old.deletion)
+
+
 def fold_facets(
     history: Iterable[FacetRecord | tuple[str, EventTime | None, str, Any]],
     *,
@@ -129,12 +154,8 @@ def fold_facets(
     slots: dict[str, FacetSlot] = dict(into) if into is not None else {}
     for name, time, event_id, value in history:
         canonical = canonical_json(value)
-        item = FacetValue(value, event_id, time, canonical, value_hash(canonical))
-        old = slots.get(name, FacetSlot())
-        if honour_deleted and is_deletion(value):
-            slots[name] = FacetSlot(old.value, _later(old.deletion, item))
-        else:
-            slots[name] = FacetSlot(_later(old.value, item), old.deletion)
+        item = (value, event_id, time, canonical, value_hash(canonical))
+        fold_value(slots, name, item, honour_deleted and is_deletion(value))
     return slots
 
 

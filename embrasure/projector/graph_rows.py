@@ -174,12 +174,9 @@ class Contributions:
     def _fold_facets(
         self, records: Iterable[FacetRecordRow], event_id: str, time: EventTime | None
     ) -> None:
-        slots = self.facet_slots
+        slots, fold = self.facet_slots, facet_rules.fold_value
         for owner, name, canonical, digest, value, deletion in records:
-            item = facet_rules.FacetValue(value, event_id, time, canonical, digest)
-            slot = facet_rules.FacetSlot(None, item) if deletion else facet_rules.FacetSlot(item)
-            old = slots.get((owner, name))
-            slots[(owner, name)] = slot if old is None else facet_rules.merge_slots(old, slot)
+            fold(slots, (owner, name), (value, event_id, time, canonical, digest), deletion)
 
     def fold_shapes(self) -> None:
         """Fold what each shape contributes, once per shape. Each is the join its events

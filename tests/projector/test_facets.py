@@ -18,6 +18,7 @@ from embrasure.projector.facets import (
     current_facets,
     current_of,
     fold_facets,
+    fold_value,
     is_deletion,
     merge_slots,
     value_hash,
@@ -217,3 +218,19 @@ def test_slot_merge_is_a_semilattice(history: list[FacetRecord]) -> None:
             assert merge_slots(a, b) == merge_slots(b, a)
             for c in slots[:4]:
                 assert merge_slots(merge_slots(a, b), c) == merge_slots(a, merge_slots(b, c))
+
+
+@given(histories())
+def test_folding_a_value_in_place_is_the_slot_merge(history: list[FacetRecord]) -> None:
+    """``fold_value`` (the projector's batch fold) joins a value as ``merge_slots``
+    joins its own slot, deletion markers included."""
+    folded: dict[str, FacetSlot] = {}
+    merged: dict[str, FacetSlot] = {}
+    for name, time, event_id, value in history:
+        canonical = canonical_json(value)
+        item = FacetValue(value, event_id, time, canonical, value_hash(canonical))
+        deletion = is_deletion(value)
+        fold_value(folded, name, (value, event_id, time, canonical, item.digest), deletion)
+        slot = FacetSlot(None, item) if deletion else FacetSlot(item)
+        merged[name] = merge_slots(merged.get(name, FacetSlot()), slot)
+        assert folded == merged
