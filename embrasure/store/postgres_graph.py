@@ -36,7 +36,7 @@ from embrasure.store.postgres_conn import PgConnection
 from embrasure.store.rows import FacetValueRow, LinkRow, R, ShapeRow, table_of
 from embrasure.store.run_retention import UNNAMED_PER_STATEMENT, RunTrimming
 from embrasure.store.schema import STORED_COLUMNS
-from embrasure.store.sql import MAX_PARAMS, TxReads, key_order, serve_generation, table_sql
+from embrasure.store.sql import MAX_PARAMS, TxReads, serve_generation, table_sql
 
 # pg_advisory_xact_lock keys (one 64-bit space per database): "embr" then a number.
 LOG_LOCK = 0x656D6272_00000001  # appends to the log: seq order is commit order
@@ -64,6 +64,11 @@ def column_types(conn: PgConnection, prefix: str) -> ColumnTypes:
     ):
         types.setdefault(table.removeprefix(prefix), {})[column] = kind
     return types
+
+
+def _key_order(table: str, rows: Sequence[Key]) -> list[Key]:
+    width = len(STORED_COLUMNS[table][0])
+    return sorted(rows, key=lambda row: row[:width])
 
 
 def _columns(rows: Sequence[Key], width: int) -> list[list[Any]]:
@@ -116,7 +121,7 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         keys = STORED_COLUMNS[name][0]
         width = len(keys)
         rows = self.stored(table, rows)
-        ordered = key_order(name, rows)
+        ordered = _key_order(name, rows)
         returned = self.conn.execute_arrays(
             self._sql(name)["insert_new"] + " RETURNING " + ", ".join(keys),
             _columns(ordered, width + len(STORED_COLUMNS[name][1])),
@@ -130,7 +135,7 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
 
     def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
-        self._run(name, "insert_new", key_order(name, self.stored(table, rows)))
+        self._run(name, "insert_new", _key_order(name, self.stored(table, rows)))
 
     def save(self, table: Record, rows: Sequence[Key]) -> None:
         # The last row of a key wins, as SQLite's row-by-row upserts have it (one
@@ -138,15 +143,15 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
         name = table_of(table)
         width = len(STORED_COLUMNS[name][0])
         last = {row[:width]: row for row in self.stored(table, rows)}
-        self._run(name, "save", key_order(name, list(last.values())))
+        self._run(name, "save", _key_order(name, list(last.values())))
 
     def merge(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
-        self._run(name, "merge", key_order(name, self.stored(table, rows)))
+        self._run(name, "merge", _key_order(name, self.stored(table, rows)))
 
     def delete(self, table: Record, keys: Iterable[Key]) -> None:
         name = table_of(table)
-        ordered = key_order(name, self.keys_as_stored(table, keys))
+        ordered = _key_order(name, self.keys_as_stored(table, keys))
         if ordered:
             columns = STORED_COLUMNS[name][0]
             arrays = ", ".join(f"?::{self.types[name][c]}[]" for c in columns)

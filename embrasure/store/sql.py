@@ -107,17 +107,6 @@ def _qualified(rule: str, table: str, columns: Sequence[str]) -> str:
     return "".join(p if i % 2 else bare.sub(rf"{table}.\1", p) for i, p in enumerate(parts))
 
 
-def key_order(table: str, rows: Sequence[Key]) -> list[Key]:
-    """Rows as stored, in the order of their table's key. An upsert of many rows then walks
-    the key's B-tree from one end to the other rather than jumping about it: SQLite's
-    merges of a 2,000-event projection step (column edges, facets, runs, edges) took
-    ~10% less time in key order, +6% projection events/s (bench/README.md, "What bounds
-    projection after issue 18"). On PostgreSQL concurrent projections also lock rows in
-    one order, which keeps them from deadlocking on each other."""
-    width = len(STORED_COLUMNS[table][0])
-    return sorted(rows, key=lambda row: row[:width])
-
-
 @functools.cache
 def table_sql(prefix: str, table: str, dialect: str, source: str = "") -> dict[str, str]:
     """The generic statements on one graph table (schema.STORED_COLUMNS): rows are

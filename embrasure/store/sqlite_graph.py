@@ -16,14 +16,7 @@ from embrasure.store.interned import InternCache, Interner
 from embrasure.store.log_sql import SQLITE_BODIES, decode_rejections, read_log
 from embrasure.store.rows import table_of
 from embrasure.store.run_retention import RunTrimming
-from embrasure.store.sql import (
-    MAX_PARAMS,
-    TxReads,
-    key_order,
-    select_where_in,
-    serve_generation,
-    table_sql,
-)
+from embrasure.store.sql import MAX_PARAMS, TxReads, select_where_in, serve_generation, table_sql
 
 __all__ = ["SQLiteProjectionTx", "decode_rejections", "read_log", "select_where_in"]
 
@@ -64,12 +57,7 @@ class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
         self.conn.executemany(_sql(self.prefix, table)["save"], self.stored(table, rows))
 
     def merge(self, table: Record, rows: Sequence[Key]) -> None:
-        # In key order (sql.key_order says why); inserts gain nothing from it: an event's
-        # key is a hash, and the rows of a job's new shape are sorted already.
-        name = table_of(table)
-        self.conn.executemany(
-            _sql(self.prefix, table)["merge"], key_order(name, self.stored(table, rows))
-        )
+        self.conn.executemany(_sql(self.prefix, table)["merge"], self.stored(table, rows))
 
     def delete(self, table: Record, keys: Iterable[Key]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["delete"], self.keys_as_stored(table, keys))
