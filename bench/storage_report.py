@@ -222,7 +222,7 @@ def _objects_table(sides: dict[str, Any]) -> list[str]:
     big = max(sum(size(label, n) for n in names) for label in labels)
     shown = sorted(
         (n for n in names if max(size(label, n) for label in labels) >= big * SMALL_OBJECT_SHARE),
-        key=lambda n: (GROUP_ORDER.index(group(n)), -max(size(label, n) for label in labels)),
+        key=lambda n: (GROUP_ORDER.index(group(n)), -max(size(label, n) for label in labels), n),
     )
     rows = [[n, group(n), *(_mib(size(label, n)) for label in labels)] for n in shown]
     rest = [n for n in names if n not in shown]
@@ -371,7 +371,7 @@ def _objects_md(found: list[dict[str, Any]], minutes: float, top: int = 12) -> l
         return dict(min(found, key=lambda o: abs(float(o["t"]) - mark))["bytes"])
 
     at = [nearest(m) for m in marks]
-    names = sorted(at[-1], key=lambda n: -at[-1][n])[:top]
+    names = sorted(at[-1], key=lambda n: (-at[-1][n], n))[:top]
     rows = [[n, *(_mib(sizes.get(n, 0)) for sizes in at)] for n in names]
     total = [_mib(sum(sizes.values())) for sizes in at]
     return [
