@@ -133,7 +133,7 @@ class Contributions:
         if facts.run_id is not None:
             if job is not None:
                 self._run(facts, job, shape)
-            self._run_facets(facts, shape)
+            self._run_facets(facts)
 
     def _run(self, facts: EventFacts, job: JobId, shape: Shape) -> None:
         run_id = facts.run_id
@@ -147,15 +147,14 @@ class Contributions:
                 self.run_io.get(key, (None, None)), (version, facts.time)
             )
 
-    def _run_facets(self, facts: EventFacts, shape: Shape) -> None:
+    def _run_facets(self, facts: EventFacts) -> None:
         # Run, input and output facets keep their current values only
-        # (docs/projection.md#facets); job and dataset facets are the shape's. What the
-        # run sent about each dataset it used is kept per run too: its input/output
-        # facets (owner ``input``/``output``) and the dataset facets as this run saw them
-        # (``input_dataset``/``output_dataset``), the latest value per name over the
-        # run's events (docs/projection.md#what-each-run-did). An input's or output's own
-        # facets honour ``_deleted`` too: a later event of the run takes back what an
-        # earlier one said.
+        # (docs/projection.md#facets); job and dataset facets are the shape's, and so
+        # are the dataset facets as this run sent them (shapes.sent_entity). An input's
+        # or output's own facets (owner ``input``/``output``) are kept per run, the
+        # latest value per name over the run's events
+        # (docs/projection.md#what-each-run-did), and honour ``_deleted`` too: a later
+        # event of the run takes back what an earlier one said.
         run_id = facts.run_id
         assert run_id is not None
         records = facet_records(entity("run", run_id), facts.run_facets, False)
@@ -163,9 +162,6 @@ class Contributions:
             if ds.role_facets:
                 owner = run_entity(run_id, ds.role, ds.id.namespace, ds.id.name)
                 records += facet_records(owner, ds.role_facets, True)
-        for role, ds_ns, ds_name, sent in shape.run_datasets:
-            owner = run_entity(run_id, f"{role}_dataset", ds_ns, ds_name)
-            records += [(owner, *record[1:]) for record in sent]
         self._fold_facets(records, facts.event_id, facts.time)
         tkey = time_key(facts.time)
         for key, digest, failed in quality.checks_of(facts.datasets):

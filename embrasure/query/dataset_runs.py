@@ -16,13 +16,8 @@ from typing import Any
 
 from embrasure.model import DatasetId
 from embrasure.projector import quality
-from embrasure.query.entities import (
-    ROLE_FACETS,
-    ROLES,
-    facets_of_groups,
-    run_summary,
-    used_facet_owners,
-)
+from embrasure.query.entities import ROLE_FACETS, ROLES, run_summary, used_facet_owners
+from embrasure.query.facets import Owner, facets_of_groups
 from embrasure.store.base import GraphReader
 from embrasure.store.read_rows import RunUse
 from embrasure.store.rows import RunRow
@@ -154,7 +149,7 @@ def _entries(
     ahead: list[RunUse],
 ) -> tuple[list[dict[str, Any]], list[dict[str, str | None] | None]]:
     """The page's entries, and the schemas of the ``ahead`` writes."""
-    groups: dict[tuple[int, str], list[str]] = {}
+    groups: dict[tuple[int, str], list[Owner]] = {}
     for index, (use, _row) in enumerate(page):
         for owner, part in used_facet_owners(use.run_id, ROLES[use.direction], members).items():
             groups.setdefault((index, part), []).append(owner)

@@ -8,15 +8,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
-from embrasure.model import DELIVERY_STATES, DatasetId, EventTime, JobId
+from embrasure.model import DELIVERY_STATES, DatasetId, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity
 from embrasure.projector.runs import normalise_state
 from embrasure.projector.shapes import run_entity
+from embrasure.query.facets import Owner, Sent, current_facets, facets_of_groups, stored_slot
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import CanonicalRow, FacetRow, JobRow, LinkRow, RunIoRow, RunRow
 
@@ -137,74 +138,6 @@ class Identities:
         return identity in self._renamed
 
 
-def current_facets(
-    reader: GraphReader, owners: list[str], honour_deleted: bool = True
-) -> dict[str, Any]:
-    """The current facets of a node whose facets were recorded under several owners
-    (a dataset's aliases): the same merge rule as one owner (projector/facets.py)."""
-    return facets_of_groups(reader, {"": owners}, honour_deleted)[""]
-
-
-K = TypeVar("K")
-
-
-def facets_of_groups(
-    reader: GraphReader,
-    groups: Mapping[K, Iterable[str]],
-    honour_deleted: bool = True,
-    names: Iterable[str] = (),
-) -> dict[K, dict[str, Any]]:
-    """``current_facets`` of many groups of owners in two queries (a page of runs and
-    the datasets each used); only the facets ``names`` when given."""
-    group_of: dict[str, list[K]] = {}
-    for key, owners in groups.items():
-        for owner in owners:
-            group_of.setdefault(owner, []).append(key)
-    wanted = list(names)
-    rows = (
-        reader.rows(FacetRow, ("entity", "name"), [(o, n) for o in group_of for n in wanted])
-        if wanted
-        else reader.rows(FacetRow, ("entity",), [(o,) for o in group_of])
-    )
-    slots: dict[K, dict[str, facet_rules.FacetSlot]] = {key: {} for key in groups}
-    for row in rows:
-        slot = _slot(row, honour_deleted)
-        for key in group_of.get(row.entity, ()):
-            held = slots[key]
-            held[row.name] = (
-                slot if row.name not in held else facet_rules.merge_slots(held[row.name], slot)
-            )
-    current = {key: facet_rules.current_of(held) for key, held in slots.items()}
-    hashes = {v.value_hash() for held in current.values() for v in held.values()}
-    # Parsed once per value: a page of runs names one schema a hundred times. The groups
-    # then share the parsed value, which nobody changes.
-    parsed = {h: orjson.loads(text) for h, text in reader.facet_values(sorted(hashes)).items()}
-    return {
-        key: {name: parsed[v.value_hash()] for name, v in held.items()}
-        for key, held in current.items()
-    }
-
-
-def _slot(row: FacetRow, honour_deleted: bool) -> facet_rules.FacetSlot:
-    """A stored facets row as the facet rule's slot, its value by hash alone: the rule
-    ranks by (eventTime, hash), and only the winners' JSON is read, afterwards. The row
-    keeps no event id (schema.MERGES["facets"]), so none is given."""
-    value = None
-    if row.value_hash is not None and row.value_key is not None:
-        time = _rule_time(row.value_key)
-        value = facet_rules.FacetValue(None, "", time, digest=bytes(row.value_hash))
-    deletion = None
-    if honour_deleted and row.deleted_key is not None:
-        deletion = facet_rules.FacetValue(None, "", _rule_time(row.deleted_key), digest=b"\0")
-    return facet_rules.FacetSlot(value, deletion)
-
-
-def _rule_time(key: str) -> EventTime | None:
-    """A stored eventTime key as the rule's time ('' unknown): the rule reads its key only,
-    and the facets row keeps no text."""
-    return EventTime(key, key) if key else None
-
-
 def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[str, Any]:
     members = ids.members([node])[node]
     owners = [entity("dataset", m.namespace, m.name) for m in members]
@@ -251,7 +184,7 @@ def job_kinds(reader: GraphReader, jobs: list[JobId]) -> dict[JobId, str]:
     owners = {entity("job", j.namespace, j.name): j for j in jobs}
     slots: dict[JobId, facet_rules.FacetSlot] = {}
     for row in reader.rows(FacetRow, ("entity", "name"), [(o, "jobType") for o in owners]):
-        slots[owners[row.entity]] = _slot(row, honour_deleted=True)
+        slots[owners[row.entity]] = stored_slot(row, honour_deleted=True)
     current = {job: slot.current for job, slot in slots.items()}
     values = reader.facet_values(sorted({v.value_hash() for v in current.values() if v}))
     flags = {
@@ -343,13 +276,14 @@ ROLES = {"in": "input", "out": "output"}
 ROLE_FACETS = {"input": "inputFacets", "output": "outputFacets"}
 
 
-def used_facet_owners(run_id: str, role: str, identities: Iterable[DatasetId]) -> dict[str, str]:
-    """The facet owners of what a run sent about a dataset it used under ``identities``
-    (projector/graph_rows.py ``_run_facets``): owner → 'facets' (the dataset facets as
-    the run sent them) or the role's own key (inputFacets / outputFacets)."""
-    owners = {}
+def used_facet_owners(run_id: str, role: str, identities: Iterable[DatasetId]) -> dict[Owner, str]:
+    """The facet owners of what a run sent about a dataset it used under ``identities``:
+    owner → 'facets' (the dataset facets as the run sent them: query/facets.py ``Sent``)
+    or the role's own key (inputFacets / outputFacets, kept per run: projector/graph_rows.py
+    ``_run_facets``)."""
+    owners: dict[Owner, str] = {}
     for i in identities:
-        owners[run_entity(run_id, f"{role}_dataset", i.namespace, i.name)] = "facets"
+        owners[Sent(run_id, role, i)] = "facets"
         owners[run_entity(run_id, role, i.namespace, i.name)] = ROLE_FACETS[role]
     return owners
 
@@ -419,7 +353,7 @@ def run_views(
     ):
         children_of.setdefault(str(parent), []).append(str(child))
     used_of = {row.run_id: _used(ids, io_of.get(row.run_id, ())) for row in rows}
-    groups: dict[tuple[str, Any, str], list[str]] = {}
+    groups: dict[tuple[str, Any, str], list[Owner]] = {}
     for row in rows:
         run_id = row.run_id
         groups[(run_id, None, "run")] = [entity("run", run_id)]

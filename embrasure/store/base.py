@@ -26,6 +26,7 @@ from embrasure.store.read_rows import (
     QuarantinedItem,
     RunUse,
     SearchHit,
+    SentFacet,
 )
 from embrasure.store.rows import ItemRow, LinkRow, R, RunRow
 from embrasure.store.schema import GRAPH_VERSION
@@ -296,6 +297,13 @@ class GraphReader(abc.ABC):
         self, job: tuple[str, str], before: tuple[str, str] | None, limit: int
     ) -> list[RunRow]:
         """A job's runs, newest (latest eventTime) first."""
+
+    @abc.abstractmethod
+    def sent_facets(self, owners: Sequence[tuple[str, str]]) -> list[SentFacet]:
+        """For each (run id, entity) of ``owners`` (entity: projector/shapes.py
+        ``sent_entity``), every value the run's events' shapes hold under it, each with
+        the latest eventTime key among the events that sent it: the facet rule ranks by
+        (eventTime, value hash), so that event stands for all of them."""
 
     @abc.abstractmethod
     def runs_of_dataset(

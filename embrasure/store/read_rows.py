@@ -107,3 +107,14 @@ class RunUse(NamedTuple):
     direction: str  # 'in' read, 'out' wrote
     version: str | None  # the dataset version the run named (RunIoRow)
     version_key: str | None
+
+
+class SentFacet(NamedTuple):
+    """A dataset facet value a run's events sent about a dataset in one role
+    (GraphReader.sent_facets), with the latest eventTime key among those events."""
+
+    run_id: str
+    entity: str  # projector/shapes.py sent_entity: the role and the dataset as sent
+    name: str
+    value_hash: bytes
+    time_key: str  # '' unknown

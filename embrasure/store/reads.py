@@ -24,6 +24,7 @@ from embrasure.store.read_rows import (
     QuarantinedItem,
     RunUse,
     SearchHit,
+    SentFacet,
 )
 from embrasure.store.rows import INTERNED, FacetValueRow, ItemRow, R, RunRow, maker, table_of
 from embrasure.store.run_retention import run_horizon
@@ -203,6 +204,28 @@ class SQLReader(GraphReader):
             params += [before[0], before[0], before[1]]
         sql += " ORDER BY latest_key DESC, run_id DESC LIMIT ?"
         return [RunRow._make(r) for r in self.conn.execute(sql, [*params, limit])]
+
+    def sent_facets(self, owners: Sequence[tuple[str, str]]) -> list[SentFacet]:
+        g = self.g
+        out: list[SentFacet] = []
+        per_query = MAX_PARAMS // 2
+        for start in range(0, len(owners), per_query):
+            chunk = owners[start : start + per_query]
+            # From each owner, the run's events (events_run), their shapes, and the set
+            # rows under the owner's entity (facet_sets' key): a run's few events, not a
+            # scan of the sets.
+            sql = (
+                "SELECT v.column1, v.column2, f.name, f.value_hash, MAX(e.time_key)"
+                f" FROM (VALUES {', '.join('(?, ?)' for _ in chunk)}) AS v"
+                f" CROSS JOIN {g}events AS e ON e.run_id = v.column1"
+                f" CROSS JOIN {g}shapes AS s ON s.shape_key = e.shape_key"
+                f" CROSS JOIN {g}facet_sets AS f"
+                " ON f.facets_key = s.facets_key AND f.entity = v.column2"
+                " GROUP BY v.column1, v.column2, f.name, f.value_hash"
+            )
+            rows = self.conn.execute(sql, [x for owner in chunk for x in owner])
+            out.extend(SentFacet._make(r) for r in rows)
+        return out
 
     def runs_of_dataset(
         self,

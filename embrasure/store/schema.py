@@ -36,8 +36,10 @@ from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 # keyed under the run's own facet key (projector/shapes.py ``run_entity``), so
 # --retain-runs deletes a run's facets in one range. 13: a FAIL outranks a run's other
 # terminal events (projector/runs.py: openlineage-spark's FAIL then COMPLETE of a failed
-# query).
-GRAPH_VERSION = 13
+# query). 14: the dataset facets a run sent are its events' shapes' (facet_sets under
+# ``input_dataset``/``output_dataset``, projector/shapes.py ``sent_entity``), read back
+# through the run's events, no longer a facets row a run, dataset and name.
+GRAPH_VERSION = 14
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
 # log's administrative entries: the latest entry for an entity (by log position) decides.

@@ -125,10 +125,14 @@ def test_runs_before_the_horizon_go_their_lineage_stays(api: Api) -> None:
         facets = [f.entity for f in reader.rows(FacetRow)]
     assert events == run_io == set(KEPT)
     assert not [e for e in facets if run_id(1) in e or run_id(2) in e]
-    # The run's own facets ('run<SEP>id') and what it sent about its output, under it.
+    # The run's own facets ('run<SEP>id') and its output's own facets, under it; the
+    # dataset facets it sent are its events' shapes' (docs/projection.md#what-each-run-did).
     kept = {tuple(e.split("\x1f")[:3]) for e in facets if run_id(3) in e}
     own = ("run", run_id(3))
-    assert kept == {own, (*own, "output_dataset"), (*own, "output")}, "the kept run keeps them"
+    assert kept == {own, (*own, "output")}, "the kept run keeps them"
+    [output] = api.run(run_id(3))["outputs"]
+    assert output["facets"] == {"schema": schema("id")}
+    assert output["outputFacets"] == {"outputStatistics": stats(3)}
     listed = api.get("/api/v1/datasets/runs", namespace=REPORT[0], name=REPORT[1])["runs"]
     assert [(r["runId"], r["statistics"]) for r in listed] == [
         (run_id(3), {"rowCount": 3}),

@@ -96,10 +96,11 @@ def test_a_repeated_job_adds_its_run_and_nothing_it_shares(db_url: str) -> None:
             t: first[t] for t in ("io_sets", "facet_sets")
         }
         assert sql["facet_values"] == later["facet_values"] + 2  # the SQL, the nominalTime
-        # A changed jobType is a new facet set (and shape).
+        # A changed jobType is a new facet set (and shape): jobType, and each dataset's
+        # schema as the runs sent it (docs/projection.md#what-each-run-did).
         changed = project(store, job_run(0, processing="STREAMING"))
         assert changed["shapes"] == first["shapes"] + 2
-        assert changed["facet_sets"] == 2 * first["facet_sets"] == 2
+        assert changed["facet_sets"] == 2 * first["facet_sets"] == 2 * 3
         assert changed["facet_values"] == sql["facet_values"] + 2  # jobType, nominalTime
         assert changed["io_sets"] == first["io_sets"]
     finally:
@@ -107,7 +108,7 @@ def test_a_repeated_job_adds_its_run_and_nothing_it_shares(db_url: str) -> None:
 
 
 def test_a_stored_shape_stands_for_every_field_it_names(fresh_db: Callable[[], str]) -> None:
-    """A dataset named twice with two schemas keeps one value per facet name in its set
+    """A dataset read twice with two schemas keeps one value per facet name in its set
     (the larger value hash: here the narrow one), yet names the fields of both: an
     event that differs from another only there is another shape, so each event's fields
     arrive whichever comes first."""
@@ -119,12 +120,15 @@ def test_a_stored_shape_stands_for_every_field_it_names(fresh_db: Callable[[], s
     )
     assert value_hash(canonical_json(narrow)) > value_hash(canonical_json(wide))
     both, one = job_run(1), job_run(2)
-    for event in both:  # reads the wide schema, writes the narrow one
-        event["inputs"] = [ds("warehouse", "db.same", schema=wide)]
-        event["outputs"] = [ds("warehouse", "db.same", schema=narrow)]
-    for event in one:  # the narrow one both ways: the same facet set as ``both``
+    for event in both:  # reads it with the wide schema and with the narrow one
+        event["inputs"] = [
+            ds("warehouse", "db.same", schema=wide),
+            ds("warehouse", "db.same", schema=narrow),
+        ]
+        event["outputs"] = []
+    for event in one:  # the narrow one alone: the same facet set as ``both``
         event["inputs"] = [ds("warehouse", "db.same", schema=narrow)]
-        event["outputs"] = [ds("warehouse", "db.same", schema=narrow)]
+        event["outputs"] = []
     wanted = {("warehouse", "db.same", "id"), ("warehouse", "db.same", "yy")}
     for order in ((one, both), (both, one)):
         store = open_store(fresh_db())
@@ -134,5 +138,7 @@ def test_a_stored_shape_stands_for_every_field_it_names(fresh_db: Callable[[], s
             with store.reader() as reader:
                 fields = {(r.ns, r.name, r.field) for r in reader.rows(FieldRow)}
             assert fields == wanted
+            # Two shapes, one facet set: jobType and the input's schema as sent.
+            assert (counts(store)["shapes"], counts(store)["facet_sets"]) == (2, 2)
         finally:
             store.close()

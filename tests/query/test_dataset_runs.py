@@ -164,6 +164,43 @@ def test_a_run_keeps_the_latest_value_per_facet_and_honours_deleted(
     assert "schema" not in api.dataset(*REPORT)["facets"]
 
 
+def test_what_a_run_sent_is_its_own_across_shapes_runs_and_roles(api: Api) -> None:
+    """The dataset facets a run sent are read from its events' shapes, which other runs
+    share (docs/projection.md#what-each-run-did): each run sees only what its own events
+    sent, each role its own, and the latest of its events decides whichever shape sent it."""
+    old, new = typed_schema(("id", "long")), typed_schema(("id", "long"), ("v", "text"))
+    merge = "merge"  # reads the report as it was and writes it widened
+    api.ingest(
+        run_event("START", merge, run_id(1), at(9), outputs=[ds(*REPORT, schema=new)]),
+        run_event(
+            "COMPLETE",
+            merge,
+            run_id(1),
+            at(9, 5),
+            inputs=[ds(*REPORT, schema=old)],
+            outputs=[ds(*REPORT, schema=old)],
+        ),
+        # Run 2's events are run 1's two shapes, the other way round in time.
+        run_event(
+            "START",
+            merge,
+            run_id(2),
+            at(10),
+            inputs=[ds(*REPORT, schema=old)],
+            outputs=[ds(*REPORT, schema=old)],
+        ),
+        run_event("COMPLETE", merge, run_id(2), at(10, 5), outputs=[ds(*REPORT, schema=new)]),
+    )
+    for n, wrote in ((1, old), (2, new)):
+        run = api.run(run_id(n))
+        assert [i["facets"] for i in run["inputs"]] == [{"schema": old}]
+        assert [o["facets"] for o in run["outputs"]] == [{"schema": wrote}], n
+    assert [(r["runId"], r["role"]) for r in runs_of(api, REPORT, role="output")] == [
+        (run_id(2), "output"),
+        (run_id(1), "output"),
+    ]
+
+
 def test_a_run_named_by_an_alias_is_served_under_the_canonical_identity(api: Api) -> None:
     path, table = ("file", "/warehouse/report"), ("hive://metastore", "db.report")
     api.ingest(

@@ -13,7 +13,6 @@ from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.facets import value_hash
 from embrasure.projector.graph_rows import entity
-from embrasure.projector.shapes import run_entity
 from embrasure.projector.worker import Projector
 from embrasure.store import facet_values, open_store
 from embrasure.store import run_retention as store_run_retention
@@ -74,10 +73,9 @@ def test_two_entities_share_one_value_row(api: Api) -> None:
     for name, value in (("schema", shared), ("tiny", small)):
         digest = value_hash(canonical_json(value))
         owners = [k for k, r in facets.items() if k[1] == name and r.value_hash == digest]
-        # The datasets, and each run's view of its output (what the run sent): one value.
+        # The datasets (each run's view of its output is its shape's: facet_sets): one value.
         assert sorted(owners) == sorted(
             [(entity("dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
-            + [(run_entity(run_id(n), "output_dataset", "w", f"db.t{n}"), name) for n in (1, 2)]
         )
         assert digest in values
     runs = [k for k, r in facets.items() if k[1] == "nominalTime"]
@@ -91,6 +89,8 @@ def test_two_entities_share_one_value_row(api: Api) -> None:
         view = api.dataset("w", f"db.t{n}")
         assert view["facets"] == {"schema": shared, "tiny": small}
         assert api.run(run_id(n))["facets"]["nominalTime"] == nominal
+        [output] = api.run(run_id(n))["outputs"]
+        assert output["facets"] == {"schema": shared, "tiny": small}
 
 
 @pytest.mark.parametrize("length", [8, facet_values.COMPRESS_FROM - 1, facet_values.COMPRESS_FROM])
