@@ -44,7 +44,7 @@ def run_entity(run_id: str, role: str, ds_ns: str, ds_name: str) -> str:
 def sent_entity(role: str, ds_ns: str, ds_name: str) -> str:
     """The owner, in a shape's facet set, of the dataset facets its events send about a
     dataset in ``role`` (``input``/``output``): what each run of the shape sent about it
-    is read from the run's events and their shapes' sets (query/entities.py), not kept
+    is read from the run's events and their shapes' sets (query/facets.py), not kept
     per run (docs/projection.md#what-each-run-did)."""
     return SEP.join((f"{role}_dataset", ds_ns, ds_name))
 
