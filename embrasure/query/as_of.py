@@ -234,10 +234,10 @@ class AsOfGraph(Graph):
 
     def _job_kind(self, job: JobId) -> str:
         # entities.job_kind's rule, over the history up to the instant.
-        job_type = self._facet_at(entity("job", job.namespace, job.name), "jobType")
+        shapes = self._shapes(("job_ns", "job_name"), [(job.namespace, job.name)])
+        job_type = self._facet_at(shapes, entity("job", job.namespace, job.name), "jobType")
         if isinstance(job_type, dict) and job_type.get("processingType") == "SERVICE":
             return "service"
-        shapes = self._shapes(("job_ns", "job_name"), [(job.namespace, job.name)])
         events = self._events_of(shapes)
         if not events or any(shapes[e.shape_key].kind != JOB_EVENT for e in events):
             return "job"
@@ -247,11 +247,15 @@ class AsOfGraph(Graph):
         writes = any(r.direction == "out" and JobId(r.job_ns, r.job_name) == job for r in io)
         return "job" if writes else "service"
 
-    def _facet_at(self, owner: str, name: str) -> Any:
-        # The facet's history is every event whose shape's facet set holds a value for it.
-        in_sets = self.reader.rows(FacetSetRow, ("entity", "name"), [(owner, name)])
+    def _facet_at(self, shapes: dict[bytes, ShapeRow], owner: str, name: str) -> Any:
+        # The facet's history is every event of ``shapes`` (a job's: its own facets are in
+        # its shapes' sets alone) whose facet set holds a value for it.
+        keys = sorted({s.facets_key for s in shapes.values() if s.facets_key is not None})
+        in_sets = self.reader.rows(
+            FacetSetRow, ("facets_key", "entity", "name"), [(k, owner, name) for k in keys]
+        )
         hash_of = {r.facets_key: r.value_hash for r in in_sets}
-        shapes = self._shapes(("facets_key",), [(k,) for k in sorted(hash_of)])
+        shapes = {k: s for k, s in shapes.items() if s.facets_key in hash_of}
         history = self._events_of(shapes)
         if not history:
             return None

@@ -38,7 +38,8 @@ from embrasure.store.rows import GRAPH_ROWS, INTERNED, columns_of
 # terminal events (projector/runs.py: openlineage-spark's FAIL then COMPLETE of a failed
 # query). 14: the dataset facets a run sent are its events' shapes' (facet_sets under
 # ``input_dataset``/``output_dataset``, projector/shapes.py ``sent_entity``), read back
-# through the run's events, no longer a facets row a run, dataset and name.
+# through the run's events, no longer a facets row a run, dataset and name; facet_sets
+# has no index on (entity, name): asOf reads a job's jobType through the job's shapes.
 GRAPH_VERSION = 14
 
 # Admin hide / unhide (docs/operations.md#hiding-datasets-jobs-and-namespaces), from the
@@ -130,12 +131,13 @@ CREATE INDEX {g}io_sets_ds ON {g}io_sets (ds_ns, ds_name);
 CREATE INDEX {g}io_sets_job ON {g}io_sets (job_ns, job_name);
 CREATE TABLE {g}facet_sets (               -- the job and dataset facet values one event
     facets_key {blob} NOT NULL,            -- sends, one per (entity, name): stored once
-    entity TEXT NOT NULL,                  -- per distinct set, as io_sets
+    entity TEXT NOT NULL,                  -- per distinct set, as io_sets. Read by key
+                                           -- only: asOf from a job's shapes, a run's view
+                                           -- of a dataset from its events' shapes
     name TEXT NOT NULL,
     value_hash {blob} NOT NULL,            -- facet_values.hash
     PRIMARY KEY (facets_key, entity, name)
 ){without_rowid}{churned};
-CREATE INDEX {g}facet_sets_entity ON {g}facet_sets (entity, name);
 CREATE TABLE {g}datasets (
     ns TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -329,7 +331,6 @@ DEFERRED_INDEXES = frozenset(
         "shapes_facets",
         "io_sets_ds",
         "io_sets_job",
-        "facet_sets_entity",
         "canonical_c",
         "runs_job",
         "runs_parent",
