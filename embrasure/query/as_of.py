@@ -255,13 +255,11 @@ class AsOfGraph(Graph):
             FacetSetRow, ("facets_key", "entity", "name"), [(k, owner, name) for k in keys]
         )
         hash_of = {r.facets_key: r.value_hash for r in in_sets}
-        shapes = {k: s for k, s in shapes.items() if s.facets_key in hash_of}
-        history = self._events_of(shapes)
+        value_of = {k: hash_of[s.facets_key] for k, s in shapes.items() if s.facets_key in hash_of}
+        history = self._events_of(value_of)
         if not history:
             return None
-        value_of = {s.shape_key: hash_of[s.facets_key] for s in shapes.values() if s.facets_key}
-        hashes = [(h,) for h in sorted(set(value_of.values()))]
-        values = self.reader.facet_values(h for (h,) in hashes)
+        values = self.reader.facet_values(sorted(set(value_of.values())))
         records = [
             (
                 name,

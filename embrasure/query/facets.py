@@ -108,7 +108,7 @@ def _sent_slots(
     out: list[tuple[Owner, str, facet_rules.FacetSlot]] = []
     for r in rows:
         digest = bytes(r.value_hash)
-        value = facet_rules.FacetValue(None, "", _rule_time(r.time_key), digest=digest)
+        value = _ranked(r.time_key, digest)
         if facet_rules.is_deletion(parsed[digest]):
             slot = facet_rules.FacetSlot(None, value)
         else:
@@ -123,15 +123,14 @@ def stored_slot(row: FacetRow, honour_deleted: bool) -> facet_rules.FacetSlot:
     keeps no event id (schema.MERGES["facets"]), so none is given."""
     value = None
     if row.value_hash is not None and row.value_key is not None:
-        time = _rule_time(row.value_key)
-        value = facet_rules.FacetValue(None, "", time, digest=bytes(row.value_hash))
+        value = _ranked(row.value_key, bytes(row.value_hash))
     deletion = None
     if honour_deleted and row.deleted_key is not None:
-        deletion = facet_rules.FacetValue(None, "", _rule_time(row.deleted_key), digest=b"\0")
+        deletion = _ranked(row.deleted_key, b"\0")
     return facet_rules.FacetSlot(value, deletion)
 
 
-def _rule_time(key: str) -> EventTime | None:
-    """A stored eventTime key as the rule's time ('' unknown): the rule reads its key only,
-    and the facets row keeps no text."""
-    return EventTime(key, key) if key else None
+def _ranked(key: str, digest: bytes) -> facet_rules.FacetValue:
+    """A value as the facet rule ranks it, from a stored eventTime key ('' unknown) and
+    its hash: the rule reads the time's key only, and no event id is stored."""
+    return facet_rules.FacetValue(None, "", EventTime(key, key) if key else None, digest=digest)
