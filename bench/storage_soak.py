@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import itertools
 import re
+import shutil
 import statistics
 import threading
 import time
@@ -64,6 +65,7 @@ class SoakConfig:
     retention: bool  # False: the same load without the retention flags (a control)
     log_level: str = "info"
     backend: str = "sqlite"
+    keep: str | None = None  # a folder: the server's log and the samples are copied there
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,6 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="serve's --log-level (debug: every retention step's hold on the write lock)",
     )
     p.add_argument(
+        "--soak-keep",
+        help="a folder to copy the server's log and the raw samples to (to profile a soak)",
+    )
+    p.add_argument(
         "--soak-without-retention",
         action="store_true",
         help="the soak's load without the retention flags: a control (how fast it grows)",
@@ -109,6 +115,7 @@ def soak_config(args: argparse.Namespace, quick: bool) -> SoakConfig:
         retention=not args.soak_without_retention,
         log_level=args.soak_log_level,
         backend=args.soak_backend,
+        keep=args.soak_keep,
     )
 
 
@@ -378,6 +385,12 @@ def _run(cfg: SoakConfig, side: Any, work: Path, db_url: str | None) -> dict[str
         sampler.stopping.set()
         sampler.join()
         exit_code = server.stop()
+    if cfg.keep:
+        keep = Path(cfg.keep)
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(server.log_path, keep / "server.log")
+        samples = {"start": start, "samples": sampler.samples}
+        (keep / "samples.json").write_bytes(orjson.dumps(samples))
     return summarise(cfg, posts, watcher, start, sampler, server, archive) | {
         "server_exit_code": exit_code,
         "retention_flags": retention,
