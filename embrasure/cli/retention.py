@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,12 +21,15 @@ if TYPE_CHECKING:
 
 def retention_loop(settings: Settings, store: Store) -> Any:
     """The periodic passes of serve and project: a RetentionLoop when --retain-log is
-    set, else None."""
+    set, else None. With one, the process's GIL switch interval becomes
+    ``SWITCH_INTERVAL_S`` (store/pacing.py says why)."""
     from embrasure.lifecycle.retention import RetentionLoop
+    from embrasure.store.pacing import SWITCH_INTERVAL_S
 
     horizon, runs = settings.log_horizon(), settings.runs_horizon()
     if horizon is None and runs is None:
         return None
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return RetentionLoop(
         store, settings.archive, horizon, settings.retention_seconds(), retain_runs=runs
     )

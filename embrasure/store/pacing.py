@@ -44,6 +44,14 @@ log = logging.getLogger("embrasure.retention")
 TARGET_HOLD_S = 0.008  # under half the receipt p99 without a pass (~20 ms, the soak)
 PAUSE_S = 0.015  # see above: the soak's figures at 5 and 30 ms
 MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by this at most
+# The GIL's switch interval in a process that runs retention passes (cli/retention.py). The
+# sqlite3 module lets the GIL go around every statement and every row it steps, and a
+# thread that lets it go while another is busy (the projector's folds) waits out that
+# thread's whole interval, 5 ms by default, to get it back: a pass's step of ~20 such
+# calls then holds the write lock for ~100 ms whatever its size. Measured
+# (bench/README.md "Run trims and the GIL"): one pass over 9,500 runs beside a busy
+# thread took 699 s at 5 ms and 147 s at 1 ms (3.6 s with no busy thread).
+SWITCH_INTERVAL_S = 0.001
 
 
 def pause_after(held_s: float, step: str) -> None:
