@@ -20,6 +20,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
+from embrasure.cli import retention as cli_retention
 from embrasure.errors import ArchiveCorrupt, ArchiveUnavailable
 from embrasure.lifecycle.archive import Archive, ArchivedDelivery
 from embrasure.lifecycle.retention import RetentionLoop, run_pass, trimmed_deliveries
@@ -27,6 +28,7 @@ from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.projector.worker import reproject
 from embrasure.settings import Settings, parse_duration
 from embrasure.store import Store, open_store
+from embrasure.store.pacing import SWITCH_INTERVAL_S
 from embrasure.store.sqlite import SQLiteStore
 
 from conftest import ServerProcess, run_sql
@@ -83,6 +85,26 @@ def quarantined_run() -> dict[str, Any]:
 
 
 # -- settings --------------------------------------------------------------------------------
+
+
+def test_a_process_with_retention_passes_switches_the_gil_every_millisecond(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # store/pacing.py SWITCH_INTERVAL_S: at the default 5 ms a pass's thread, holding
+    # SQLite's write lock, waited out a busy projector's interval at every statement.
+    switched: list[float] = []
+    monkeypatch.setattr(sys, "setswitchinterval", switched.append)
+    store = SQLiteStore(str(tmp_path / "e.db"))
+    try:
+        assert cli_retention.retention_loop(Settings(), store) is None
+        assert switched == []  # no retention, no change
+        loop = cli_retention.retention_loop(
+            Settings(retain_log="5m", archive=str(tmp_path / "archive")), store
+        )
+        assert isinstance(loop, RetentionLoop)
+        assert switched == [SWITCH_INTERVAL_S] == [0.001]
+    finally:
+        store.close()
 
 
 def test_durations_parse_and_bad_ones_say_what_is_accepted() -> None:
