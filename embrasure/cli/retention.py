@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 
 def retention_loop(settings: Settings, store: Store) -> Any:
-    """The periodic passes of serve and project: a RetentionLoop when --retain-log is
-    set, else None. With one, the process's GIL switch interval becomes
+    """The periodic passes of serve and project: a RetentionLoop when --retain-log or
+    --retain-runs is set, else None. With one, the process's GIL switch interval becomes
     ``SWITCH_INTERVAL_S`` (store/pacing.py says why)."""
     from embrasure.lifecycle.retention import RetentionLoop
     from embrasure.store.pacing import SWITCH_INTERVAL_S

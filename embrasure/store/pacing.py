@@ -47,8 +47,8 @@ MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by
 # The GIL's switch interval in a process that runs retention passes (cli/retention.py). The
 # sqlite3 module lets the GIL go around every statement and every row it steps, and a
 # thread that lets it go while another is busy (the projector's folds) waits out that
-# thread's whole interval, 5 ms by default, to get it back: a pass's step of ~20 such
-# calls then holds the write lock for ~100 ms whatever its size. Measured
+# thread's whole interval, 5 ms by default, to get it back: beside a busy thread a
+# one-run step held the write lock 104.7 ms at p50 (about 20 such waits). Measured
 # (bench/README.md "Run trims and the GIL"): one pass over 9,500 runs beside a busy
 # thread took 699 s at 5 ms and 147 s at 1 ms (3.6 s with no busy thread).
 SWITCH_INTERVAL_S = 0.001
