@@ -1,7 +1,8 @@
 """One run-retention pass, alone or beside a busy thread (bench/README.md, "Run trims and
 the GIL"): prefill ``--events`` platform events (bench/projection.py), project them, then
 one ``trim_runs`` to now (every run but each job's latest) with the pauses between steps
-removed, so the figure is the lock the pass holds. ``--busy`` runs a thread spinning in
+removed, so the figures are the lock the pass holds (and, since 2026-12-03, the reads of the
+next step that fill a pause in a server). ``--busy`` runs a thread spinning in
 pure Python beside it, as the projector's folds do in a server; ``--switch`` sets the
 GIL's switch interval first (a server running retention uses store/pacing.py's).
 
@@ -41,7 +42,7 @@ def main() -> None:
             holds: list[tuple[str, float]] = []
 
             # The pass's own pauses would only add sleep to the figure.
-            def record(held_s: float, step: str) -> None:
+            def record(held_s: float, step: str, spent_s: float = 0.0) -> None:
                 holds.append((step, held_s))
 
             vars(run_retention)["pause_after"] = record  # its module imported it by name
@@ -64,12 +65,15 @@ def main() -> None:
         finally:
             store.close()
     trims = [(int(s.split()[2]), h) for s, h in holds if s.startswith("trim of")]
+    trimmed = sum(n for n, _ in trims)
+    locked_ms = sum(h for _, h in trims) * 1000 / max(1, trimmed)
     others = [f"{s}: {h * 1000:.1f} ms" for s, h in holds if not s.startswith("trim of")]
     print(
         f"busy={args.busy} switch={sys.getswitchinterval()}: {report.runs} runs in"
         f" {seconds:.2f} s ({report.runs / seconds:,.0f} runs/s), {len(trims)} steps of"
         f" {statistics.median(n for n, _ in trims):g} runs at p50, holding"
-        f" {statistics.median(h for _, h in trims) * 1000:.1f} ms at p50;"
+        f" {statistics.median(h for _, h in trims) * 1000:.1f} ms at p50, the lock"
+        f" {sum(h for _, h in trims):.2f} s in all ({locked_ms:.2f} ms a run);"
         f" {'; '.join(others)}"
     )
 

@@ -32,7 +32,7 @@ from embrasure.store import Store
 from embrasure.store.base import ProjectionTx
 from embrasure.store.pacing import Pacer, pause_after
 from embrasure.store.rows import EventRow, IoSetRow, RunRow, ShapeRow, TrimmedEdgeRow
-from embrasure.store.run_retention import UNNAMED_PER_STATEMENT
+from embrasure.store.run_retention import UNNAMED_PER_STATEMENT, RunCursor
 
 log = logging.getLogger("embrasure.retention")
 
@@ -59,6 +59,42 @@ def horizon_key(retain: datetime.timedelta, now: datetime.datetime | None = None
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}000Z"
 
 
+@dataclasses.dataclass(frozen=True)
+class TrimStep:
+    """What one step of a pass removes, read before it takes the write lock."""
+
+    prefix: str  # of the generation it was read from
+    cursor: RunCursor | None  # where the step after it reads from
+    runs: list[str]
+    events: int  # the runs' events rows: under the lock, the same count means no late event
+    edges: list[TrimmedEdgeRow]  # what the runs gave each edge (``removed_edges``)
+    values: frozenset[bytes]  # the facet values the runs' facets name
+    shapes: frozenset[bytes]  # the shapes their events name
+
+
+def plan_step(tx: ProjectionTx, horizon: str, size: int, cursor: RunCursor | None) -> TrimStep:
+    """The next ``size`` runs before ``horizon`` from ``cursor`` on, and what their rows
+    name: read in a snapshot (``Store.projection_snapshot``) or, when something changed
+    since, under the write lock."""
+    runs, after = tx.trimmable_runs(horizon, size, cursor)
+    keys = [(r,) for r in runs]
+    events = tx.select_by(EventRow, ("run_id",), keys) if runs else []
+    shapes = tx.load(ShapeRow, {(e.shape_key,) for e in events})
+    io_keys = {(s.io_key,) for s in shapes.values() if s.io_key is not None}
+    io = tx.select_by(IoSetRow, ("io_key",), io_keys) if io_keys else []
+    states = {r.run_id: r.state for r in tx.load(RunRow, keys).values()}
+    edges = removed_edges(events, {k[0]: s for k, s in shapes.items()}, io, states)
+    return TrimStep(
+        tx.prefix,
+        after,
+        runs,
+        len(events),
+        edges,
+        tx.run_facet_values(runs),
+        frozenset(e.shape_key for e in events),
+    )
+
+
 def trim_runs(store: Store, horizon: str, *, generation: int | None = None) -> RunsReport:
     """Record ``horizon`` (it only moves up) and remove the runs before it from the
     served graph, or from ``generation`` (one reproject is building)."""
@@ -66,26 +102,41 @@ def trim_runs(store: Store, horizon: str, *, generation: int | None = None) -> R
     removed = 0
     with store.projection(generation) as tx:
         horizon = tx.record_run_horizon(horizon, utc_now())
-    cursor = None
     pacer = Pacer(start=min(store.step_runs, 16), low=1, high=store.step_runs,
                   target_s=store.step_hold_s)  # fmt: skip
     named: set[bytes] = set()  # values the removed runs' facets named
     shapes: set[bytes] = set()  # shapes their events named
-    while True:
-        size = pacer.size
+    # Each step reads what it removes in a snapshot, which takes no lock, and only
+    # deletes under the write lock. The sqlite3 module lets the GIL go around every
+    # statement and every row it steps, and beside a busy thread each time costs up to
+    # a switch interval (store/pacing.py): read under the lock, a one-run step made 27
+    # such calls and held the lock 17.5 ms beside a busy thread (bench/run_trims.py).
+    cursor: RunCursor | None = None
+    size = pacer.size
+    with store.projection_snapshot(generation) as snapshot:
+        step = plan_step(snapshot, horizon, size, cursor)
+    while step.runs:
         held = time.monotonic()
         with store.projection(generation) as tx:
-            runs, cursor = tx.trimmable_runs(horizon, size, cursor)
-            tx.merge(TrimmedEdgeRow, _removed_edges(tx, runs))
-            unnamed = tx.delete_runs(runs)
-        named |= unnamed.values
-        shapes |= unnamed.shapes
-        removed += len(runs)
-        if len(runs) < size:
+            if tx.prefix != step.prefix or tx.count_events(step.runs) != step.events:
+                # A late event of one of the runs, or a reproject's swap, since the
+                # snapshot: read again, under the lock.
+                step = plan_step(tx, horizon, size, cursor)
+            tx.merge(TrimmedEdgeRow, step.edges)
+            tx.delete_runs(step.runs)
+        named |= step.values
+        shapes |= step.shapes
+        removed += len(step.runs)
+        if len(step.runs) < size:
             break
         held = time.monotonic() - held
-        pacer.held(held, len(runs))
-        pause_after(held, f"trim of {len(runs)} runs")
+        pacer.held(held, len(step.runs))
+        # The next step's reads take no lock, so they fill this step's pause.
+        reading = time.monotonic()
+        cursor, size, done = step.cursor, pacer.size, len(step.runs)
+        with store.projection_snapshot(generation) as snapshot:
+            step = plan_step(snapshot, horizon, size, cursor)
+        pause_after(held, f"trim of {done} runs", spent_s=time.monotonic() - reading)
     # The shapes and values only those runs named, once they are gone; the shapes first,
     # since the facet sets they leave name values too. The value deletion scans the
     # facet tables whatever its number of candidates: done per trim, that scan was most
@@ -109,18 +160,6 @@ def _chunks(keys: set[bytes]) -> Iterator[list[bytes]]:
     ordered = sorted(keys)
     for start in range(0, len(ordered), UNNAMED_PER_STATEMENT):
         yield ordered[start : start + UNNAMED_PER_STATEMENT]
-
-
-def _removed_edges(tx: ProjectionTx, runs: list[str]) -> list[TrimmedEdgeRow]:
-    if not runs:
-        return []
-    keys = [(r,) for r in runs]
-    events = tx.select_by(EventRow, ("run_id",), keys)
-    shapes = tx.load(ShapeRow, {(e.shape_key,) for e in events})
-    io_keys = {(s.io_key,) for s in shapes.values() if s.io_key is not None}
-    io = tx.select_by(IoSetRow, ("io_key",), io_keys) if io_keys else []
-    states = {r.run_id: r.state for r in tx.load(RunRow, keys).values()}
-    return removed_edges(events, {k[0]: s for k, s in shapes.items()}, io, states)
 
 
 def removed_edges(

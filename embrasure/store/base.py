@@ -58,14 +58,6 @@ class LogEntry:
         return self.body
 
 
-class Unnamed(NamedTuple):
-    """What rows a run trim deleted named, shared by hash with rows that may stay: the
-    candidates of the deletions after it (lifecycle/run_retention.py)."""
-
-    values: frozenset[bytes]  # facet_values.hash
-    shapes: frozenset[bytes]  # shapes.shape_key
-
-
 class ProjectionTx(abc.ABC):
     """One projection transaction on one graph generation. A table is named by its
     record class (store/rows.py), whose fields are its key columns then its value
@@ -75,6 +67,8 @@ class ProjectionTx(abc.ABC):
     it (a NamedTuple is tracked until freed): measured 10% of projection CPU over 20,000
     events (bench/README.md, typed rows). Nothing is visible to readers until the
     transaction commits, together with the position written by ``set_position``."""
+
+    prefix: str  # the generation's table prefix (schema.prefix)
 
     @abc.abstractmethod
     def insert_new(self, table: Record, rows: Sequence[Key]) -> list[bool]:
@@ -160,11 +154,18 @@ class ProjectionTx(abc.ABC):
         once none is left)."""
 
     @abc.abstractmethod
-    def delete_runs(self, run_ids: Sequence[str]) -> Unnamed:
+    def run_facet_values(self, run_ids: Sequence[str]) -> frozenset[bytes]:
+        """The hashes of the facet values the runs' facets name, for
+        ``delete_unnamed_values`` once the runs are gone."""
+
+    @abc.abstractmethod
+    def count_events(self, run_ids: Sequence[str]) -> int:
+        """How many events rows the runs have (a run's only grow until it is trimmed)."""
+
+    @abc.abstractmethod
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
         """Delete runs with their per-run rows (run_io, events, the run's facets and
-        what it sent about its inputs and outputs); return the facet values and the
-        shapes those rows named, for ``delete_unnamed_shapes`` and
-        ``delete_unnamed_values``."""
+        what it sent about its inputs and outputs)."""
 
     @abc.abstractmethod
     def delete_unnamed_shapes(self, keys: Sequence[bytes]) -> set[bytes]:
@@ -373,6 +374,16 @@ class Store(abc.ABC):
     ) -> contextlib.AbstractContextManager[ProjectionTx]:
         """A write transaction on the served graph generation (or on ``generation``, one
         being built by reproject); commits on a clean exit."""
+
+    @abc.abstractmethod
+    def projection_snapshot(
+        self, generation: int | None = None
+    ) -> contextlib.AbstractContextManager[ProjectionTx]:
+        """A read-only transaction on the served graph generation (or on
+        ``generation``): one snapshot for all its reads, holding no lock a writer waits
+        for (SQLite: a WAL read on a query_only connection; PostgreSQL: REPEATABLE READ
+        READ ONLY), so its writes raise. A retention step reads there what it removes
+        before it takes the write lock (lifecycle/run_retention.py)."""
 
     @abc.abstractmethod
     def graph_version(self) -> int:

@@ -54,16 +54,17 @@ MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by
 SWITCH_INTERVAL_S = 0.001
 
 
-def pause_after(held_s: float, step: str) -> None:
+def pause_after(held_s: float, step: str, spent_s: float = 0.0) -> None:
     """Sleep after a write transaction (a ``step`` of a pass: what it did, for the debug
-    log) that held the lock for ``held_s`` seconds."""
+    log) that held the lock for ``held_s`` seconds, less the ``spent_s`` of the pause
+    the pass spent on work that takes no lock (the next step's reads)."""
     log.debug(
         "retention step %s held the write lock %.1f ms",
         step,
         held_s * 1000,
         extra={"step": step, "held_ms": round(held_s * 1000, 1)},
     )
-    time.sleep(min(MAX_PAUSE_S, max(PAUSE_S, held_s)))
+    time.sleep(max(0.0, min(MAX_PAUSE_S, max(PAUSE_S, held_s)) - spent_s))
 
 
 class Pacer:

@@ -236,14 +236,22 @@ class PostgresStore(Store):
             # projected again (like SQLite's synchronous=NORMAL for the projector).
             conn.execute("SET LOCAL synchronous_commit = off")
             gen = self._generation(conn) if generation is None else generation
-            prefix = schema.prefix(gen)
-            if self._types is None:
-                self._types = column_types(conn, prefix)
-            tx = PostgresProjectionTx(
-                conn, prefix, self._types, self.codec, self._interned.of(prefix)
-            )
+            tx = self._projection_tx(conn, schema.prefix(gen))
             yield tx
         tx.interner.committed()
+
+    @contextlib.contextmanager
+    def projection_snapshot(self, generation: int | None = None) -> Iterator[ProjectionTx]:
+        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        with self._transaction(begin, "reading the graph") as conn:
+            gen = self._generation(conn) if generation is None else generation
+            yield self._projection_tx(conn, schema.prefix(gen))
+
+    def _projection_tx(self, conn: PgConnection, prefix: str) -> PostgresProjectionTx:
+        if self._types is None:
+            self._types = column_types(conn, prefix)
+        interned = self._interned.of(prefix)
+        return PostgresProjectionTx(conn, prefix, self._types, self.codec, interned)
 
     def graph_version(self) -> int:
         with self._transaction("BEGIN READ ONLY", "reading the graph version") as conn:

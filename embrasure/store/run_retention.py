@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from embrasure.store.base import Unnamed
 from embrasure.store.sql import MAX_PARAMS, Connection
 
 SEP = "\x1f"  # projector/shapes.py SEP: entity parts are joined with it
@@ -70,39 +69,45 @@ class RunTrimming:
         _, job_ns, job_name, latest_key = rows[-1]
         return [r[0] for r in rows], (str(job_ns), str(job_name), str(latest_key))
 
-    def delete_runs(self, run_ids: Sequence[str]) -> Unnamed:
-        """Delete the runs and their per-run rows; return the facet values their facets
-        named and the shapes their events named (``delete_unnamed_shapes`` and
-        ``delete_unnamed_values`` delete the ones nothing names now)."""
+    def run_facet_values(self, run_ids: Sequence[str]) -> frozenset[bytes]:
+        """The facet values the runs' facets name: once the runs are gone, the
+        candidates of ``delete_unnamed_values``."""
         if not run_ids:
-            return Unnamed(frozenset(), frozenset())
+            return frozenset()
+        terms, params = _run_facets(run_ids)
+        rows = self.conn.execute(
+            f"SELECT DISTINCT value_hash FROM {self.prefix}facets WHERE {terms}", params
+        ).fetchall()
+        return frozenset(bytes(r[0]) for r in rows if r[0] is not None)
+
+    def count_events(self, run_ids: Sequence[str]) -> int:
+        """How many events rows the runs have. Rows of a run are only ever added
+        (projector/apply.py) until a trim deletes them all, so the same count read
+        twice means the same rows."""
+        if not run_ids:
+            return 0
+        marks = ", ".join("?" for _ in run_ids)
+        row = self.conn.execute(
+            f"SELECT count(*) FROM {self.prefix}events WHERE run_id IN ({marks})", list(run_ids)
+        ).fetchone()
+        return int(row[0])
+
+    def delete_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs and their per-run rows."""
+        if not run_ids:
+            return
         if len(run_ids) > MAX_PARAMS // 3:
             raise ValueError(f"{len(run_ids)} runs: a statement takes {MAX_PARAMS // 3}")
         g = self.prefix
-        # A statement per table, not one per run: the pass's thread holds the write lock
-        # through its statements and may wait for the GIL again after each one
-        # (store/pacing.py), so fewer statements should hold it less.
+        # A statement per table, not one per run, and none that returns rows: the pass's
+        # thread holds the write lock through its statements and may wait for the GIL
+        # again after each one and after each row (store/pacing.py). What the rows name
+        # was read before the lock (lifecycle/run_retention.py ``plan_step``).
         marks = ", ".join("?" for _ in run_ids)
-        for table in ("runs", "run_io"):
+        for table in ("runs", "run_io", "events"):
             self.conn.execute(f"DELETE FROM {g}{table} WHERE run_id IN ({marks})", list(run_ids))
-        shapes = self.conn.execute(
-            f"DELETE FROM {g}events WHERE run_id IN ({marks}) RETURNING shape_key", list(run_ids)
-        ).fetchall()
-        # A run's facets (entity 'run<SEP>id') and what it sent about the datasets it
-        # used ('run<SEP>id<SEP>input<SEP>ns<SEP>name', projector/shapes.py
-        # ``run_entity``): one range of the facets key per run, two index lookups.
-        terms = " OR ".join("entity = ? OR (entity >= ? AND entity < ?)" for _ in run_ids)
-        params = []
-        for run_id in run_ids:
-            own = SEP.join(("run", run_id))
-            params += [own, own + SEP, own + AFTER_SEP]
-        values = self.conn.execute(
-            f"DELETE FROM {g}facets WHERE {terms} RETURNING value_hash", params
-        ).fetchall()
-        return Unnamed(
-            frozenset(bytes(r[0]) for r in values if r[0] is not None),
-            frozenset(bytes(r[0]) for r in shapes),
-        )
+        terms, params = _run_facets(run_ids)
+        self.conn.execute(f"DELETE FROM {g}facets WHERE {terms}", params)
 
     def delete_unnamed_shapes(self, keys: Sequence[bytes]) -> set[bytes]:
         """Delete those of ``keys`` no event names, then the facet sets they named that
@@ -185,6 +190,19 @@ class RunTrimming:
             (horizon_key, now),
         )
         return run_horizon(self.conn) or horizon_key
+
+
+def _run_facets(run_ids: Sequence[str]) -> tuple[str, list[str]]:
+    """The WHERE terms, and their parameters, of the runs' facets rows: a run's own
+    (entity 'run<SEP>id') and what it sent about the datasets it used
+    ('run<SEP>id<SEP>input<SEP>ns<SEP>name', projector/shapes.py ``run_entity``), one
+    range of the facets key per run, two index lookups."""
+    terms = " OR ".join("entity = ? OR (entity >= ? AND entity < ?)" for _ in run_ids)
+    params = []
+    for run_id in run_ids:
+        own = SEP.join(("run", run_id))
+        params += [own, own + SEP, own + AFTER_SEP]
+    return terms, params
 
 
 def run_horizon(conn: Connection) -> str | None:

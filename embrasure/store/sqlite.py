@@ -282,11 +282,25 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:
+        with self._snapshot() as conn:
+            yield SQLReader(conn, schema.prefix(self.generation(conn)), self.codec)
+
+    @contextlib.contextmanager
+    def projection_snapshot(self, generation: int | None = None) -> Iterator[ProjectionTx]:
+        with self._snapshot() as conn:
+            gen = self.generation(conn) if generation is None else generation
+            prefix = schema.prefix(gen)
+            yield SQLiteProjectionTx(conn, prefix, self.codec, self._interned.of(prefix))
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """This thread's reader connection (query_only) in one read transaction: one
+        snapshot for every query in it (WAL), and no lock a writer waits for."""
         try:
             conn = self._read()
-            conn.execute("BEGIN")  # one snapshot for every query of the request (WAL)
+            conn.execute("BEGIN")
             try:
-                yield SQLReader(conn, schema.prefix(self.generation(conn)), self.codec)
+                yield conn
             finally:
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:

@@ -30,6 +30,11 @@ def test_a_pause_is_at_least_as_long_as_the_lock_was_held(
     for held in (0.0, pacing.PAUSE_S / 2, 0.2, 5.0):
         pacing.pause_after(held, "a test step")
     assert slept == [pacing.PAUSE_S, pacing.PAUSE_S, 0.2, pacing.MAX_PAUSE_S]
+    # Work that takes no lock (the next step's reads) fills the pause, and may outlast it.
+    slept.clear()
+    pacing.pause_after(0.2, "a test step", spent_s=0.05)
+    pacing.pause_after(0.0, "a test step", spent_s=1.0)
+    assert slept == [pytest.approx(0.15), 0.0]
 
 
 @pytest.mark.parametrize(
@@ -60,7 +65,9 @@ def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
         for n, hour in enumerate((9, 10, 12)):
             api.ingest(run_event("COMPLETE", f"job{job}", run_id(job * 10 + n), at(hour)))
     pauses: list[str] = []
-    monkeypatch.setattr(run_retention, "pause_after", lambda _held, step: pauses.append(step))
+    monkeypatch.setattr(
+        run_retention, "pause_after", lambda _held, step, spent_s=0.0: pauses.append(step)
+    )
     # However slow the machine: 3 a step.
     monkeypatch.setattr(api.store, "step_hold_s", 60.0)
     monkeypatch.setattr(api.store, "step_runs", 3)

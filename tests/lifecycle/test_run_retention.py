@@ -5,11 +5,13 @@ out."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,34 @@ def test_runs_before_the_horizon_go_their_lineage_stays(api: Api) -> None:
         (run_id(3), {"rowCount": 3}),
         (run_id(6), {}),
     ]
+
+
+def test_a_late_event_between_a_steps_snapshot_and_its_write_keeps_its_run(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A step reads what it removes in a snapshot, then deletes under the write lock
+    # (lifecycle/run_retention.py): an event of run 1 at 12:45 projected in between
+    # makes it the job's latest run, past the horizon, so it must stay.
+    history(api)
+    snapshot = api.store.projection_snapshot
+    late: list[str] = []
+
+    @contextlib.contextmanager
+    def then_a_late_event(generation: int | None = None) -> Iterator[Any]:
+        with snapshot(generation) as tx:
+            yield tx
+        if not late:
+            late.append(run_id(1))
+            api.ingest(run_event("COMPLETE", DAILY, run_id(1), at(12, 45)))
+
+    monkeypatch.setattr(api.store, "projection_snapshot", then_a_late_event)
+    assert trim_runs(api.store, HORIZON).runs == 2
+    assert late and runs(api) == sorted([run_id(1), *KEPT])
+    assert api.run(run_id(1))["state"] == "COMPLETE"
+    # What the rows left give is what a rebuild from the log gives (which trims again).
+    exported = api.export()
+    reproject(api.store)
+    assert api.export() == exported
 
 
 def shared_content(api: Api) -> tuple[set[bytes], set[bytes]]:
