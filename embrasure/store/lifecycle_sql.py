@@ -250,8 +250,8 @@ class SQLiteTrimmer(SQLTrimmer):
             pacer = Pacer(start=64, low=8, high=VACUUM_PAGES)
             while left > 0:
                 step = min(pacer.size, left)
-                started = time.monotonic()
                 with self._tx("vacuuming", write=True):
+                    started = time.monotonic()  # once the lock is ours, not in the queue
                     for _ in range(step):
                         conn.execute("PRAGMA incremental_vacuum(1)")
                 held = time.monotonic() - started
