@@ -5,18 +5,24 @@ the projector keeps freeing meanwhile."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from embrasure.lifecycle import run_retention
 from embrasure.lifecycle.run_retention import trim_runs
+from embrasure.projector.worker import Projector
 from embrasure.store import lifecycle_sql, open_store, pacing
 from embrasure.store.rows import RunRow
 
+from event_strategies import deliveries
 from graph_api import Api, at, run_event, run_id
 
 HORIZON = "2026-11-30T11:00:00.000000000Z"
@@ -117,5 +123,53 @@ def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
         (left,) = other.execute("PRAGMA freelist_count").fetchone()
         assert left > 0
         other.close()
+    finally:
+        store.close()
+
+
+def test_a_run_step_times_its_hold_from_when_the_lock_is_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another writer of the process (the projector, the receiver) holds its turn at the
+    # write lock for 0.6 s just as the pass's first step asks for it: the step waits,
+    # but that wait is not a hold, so the pacer does not shrink the steps for it and
+    # the pause after it stays the floor.
+    store = open_store(f"sqlite:///{tmp_path / 'turns.db'}")
+    try:
+        events = [
+            run_event("COMPLETE", f"job{job}", run_id(job * 10 + n), at(hour))
+            for job in range(2)
+            for n, hour in enumerate((9, 10, 12))
+        ]
+        for draft in deliveries([events]):
+            store.append([draft])
+        Projector(store).run_until_caught_up()
+        holds: list[tuple[str, float]] = []
+        monkeypatch.setattr(
+            run_retention, "pause_after", lambda held, step, spent_s=0.0: holds.append((step, held))
+        )
+        monkeypatch.setattr(store, "step_runs", 1)  # a step a run: a pause after the first
+        snapshot = store.projection_snapshot
+        taken = threading.Event()
+
+        def hold_the_turn() -> None:
+            with store.projection():
+                taken.set()
+                time.sleep(0.6)
+
+        @contextlib.contextmanager
+        def then_another_writer(generation: int | None = None) -> Iterator[Any]:
+            with snapshot(generation) as tx:
+                yield tx
+            if not taken.is_set():
+                threading.Thread(target=hold_the_turn).start()
+                taken.wait(5)
+
+        monkeypatch.setattr(store, "projection_snapshot", then_another_writer)
+        started = time.monotonic()
+        assert trim_runs(store, HORIZON).runs == 4
+        assert time.monotonic() - started >= 0.6, "the first step waited for the turn"
+        first_step, held = holds[0]
+        assert first_step == "trim of 1 runs" and held < 0.3
     finally:
         store.close()
