@@ -332,6 +332,16 @@ def soak_md(s: dict[str, Any]) -> list[str]:
             f"{_f(rss['start'], 1)} / {_f(rss['after_first_third'], 1)} / {_f(rss['end'], 1)}",
         ],
         ["RSS slope, second half, MiB/min", _f(rss["slope_second_half_mib_per_min"], 2)],
+    ]
+    if engine := rss.get("sqlite"):  # SQLite, since the server reports it (/metrics)
+        rows.append(
+            [
+                "of the RSS, SQLite's memory (its page caches), MiB, at the same three points",
+                f"{_f(engine['start'], 1)} / {_f(engine['after_first_third'], 1)}"
+                f" / {_f(engine['end'], 1)}",
+            ]
+        )
+    rows += [
         ["archive MiB at the end", _mib(s["archive_bytes"])],
         [
             "cores: server / harness / others",

@@ -49,6 +49,8 @@ import storage_sizes
 TARGET_SLOPE_PCT_PER_10_MIN = 2.0
 TARGET_P99_RATIO = 2.0
 _RETENTION_METRIC = re.compile(r"^(embrasure_\w*(retention|archive)\w*)(\{[^}]*\})? (\S+)$")
+# What of the RSS is SQLite's (its page caches): web/metrics.py, SQLite only.
+_SQLITE_MEMORY = re.compile(r"^embrasure_sqlite_memory_bytes (\S+)$")
 _DURATION_KEYS = {"seconds": 1.0, "duration_s": 1.0, "elapsed_s": 1.0, "duration_ms": 1e-3}
 
 
@@ -65,7 +67,7 @@ class SoakConfig:
     retention: bool  # False: the same load without the retention flags (a control)
     log_level: str = "info"
     backend: str = "sqlite"
-    keep: str | None = None  # a folder: the server's log and the samples are copied there
+    keep: str | None = None  # a folder: the server's log, the samples and the POSTs go there
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -92,7 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--soak-keep",
-        help="a folder to copy the server's log and the raw samples to (to profile a soak)",
+        help="a folder to copy the server's log, the raw samples and each POST's times to"
+        " (to profile a soak)",
     )
     p.add_argument(
         "--soak-without-retention",
@@ -185,17 +188,20 @@ class Sampler(threading.Thread):
             found = storage_sizes.postgres_objects(self.db_url)["objects"]
             objects = {name: int(o["bytes"]) for name, o in found.items()}
         metrics: dict[str, float] = {}
+        sqlite_bytes: float | None = None
         try:
             for line in client.get("/metrics").text.splitlines():
-                found = _RETENTION_METRIC.match(line)
-                if found:
+                if found := _RETENTION_METRIC.match(line):
                     metrics[found[1] + (found[3] or "")] = float(found[4])
+                elif found := _SQLITE_MEMORY.match(line):
+                    sqlite_bytes = float(found[1])
         except (httpx.HTTPError, ValueError):
             self.metric_errors += 1
         return {
             "t": time.time(),
             **files,
             "rss_kib": servers.memory_kib(self.server.pid).get("VmRSS", 0),
+            "sqlite_bytes": sqlite_bytes,  # None: PostgreSQL, or a revision without it
             "server_cpu_s": projection.process_cpu_seconds(self.server.pid),
             "machine_busy_s": projection.system_busy_seconds(),
             "harness_cpu_s": time.process_time(),  # the load, the watcher, this sampler
@@ -391,6 +397,9 @@ def _run(cfg: SoakConfig, side: Any, work: Path, db_url: str | None) -> dict[str
         shutil.copy(server.log_path, keep / "server.log")
         samples = {"start": start, "samples": sampler.samples}
         (keep / "samples.json").write_bytes(orjson.dumps(samples))
+        # Each POST's times, to match a slow receipt with the step that held the lock
+        # meanwhile (the server log's, at --soak-log-level debug).
+        (keep / "posts.json").write_bytes(orjson.dumps([dataclasses.asdict(p) for p in posts]))
     return summarise(cfg, posts, watcher, start, sampler, server, archive) | {
         "server_exit_code": exit_code,
         "retention_flags": retention,
@@ -403,6 +412,21 @@ def _pct_slope(samples: list[tuple[float, float]]) -> float | None:
         return None
     mean = statistics.fmean(v for _, v in samples)
     return soak.slope_mib_per_min(samples) * 10 / mean * 100 if mean else None
+
+
+def _at_points(series: list[tuple[float, float]], seconds: float) -> dict[str, float]:
+    """A memory series' medians over the second tenth of the run, the tenth after its
+    first third, and its last tenth."""
+    tenth = seconds / 10
+
+    def median(low: float, high: float) -> float:
+        return statistics.median([v for t, v in series if low <= t < high] or [0.0])
+
+    return {
+        "start": median(tenth, 2 * tenth),
+        "after_first_third": median(seconds / 3, seconds / 3 + tenth),
+        "end": median(seconds - tenth, float("inf")),
+    }
 
 
 def summarise(
@@ -418,8 +442,10 @@ def summarise(
     samples = sampler.samples
     rel = [(s["t"] - start, s) for s in samples]
     size = [(t, (s["db_bytes"] + s["wal_bytes"]) / 2**20) for t, s in rel if t >= 0]
-    wal = [s["wal_bytes"] / 2**20 for t, s in rel if t >= 0]
     rss = [(t, s["rss_kib"] / 1024) for t, s in rel if t >= 0]
+    # SQLite's own memory (its page caches), where the server reports it: how much of
+    # the RSS's rise is a cache filling up to its bound.
+    engine = [(t, s["sqlite_bytes"] / 2**20) for t, s in rel if t >= 0 and s.get("sqlite_bytes")]
     last_third = [(t, v) for t, v in size if t >= seconds * 2 / 3]
     tenth = seconds / 10
     lines = _log_lines(server.log_path.read_text(errors="replace"))
@@ -445,16 +471,13 @@ def summarise(
             "met": slope is not None and slope <= TARGET_SLOPE_PCT_PER_10_MIN,
         },
         "rss_mib": {
-            "start": statistics.median([v for t, v in rss if tenth <= t < 2 * tenth] or [0.0]),
-            # After the first horizons (a third of the run, as the size's slope): the
-            # graph has reached its steady size, so memory should have too.
-            "after_first_third": statistics.median(
-                [v for t, v in rss if seconds / 3 <= t < seconds / 3 + tenth] or [0.0]
-            ),
-            "end": statistics.median([v for t, v in rss if t >= seconds - tenth] or [0.0]),
+            # After the first third (the first horizons, as the size's slope), the graph
+            # has reached its steady size, so memory should have too.
+            **_at_points(rss, seconds),
             "slope_second_half_mib_per_min": soak.slope_mib_per_min(
                 [(t, v) for t, v in rss if t >= seconds / 2]
             ),
+            "sqlite": _at_points(engine, seconds) if engine else None,
         },
         "receipts": receipts_by_pass(posts, windows, start + tenth),
         "passes": {
@@ -476,9 +499,15 @@ def summarise(
         "metric_errors": sampler.metric_errors,
         "archive_bytes": sum(p.stat().st_size for p in archive.rglob("*") if p.is_file()),
         "samples": [
-            {"t": round(t, 1), "db_and_wal_mib": round(v, 2), "wal_mib": round(w, 2)}
-            | {"rss_mib": round(r, 1)}
-            for (t, v), w, (_, r) in zip(size, wal, rss, strict=True)
+            {
+                "t": round(t, 1),
+                "db_and_wal_mib": round((s["db_bytes"] + s["wal_bytes"]) / 2**20, 2),
+                "wal_mib": round(s["wal_bytes"] / 2**20, 2),
+                "rss_mib": round(s["rss_kib"] / 1024, 1),
+            }
+            | ({"sqlite_mib": round(s["sqlite_bytes"] / 2**20, 1)} if s.get("sqlite_bytes") else {})
+            for t, s in rel
+            if t >= 0
         ],
         "retention_metrics_last": samples[-1]["retention_metrics"] if samples else {},
         "objects": [

@@ -368,6 +368,11 @@ class Store(abc.ABC):
         """Bytes free on the filesystem holding the log, or None when that is not on
         this machine (a database server's)."""
 
+    def engine_memory_bytes(self) -> int | None:
+        """Memory the database engine holds in this process (SQLite: its page caches
+        above all), or None when the engine is another process (PostgreSQL)."""
+        return None
+
     @abc.abstractmethod
     def projection(
         self, generation: int | None = None

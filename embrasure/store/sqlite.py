@@ -8,11 +8,14 @@ is durable (https://www.sqlite.org/pragma.html#pragma_synchronous).
 
 from __future__ import annotations
 
+import _sqlite3
 import contextlib
+import ctypes
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import cast
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
@@ -49,6 +52,21 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def _memory_used_function() -> Callable[[], int] | None:
+    """sqlite3_memory_used() of the library the sqlite3 module is linked with: every
+    byte SQLite's allocator holds in this process, every connection's page cache
+    included (the projector's grows up to PROJECTOR_CACHE_KIB)."""
+    try:
+        used = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+    except (OSError, AttributeError):  # a build that does not export it
+        return None
+    used.restype, used.argtypes = ctypes.c_int64, []
+    return cast(Callable[[], int], used)
+
+
+_MEMORY_USED = _memory_used_function()
 
 
 class SQLiteStore(Store):
@@ -184,6 +202,9 @@ class SQLiteStore(Store):
     def free_disk_bytes(self) -> int | None:
         stat = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
         return stat.f_bavail * stat.f_frsize  # what an unprivileged writer may still use
+
+    def engine_memory_bytes(self) -> int | None:
+        return None if _MEMORY_USED is None else _MEMORY_USED()
 
     @contextlib.contextmanager
     def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:

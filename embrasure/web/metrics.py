@@ -1,12 +1,13 @@
 """``GET /metrics`` (docs/operations.md#metrics): Prometheus text format, every name
 prefixed ``embrasure_``.
 
-Three sources:
+Four sources:
 - the database, read at scrape time (deliveries by state, items by outcome, backlog,
   projection lag, free disk): the deployment's truth, so with several receivers and
   projectors on one PostgreSQL every process reports the same figures;
 - this process: request latency histograms by method, route template and status (the
-  ingest routes' 202/429/503 included), from an ASGI middleware.
+  ingest routes' 202/429/503 included), from an ASGI middleware; on SQLite, the memory
+  its page caches hold.
 - this process's retention passes, when it runs them (``serve --retain-log``): passes,
   failures, bodies archived, bytes freed (docs/operations.md#retention-and-the-archive);
 - this process's Kafka consumer, when it runs one (``serve --kafka-bootstrap``): messages
@@ -95,6 +96,14 @@ class GraphCollector(Collector):
         if free is not None:
             yield GaugeMetricFamily(
                 "embrasure_free_disk_bytes", "Free bytes beside the SQLite log.", value=free
+            )
+        engine = self.store.engine_memory_bytes()
+        if engine is not None:
+            yield GaugeMetricFamily(
+                "embrasure_sqlite_memory_bytes",
+                "Memory SQLite holds in this process, its page caches above all (the"
+                " projector's grows up to 128 MiB as it touches more of the graph).",
+                value=engine,
             )
 
 

@@ -40,10 +40,12 @@ def test_deliveries_items_backlog_and_lag(api: Api, backend: str) -> None:
     assert waiting["embrasure_projection_backlog_items", ()] == 2
     assert waiting["embrasure_projection_backlog_bound_items", ()] == 1_000_000
     assert waiting["embrasure_projection_lag_seconds", ()] > 0
-    if backend == "sqlite":  # PostgreSQL's disk is the database server's
+    if backend == "sqlite":  # PostgreSQL's disk and memory are the database server's
         assert waiting["embrasure_free_disk_bytes", ()] > 0
+        assert waiting["embrasure_sqlite_memory_bytes", ()] > 0
     else:
         assert ("embrasure_free_disk_bytes", ()) not in waiting
+        assert ("embrasure_sqlite_memory_bytes", ()) not in waiting
 
     api.project()
     done = scrape(api)
