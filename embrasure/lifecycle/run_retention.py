@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from embrasure.model import utc_now
 from embrasure.store import Store
 from embrasure.store.base import ProjectionTx
-from embrasure.store.pacing import Pacer, pause_after
+from embrasure.store.pacing import Pacer, holding_the_lock, pause_after
 from embrasure.store.rows import EventRow, IoSetRow, RunRow, ShapeRow, TrimmedEdgeRow
 from embrasure.store.run_retention import UNNAMED_PER_STATEMENT, RunCursor
 
@@ -104,7 +104,7 @@ def trim_runs(store: Store, horizon: str, *, generation: int | None = None) -> R
     started = time.monotonic()
     removed = 0
     with store.projection(generation) as tx:
-        horizon = tx.record_run_horizon(horizon, utc_now())
+        horizon = tx.record_run_horizon(horizon, utc_now())  # once: no step
     pacer = Pacer(start=min(store.step_runs, 16), low=1, high=store.step_runs,
                   target_s=store.step_hold_s)  # fmt: skip
     named: set[bytes] = set()  # values the removed runs' facets named
@@ -119,7 +119,7 @@ def trim_runs(store: Store, horizon: str, *, generation: int | None = None) -> R
     with store.projection_snapshot(generation) as snapshot:
         step = plan_step(snapshot, horizon, size, cursor)
     while step.runs:
-        with store.projection(generation) as tx:
+        with holding_the_lock(), store.projection(generation) as tx:
             # Held from here, once the lock is ours, to the commit: the wait for this
             # process's turn (store/write_turns.py) behind the projector and the
             # receiver is not a hold. Counted in, it was most of what the soak's
@@ -150,12 +150,12 @@ def trim_runs(store: Store, horizon: str, *, generation: int | None = None) -> R
     # facet tables whatever its number of candidates: done per trim, that scan was most
     # of every trim's hold on the write lock (16.9 ms p50 for steps of a run or two).
     for chunk in _chunks(shapes):
-        with store.projection(generation) as tx:
+        with holding_the_lock(), store.projection(generation) as tx:
             held = time.monotonic()  # once the lock is ours (see above)
             named |= tx.delete_unnamed_shapes(chunk)
         pause_after(time.monotonic() - held, f"deletion of {len(chunk)} unnamed shapes")
     for chunk in _chunks(named):
-        with store.projection(generation) as tx:
+        with holding_the_lock(), store.projection(generation) as tx:
             held = time.monotonic()  # once the lock is ours (see above)
             tx.delete_unnamed_values(chunk)
         pause_after(time.monotonic() - held, f"deletion of {len(chunk)} unnamed facet values")

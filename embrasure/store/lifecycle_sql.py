@@ -32,7 +32,7 @@ from embrasure.store import log_sql, schema
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
 from embrasure.store.compression import BodyCodec
 from embrasure.store.log_sql import dictionary_loader
-from embrasure.store.pacing import Pacer, pause_after
+from embrasure.store.pacing import Pacer, holding_the_lock, pause_after
 from embrasure.store.postgres_conn import PgConnection, neutral
 from embrasure.store.sql import MAX_PARAMS, Connection
 from embrasure.store.sqlite import INCREMENTAL
@@ -216,7 +216,7 @@ class SQLiteTrimmer(SQLTrimmer):
             # A write takes the write lock at once, in its turn among the process's
             # writers (store/write_turns.py): a deferred transaction that reads, then
             # writes, can fail with SQLITE_BUSY instead of waiting its turn.
-            with self.turns.turn() if write else contextlib.nullcontext():
+            with self._write_turn() if write else contextlib.nullcontext():
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield conn
@@ -227,6 +227,14 @@ class SQLiteTrimmer(SQLTrimmer):
                     raise
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{doing} in {self.path}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _write_turn(self) -> Iterator[None]:
+        """A write of this trimmer is a step of a retention pass: in its turn among the
+        process's writers, with the GIL back quickly to the thread they all wait for
+        (store/pacing.py HELD_SWITCH_INTERVAL_S)."""
+        with holding_the_lock(), self.turns.turn():
+            yield
 
     def give_back(self, horizon: str) -> int:
         # auto_vacuum=INCREMENTAL (docs/operations.md#retention-and-the-archive): the

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -173,3 +174,39 @@ def test_a_run_step_times_its_hold_from_when_the_lock_is_its_own(
         assert first_step == "trim of 1 runs" and held < 0.3
     finally:
         store.close()
+
+
+def test_while_a_step_holds_the_lock_the_gil_switches_every_tenth_of_a_millisecond(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # store/pacing.py HELD_SWITCH_INTERVAL_S: each sqlite3 call lets the GIL go, and the
+    # thread holding the lock every writer waits for gets it back within 0.1 ms, not 1.
+    for n, hour in enumerate((9, 10, 12)):
+        api.ingest(run_event("COMPLETE", "etl", run_id(n), at(hour)))
+    monkeypatch.setattr(run_retention, "pause_after", lambda *_a, **_k: None)
+    seen: list[float] = []
+    projection = api.store.projection
+
+    @contextlib.contextmanager
+    def watched(generation: int | None = None) -> Iterator[Any]:
+        with projection(generation) as tx:
+            seen.append(sys.getswitchinterval())
+            yield tx
+
+    monkeypatch.setattr(api.store, "projection", watched)
+    sys.setswitchinterval(pacing.SWITCH_INTERVAL_S)  # as a retention process has it
+    try:
+        assert trim_runs(api.store, HORIZON).runs == 2
+        # The horizon's transaction is no step; the trim of the two runs is.
+        held = pytest.approx(pacing.HELD_SWITCH_INTERVAL_S)
+        assert seen[0] == pytest.approx(pacing.SWITCH_INTERVAL_S)
+        assert seen[1:] == [held] * (len(seen) - 1) and len(seen) >= 2
+        assert sys.getswitchinterval() == pytest.approx(pacing.SWITCH_INTERVAL_S)
+        # Overlapping holders (a pass and a reproject's trims) restore it once, at the end.
+        with pacing.holding_the_lock():
+            with pacing.holding_the_lock():
+                assert sys.getswitchinterval() == held
+            assert sys.getswitchinterval() == held
+        assert sys.getswitchinterval() == pytest.approx(pacing.SWITCH_INTERVAL_S)
+    finally:
+        sys.setswitchinterval(0.005)  # CPython's default
