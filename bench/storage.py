@@ -301,7 +301,7 @@ def save(cfg: Config, part: str, result: dict[str, Any], sides: dict[str, ab.Sid
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     results = merged(Path(f"{cfg.out}.json"), {part: result}, servers.machine_facts(codes))
     Path(f"{cfg.out}.json").write_text(json.dumps(results, indent=1) + "\n")
-    Path(f"{cfg.out}.md").write_text(storage_report.markdown(results))
+    Path(f"{cfg.out}.md").write_text(storage_report.markdown(results, f"{cfg.out.name}.json"))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -392,7 +392,8 @@ def _objects_md(found: list[dict[str, Any]], minutes: float, top: int = 12) -> l
     ]
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: dict[str, Any], raw: str = "storage.json") -> str:
+    """The report of ``results``, linking ``raw`` (the JSON file beside it)."""
     m, parts = results["machine"], results["parts"]
     lines = [
         "# Storage: years of events (issue 15)",
@@ -428,5 +429,5 @@ def markdown(results: dict[str, Any]) -> str:
         lines += reproject_md(parts["reproject"])
     if "soak" in parts:
         lines += soak_md(parts["soak"])
-    lines += ["Raw figures: [storage.json](storage.json).", ""]
+    lines += [f"Raw figures: [{raw}]({raw}).", ""]
     return "\n".join(lines)
