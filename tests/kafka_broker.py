@@ -97,6 +97,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id. One that begins with ``-`` reads as a flag to
+    kafka-storage's argument parser ("--cluster-id/-t: expected one argument", one id in
+    64), which is why Kafka's own ``Uuid.randomUuid`` draws again on such an id."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster.startswith("-"):
+            return cluster
+
+
 class Broker:
     """One KRaft node in ``work``: ``bootstrap`` is its client address."""
 
@@ -149,7 +159,7 @@ class Broker:
             )
             + "\n"
         )
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster = _cluster_id()
         done = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(self.config)),
             capture_output=True, text=True, check=False,
