@@ -28,6 +28,7 @@ from embrasure.store.base import (
     ProjectionTx,
     Store,
 )
+from embrasure.store.checkpoints import BACKSTOP_PAGES, Checkpointer
 from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import InternCaches
 from embrasure.store.reads import SQLReader
@@ -51,6 +52,9 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
+    # The WAL is checkpointed by a thread of its own, not inside a writer's commit (and
+    # so its turn at the write lock): store/checkpoints.py.
+    conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
     return conn
 
 
@@ -77,8 +81,10 @@ class SQLiteStore(Store):
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise StoreError(f"cannot open {path}: directory {parent} does not exist")
-        # This process's writers take turns at the write lock (store/write_turns.py).
-        self._turns = WriteTurns()
+        # This process's writers take turns at the write lock (store/write_turns.py), and
+        # the WAL is checkpointed after each turn, outside it (store/checkpoints.py).
+        self._checkpoints = Checkpointer(lambda: _connect(path))
+        self._turns = WriteTurns(after=self._checkpoints.wrote)
         try:
             self._writer = _connect(path)
             applied = self._migrate(upgrade)
@@ -428,6 +434,7 @@ class SQLiteStore(Store):
                 yield SQLiteTrimmer(conn, self.path, self.codec, self._turns)
 
     def close(self) -> None:
+        self._checkpoints.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()

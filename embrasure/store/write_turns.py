@@ -11,18 +11,20 @@ one file, ``embrasure retention`` beside a server), where the busy handler appli
 before (docs/operations.md#two-servers-on-one-sqlite-file).
 
 A turn is the thread's: a writer already holding one (a rebuild creating its tables in
-a projection transaction) goes on without queueing behind itself.
+a projection transaction) goes on without queueing behind itself. When a turn ends,
+``after`` is called (the WAL's checkpoints run then, store/checkpoints.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class WriteTurns:
-    def __init__(self) -> None:
+    def __init__(self, after: Callable[[], None] = lambda: None) -> None:
+        self._after = after
         self._changed = threading.Condition()
         self._issued = 0  # tickets handed out
         self._serving = 0  # the ticket whose turn it is
@@ -53,10 +55,13 @@ class WriteTurns:
         finally:
             with self._changed:
                 self._depth -= 1
-                if self._depth == 0:
+                ended = self._depth == 0
+                if ended:
                     self._owner = None
                     self._serving += 1
                     self._skip_given_up()
+            if ended:
+                self._after()
 
     def _skip_given_up(self) -> None:
         while self._serving in self._given_up:

@@ -560,7 +560,7 @@ def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
 def test_full_disk_answers_503_then_recovers(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "small", "4m") as disk:
         filler = disk / "filler"
-        filler.write_bytes(b"\0" * (1024 * 1024))
+        filler.write_bytes(b"\0" * (2 * 1024 * 1024))
         db_path = disk / "embrasure.db"
         # The free-disk bound off, to reach the real thing: a commit that fails (ENOSPC).
         server = ServerProcess(db_path, "--min-free-disk-mb", "0")
@@ -595,7 +595,9 @@ def test_full_disk_answers_503_then_recovers(tmp_path: Path) -> None:
                 assert http.get("/healthz").status_code == 200
                 verify_stored(server.url, acks, unavailable_ok=True)
 
-                filler.unlink()  # free 1 MiB
+                # Free 2 MiB: the projection and the WAL's checkpoint (store/checkpoints.py)
+                # that the full disk held back take their share of it first.
+                filler.unlink()
                 retried = http.post(SINGLE, content=refused_body, headers=JSON_HEADERS)
                 assert retried.status_code == 202, retried.text
                 assert retried.json()["duplicate"] is False  # the 503s stored nothing
