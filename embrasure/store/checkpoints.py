@@ -1,4 +1,4 @@
-"""SQLite's WAL checkpoints in a thread of their own, outside the writers' turns.
+"""SQLite's WAL checkpoints in a thread of their own, mostly outside the writers' turns.
 
 In WAL mode a commit appends its pages to the ``-wal`` file, and a checkpoint copies them
 into the database file, syncing the WAL before and the database after
@@ -6,22 +6,28 @@ into the database file, syncing the WAL before and the database after
 WAL to 1,000 pages runs that checkpoint inside its COMMIT, and in this process that is
 inside its turn at the write lock (store/write_turns.py): every writer queued behind it,
 a receipt among them, waits for the page copies and both syncs. Measured with
-``perf trace`` in the soak (bench/README.md, "Checkpoints off the write turn"): during a
-retention pass its run steps checkpointed every ~55 ms, the WAL's fdatasync 2-3 ms then
-the database's 5-9 ms, and their holds on the lock were bimodal, 2-6 ms or 10-20 ms
-whatever their size.
+``perf trace`` in the soak (bench/README.md, "Run steps after the snapshot reads"):
+during a retention pass its run steps checkpointed every ~55 ms, the WAL's fdatasync
+0.3-3 ms then the database's 4-9 ms, and their holds on the lock were bimodal, 2-6 ms or
+10-20 ms whatever their size.
 
-So a writer's own autocheckpoint is raised to ``BACKSTOP_PAGES``, which it reaches only
-if this thread falls behind (or is not running: another process's writes), and after each
-write turn this thread runs a PASSIVE checkpoint: it copies what it can without waiting
-for readers or writers and takes no write lock
-(https://www.sqlite.org/c3ref/wal_checkpoint_v2.html), so writers go on meanwhile. The
-next writer that finds the whole WAL copied starts it again from its beginning, so the
-file stops growing as before.
+So after each write turn this thread runs a PASSIVE checkpoint, which copies what it can
+without waiting for readers or writers and takes no write lock
+(https://www.sqlite.org/c3ref/wal_checkpoint_v2.html): the writers go on meanwhile. That
+alone does not stop the WAL growing. Only a writer that begins when the whole WAL is
+copied starts it over from its beginning, and while writers commit every few ms a
+checkpoint running beside them seldom sees it whole: in the soak of 0d83f7e, with only
+this thread, the WAL grew to the writers' own autocheckpoint (then 10,000 pages), which
+copied what was left inside a commit, 20-60 ms of a run step's hold. So once the WAL
+holds ``RESTART_PAGES``, the thread copies the rest in a write turn of its own: the
+frames since its checkpoint and two syncs of little, while the bulk was copied outside.
+A writer's own autocheckpoint stays, at ``BACKSTOP_PAGES``, for when this thread is not
+running (another process's writes) or falls behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -29,8 +35,10 @@ from collections.abc import Callable
 
 log = logging.getLogger("embrasure.log")
 
-# A writer checkpoints inside its own commit past this many WAL pages (40 MiB of 4 KiB
-# pages): a bound if the thread below falls behind, far above what it lets pile up.
+# Past this many WAL pages (16 MiB of 4 KiB pages) the thread finishes a checkpoint in a
+# write turn, so that the next writer starts the WAL over.
+RESTART_PAGES = 4_000
+# A writer checkpoints inside its own commit past this many (40 MiB).
 BACKSTOP_PAGES = 10_000
 # The least time between two checkpoints: during a retention pass writers commit every
 # few ms, and a checkpoint for each would sync the database file as often. At the soak's
@@ -40,10 +48,15 @@ GAP_S = 0.1
 
 class Checkpointer:
     """Checkpoints the database at ``connect()``'s WAL soon after each ``wrote()``, in a
-    daemon thread started at the first one."""
+    daemon thread started at the first one; ``turn`` is a write turn of the process."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        turn: Callable[[], contextlib.AbstractContextManager[None]],
+    ) -> None:
         self._connect = connect
+        self._turn = turn
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._started = threading.Lock()
@@ -70,6 +83,16 @@ class Checkpointer:
         if thread is not None:
             thread.join()
 
+    def checkpoint(self, conn: sqlite3.Connection) -> None:
+        """One checkpoint beside the writers, finished in a write turn once the WAL has
+        grown to ``RESTART_PAGES``. Even a checkpoint that found the WAL whole does not
+        let it start over if a writer began meanwhile: a writer starts the WAL over only
+        if the WAL was whole when it began (it then reads none of it)."""
+        pages = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+        if pages >= RESTART_PAGES:
+            with self._turn():
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+
     def _run(self) -> None:
         try:
             conn = self._connect()
@@ -84,7 +107,7 @@ class Checkpointer:
                     return
                 self._wake.clear()
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.checkpoint(conn)
                 except sqlite3.Error as exc:  # a full disk: the writers' backstop still bounds it
                     if not failing:
                         log.warning("WAL checkpoints failing, the WAL grows meanwhile: %s", exc)

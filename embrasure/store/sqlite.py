@@ -83,8 +83,8 @@ class SQLiteStore(Store):
             raise StoreError(f"cannot open {path}: directory {parent} does not exist")
         # This process's writers take turns at the write lock (store/write_turns.py), and
         # the WAL is checkpointed after each turn, outside it (store/checkpoints.py).
-        self._checkpoints = Checkpointer(lambda: _connect(path))
-        self._turns = WriteTurns(after=self._checkpoints.wrote)
+        self._turns = WriteTurns(after=lambda: self._checkpoints.wrote())
+        self._checkpoints = Checkpointer(lambda: _connect(path), self._turns.turn)
         try:
             self._writer = _connect(path)
             applied = self._migrate(upgrade)

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
 
-from embrasure.store.checkpoints import BACKSTOP_PAGES
+from embrasure.store.checkpoints import BACKSTOP_PAGES, RESTART_PAGES
 from embrasure.store.sqlite import SQLiteStore
 from embrasure.store.write_turns import WriteTurns
 
@@ -65,3 +66,21 @@ def test_the_turns_call_after_once_when_the_outermost_turn_ends() -> None:
             pass
         assert ended == []  # the thread still holds its turn
     assert ended == [True]
+
+
+def test_the_wal_starts_over_under_a_writer_that_never_pauses(db_path: Path) -> None:
+    # Back-to-back appends: a checkpoint beside them never sees the WAL whole, so the
+    # thread finishes one in a turn of its own once the WAL holds RESTART_PAGES, and
+    # the WAL starts over there, not at the writers' own bound (BACKSTOP_PAGES).
+    store = SQLiteStore(str(db_path))
+    wal = Path(f"{db_path}-wal")
+    largest = 0
+    try:
+        page = store._writer.execute("PRAGMA page_size").fetchone()[0]
+        for _ in range(2 * BACKSTOP_PAGES * page // 100_000):
+            store.append([draft(b'"' + os.urandom(50_000).hex().encode() + b'"')])  # zstd-proof
+            largest = max(largest, wal.stat().st_size)
+    finally:
+        store.close()
+    # Between the two bounds, with the room a gap between checkpoints lets pile up.
+    assert largest < (RESTART_PAGES + BACKSTOP_PAGES) // 2 * page
