@@ -5,6 +5,7 @@ test_order_independence.py, tests/query/test_as_of.py, tests/store/test_postgres
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -249,6 +250,11 @@ def draft(
     return DeliveryDraft(
         provider, key, hashlib.sha256(body).hexdigest(), body, route, count, (), utc_now()
     )
+
+
+def incompressible(size: int) -> bytes:
+    """A JSON string body that zstd cannot make much smaller (the log compresses bodies)."""
+    return b'"' + os.urandom(size // 2).hex().encode() + b'"'
 
 
 def deliveries(batches: Sequence[Sequence[dict[str, Any]]]) -> Iterator[DeliveryDraft]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from embrasure.store.checkpoints import BACKSTOP_PAGES, RESTART_PAGES
 from embrasure.store.sqlite import SQLiteStore
 from embrasure.store.write_turns import WriteTurns
 
-from event_strategies import draft
+from event_strategies import draft, incompressible
 
 
 def _in_the_database_file(path: Path) -> int | None:
@@ -78,7 +77,7 @@ def test_the_wal_starts_over_under_a_writer_that_never_pauses(db_path: Path) -> 
     try:
         page = store._writer.execute("PRAGMA page_size").fetchone()[0]
         for _ in range(2 * BACKSTOP_PAGES * page // 100_000):
-            store.append([draft(b'"' + os.urandom(50_000).hex().encode() + b'"')])  # zstd-proof
+            store.append([draft(incompressible(100_000))])
             largest = max(largest, wal.stat().st_size)
     finally:
         store.close()

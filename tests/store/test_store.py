@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -20,7 +19,7 @@ from embrasure.store.group_commit import GroupCommitter
 from embrasure.store.sqlite import SQLiteStore
 
 from conftest import run_sql
-from event_strategies import draft
+from event_strategies import draft, incompressible
 
 
 @pytest.fixture
@@ -70,11 +69,6 @@ def test_duplicates_and_conflicts_within_one_group(store: Store) -> None:
     assert isinstance(keyed, Receipt)
     assert isinstance(keyed_other, IdempotencyConflict)
     assert keyed_other.delivery_id == keyed.delivery_id
-
-
-def incompressible(size: int) -> bytes:
-    """A JSON string body that zstd cannot make much smaller (the log compresses bodies)."""
-    return b'"' + os.urandom(size // 2).hex().encode() + b'"'
 
 
 def test_a_failed_commit_stores_nothing_and_the_log_recovers(sqlite_store: SQLiteStore) -> None:
