@@ -37,7 +37,7 @@ from embrasure.lifecycle.segments import deliveries
 from embrasure.model import utc_now
 from embrasure.store import Store
 from embrasure.store.base import LogTrimmer, SegmentRecord
-from embrasure.store.pacing import pause_after
+from embrasure.store.pacing import pause_after, sharing_the_cpu
 
 log = logging.getLogger("embrasure.retention")
 
@@ -340,12 +340,15 @@ class RetentionLoop:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("retention pass failed")
-            self._stop.wait(self.interval)
+        # Beside the receiver and the projector, on their GIL: at most a share of the
+        # CPU (store/pacing.py).
+        with sharing_the_cpu():
+            while not self._stop.is_set():
+                try:
+                    self.run_once()
+                except Exception:
+                    log.exception("retention pass failed")
+                self._stop.wait(self.interval)
 
     def stop(self) -> None:
         self._stop.set()

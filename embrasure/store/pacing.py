@@ -26,6 +26,18 @@ so that it holds the lock about ``TARGET_HOLD_S`` (``Store.step_hold_s``). Fixed
 held it 40 ms (100 runs; the pass's thread also waits for the GIL between statements
 while it holds the lock) to 95 ms in the soak (bench/README.md), and receipts waited as long.
 
+A pass also takes a share of the process's CPU, and in a server that is the receiver's:
+the GIL runs one thread's Python at a time, in turns, so a receipt's Python took about
+1 / (1 - u) times as long while the pass's thread kept the GIL busy a fraction u of the
+time. The soak's receipts during the run steps (u about 0.45: the next step's reads fill
+each pause) took 12.8 ms at p50 against 6.6 between passes (1.9x), and a switch interval
+of 0.2 ms instead of 1 changed nothing (11.7 against 6.6), so it is the share, not the
+turns' length. So the passes of a server (and of `embrasure project`) also rest in
+proportion to the CPU their thread used since its last pause (``time.thread_time``): at
+most ``CPU_SHARE`` of the time (bench/README.md "The pass's share of the CPU"). A pass
+of `embrasure retention`, a process of its own, shares no GIL with a receiver, and a
+reproject's run trims are a small part of a rebuild: both keep to the lock's pauses.
+
 PostgreSQL has no such lock: a run trim locks the rows it deletes, which nothing else
 writes, so its steps may be long (``PostgresStore.step_hold_s``). Paced for SQLite there,
 a step took ~9.8 ms whatever its size, most of it round trips, and 741 of the first 1,087
@@ -48,6 +60,7 @@ log = logging.getLogger("embrasure.retention")
 TARGET_HOLD_S = 0.008  # under half the receipt p99 without a pass (~20 ms, the soak)
 PAUSE_S = 0.015  # see above: the soak's figures at 5 and 30 ms
 MAX_PAUSE_S = 1.0  # a step that held the lock long (a slow disk) is followed by this at most
+CPU_SHARE = 0.15  # of one core, at most, for the thread of a server's passes (see above)
 # The GIL's switch interval in a process that runs retention passes (cli/retention.py). The
 # sqlite3 module lets the GIL go around every statement and every row it steps, and a
 # thread that lets it go while another is busy (the projector's folds) waits out that
@@ -91,17 +104,45 @@ def holding_the_lock() -> Iterator[None]:
                 sys.setswitchinterval(_interval_before)
 
 
+# .share: the thread's CPU_SHARE (``sharing_the_cpu``), else none;
+# .cpu: its time.thread_time() when it last paused.
+_rested = threading.local()
+
+
+@contextlib.contextmanager
+def sharing_the_cpu(share: float = CPU_SHARE) -> Iterator[None]:
+    """The pauses of the passes this thread runs meanwhile keep its CPU within ``share``."""
+    _rested.share = share
+    try:
+        yield
+    finally:
+        del _rested.share
+
+
 def pause_after(held_s: float, step: str, spent_s: float = 0.0) -> None:
     """Sleep after a write transaction (a ``step`` of a pass: what it did, for the debug
     log) that held the lock for ``held_s`` seconds, less the ``spent_s`` of the pause
-    the pass spent on work that takes no lock (the next step's reads)."""
+    the pass spent on work that takes no lock (the next step's reads); and at least as
+    long as keeps the thread's CPU since its last pause within its share, if it has one
+    (``sharing_the_cpu``)."""
+    now = time.thread_time()
+    last: float | None = getattr(_rested, "cpu", None)
+    used = held_s + spent_s if last is None else now - last  # a thread's first pause: the step
+    share: float = getattr(_rested, "share", 1.0)
+    cpu_s = used * (1.0 / share - 1.0)
+    lock_s = max(PAUSE_S, held_s) - spent_s
     log.debug(
         "retention step %s held the write lock %.1f ms",
         step,
         held_s * 1000,
-        extra={"step": step, "held_ms": round(held_s * 1000, 1)},
+        extra={
+            "step": step,
+            "held_ms": round(held_s * 1000, 1),
+            "cpu_ms": round(used * 1000, 1),
+        },
     )
-    time.sleep(max(0.0, min(MAX_PAUSE_S, max(PAUSE_S, held_s)) - spent_s))
+    time.sleep(max(0.0, min(MAX_PAUSE_S, max(lock_s, cpu_s))))
+    _rested.cpu = time.thread_time()
 
 
 class Pacer:

@@ -6,6 +6,7 @@ the projector keeps freeing meanwhile."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import sqlite3
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from embrasure.lifecycle import run_retention
+from embrasure.lifecycle import retention, run_retention
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.worker import Projector
 from embrasure.store import lifecycle_sql, open_store, pacing
@@ -34,6 +35,8 @@ def test_a_pause_is_at_least_as_long_as_the_lock_was_held(
 ) -> None:
     slept: list[float] = []
     monkeypatch.setattr(time, "sleep", slept.append)
+    monkeypatch.setattr(time, "thread_time", lambda: 0.0)  # no CPU used: the lock decides
+    monkeypatch.setattr(pacing, "_rested", threading.local())
     for held in (0.0, pacing.PAUSE_S / 2, 0.2, 5.0):
         pacing.pause_after(held, "a test step")
     assert slept == [pacing.PAUSE_S, pacing.PAUSE_S, 0.2, pacing.MAX_PAUSE_S]
@@ -42,6 +45,57 @@ def test_a_pause_is_at_least_as_long_as_the_lock_was_held(
     pacing.pause_after(0.2, "a test step", spent_s=0.05)
     pacing.pause_after(0.0, "a test step", spent_s=1.0)
     assert slept == [pytest.approx(0.15), 0.0]
+
+
+def test_a_pause_keeps_the_pass_within_its_share_of_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    cpu = [0.0]
+    monkeypatch.setattr(time, "thread_time", lambda: cpu[0])
+    monkeypatch.setattr(pacing, "_rested", threading.local())
+    with pacing.sharing_the_cpu(0.25):
+        # A thread's first pause knows only the step: its hold and its reads, 2 + 3 ms.
+        pacing.pause_after(0.002, "a test step", spent_s=0.003)
+        # Then the CPU the thread used since it last paused, whatever the lock says: 20
+        # ms of CPU → 60 ms of rest (20 of 80 is the share); 1 ms → the lock's 15 ms.
+        cpu[0] += 0.020
+        pacing.pause_after(0.002, "a test step", spent_s=0.003)
+        cpu[0] += 0.001
+        pacing.pause_after(0.002, "a test step")
+        cpu[0] += 10.0  # a long stretch of work: rest at most MAX_PAUSE_S
+        pacing.pause_after(0.0, "a test step")
+    assert slept == pytest.approx([0.015, 0.060, pacing.PAUSE_S, pacing.MAX_PAUSE_S])
+    # A thread with no share (a pass of its own process) keeps to the lock's pauses.
+    slept.clear()
+    cpu[0] += 0.020
+    pacing.pause_after(0.002, "a test step", spent_s=0.003)
+    assert slept == pytest.approx([0.012])
+
+
+def test_the_passes_of_a_server_share_the_cpu_and_those_of_the_cli_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shares: list[float | None] = []
+    ran = threading.Event()
+
+    def record(_store: object, horizon: str, **_: object) -> run_retention.RunsReport:
+        shares.append(getattr(pacing._rested, "share", None))
+        ran.set()
+        return run_retention.RunsReport(horizon)
+
+    monkeypatch.setattr(retention, "trim_runs", record)
+    store = open_store(f"sqlite:///{tmp_path / 'share.db'}")
+    loop = retention.RetentionLoop(store, "", None, 3600, retain_runs=datetime.timedelta(0))
+    try:
+        loop.start()  # serve's and project's passes, in the loop's thread
+        assert ran.wait(30)
+        loop.stop()
+        loop.run_once()  # as `embrasure retention` runs one, in a thread of its own
+    finally:
+        store.close()
+    assert shares == [pacing.CPU_SHARE, None]
 
 
 @pytest.mark.parametrize(
