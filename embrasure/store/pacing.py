@@ -29,10 +29,10 @@ while it holds the lock) to 95 ms in the soak (bench/README.md), and receipts wa
 A pass also takes a share of the process's CPU, and in a server that is the receiver's:
 the GIL runs one thread's Python at a time, in turns, so a receipt's Python took about
 1 / (1 - u) times as long while the pass's thread kept the GIL busy a fraction u of the
-time. The soak's receipts during the run steps (u about 0.45: the next step's reads fill
-each pause) took 12.8 ms at p50 against 6.6 between passes (1.9x), and a switch interval
-of 0.2 ms instead of 1 changed nothing (11.7 against 6.6), so it is the share, not the
-turns' length. So the passes of a server (and of `embrasure project`) also rest in
+time. In seven-minute soaks (the next step's reads filling each pause) receipts during
+passes took 11.6 ms at p50 against 6.8 between them, and with a switch interval of 0.2 ms
+instead of 1, 11.7 against 6.6 (during the run trims alone 12.8): it is the share, not
+the turns' length. So the passes of a server (and of `embrasure project`) also rest in
 proportion to the CPU their thread used since its last pause (``time.thread_time``): at
 most ``CPU_SHARE`` of the time (bench/README.md "The pass's share of the CPU"). A pass
 of `embrasure retention`, a process of its own, shares no GIL with a receiver, and a
