@@ -47,8 +47,11 @@ BATCH = 1000
 # And at most this many bytes of bodies (as received) per segment: a pass holds a
 # segment's bodies several times over while it writes and reads it back (the bodies,
 # their JSON Lines, the decompressed read-back), and 1,000 batch bodies of 230 KB made
-# that ~700 MB, which the allocator kept (bench/storage_soak.py's RSS).
-SEGMENT_BYTES = 16 * 1024 * 1024
+# that ~700 MB, which the allocator kept (bench/storage_soak.py's RSS). And each
+# segment's copies, compressions and writes come in one burst beside the receiver: at 16
+# MiB, 17 of the soak's 49 slowest receipts during passes came in the segments' part,
+# at 4 MiB 1 (bench/README.md "The pass's share of the CPU").
+SEGMENT_BYTES = 4 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
