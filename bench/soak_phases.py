@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-from datetime import UTC, datetime
 from pathlib import Path
+
+import servers
+import storage_soak
 
 STEP_S = 0.03  # a run step's length: the first step's line comes this long after they begin
 
@@ -23,13 +24,8 @@ def spans(server_log: Path) -> list[tuple[str, float, float]]:
     """(phase, start, end) in epoch seconds, from the retention lines of the log."""
     out: list[tuple[str, float, float]] = []
     phase: tuple[str, float] | None = None
-    for line in server_log.read_text().splitlines():
-        if '"embrasure.retention"' not in line:
-            continue
-        entry = json.loads(line)
-        at = datetime.strptime(entry["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-        t = at.replace(tzinfo=UTC).timestamp()
-        message: str = entry["message"]
+    for entry in storage_soak.log_lines(server_log.read_text(errors="replace")):
+        t, message = entry["t"], str(entry.get("message", ""))
         if phase is None and message.startswith("retention step trim of") and "runs" in message:
             phase = ("run trims", t - STEP_S)
         elif message.startswith("run retention:") and phase is not None:
@@ -64,11 +60,9 @@ def main() -> None:
     for keep in p.parse_args().keep:
         print(keep)
         for name, ms in sorted(by_phase(keep).items()):
-            ms.sort()
-            q = statistics.quantiles(ms, n=100, method="inclusive") if len(ms) > 1 else ms * 99
+            p50, p90, p99 = (servers.percentile(ms, q) for q in (50, 90, 99))
             print(
-                f"  {name:10} POSTs {len(ms):6,}  p50 {q[49]:5.1f}  p90 {q[89]:5.1f}"
-                f"  p99 {q[98]:5.1f} ms"
+                f"  {name:10} POSTs {len(ms):6,}  p50 {p50:5.1f}  p90 {p90:5.1f}  p99 {p99:5.1f} ms"
             )
 
 

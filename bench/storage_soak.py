@@ -227,7 +227,7 @@ def db_files(db: Path) -> dict[str, int]:
 # -- retention passes -----------------------------------------------------------------
 
 
-def _log_lines(text: str) -> list[dict[str, Any]]:
+def log_lines(text: str) -> list[dict[str, Any]]:
     """The server's JSON log lines that name retention, each with its time as a float."""
     found = []
     for raw in text.splitlines():
@@ -448,7 +448,7 @@ def summarise(
     engine = [(t, s["sqlite_bytes"] / 2**20) for t, s in rel if t >= 0 and s.get("sqlite_bytes")]
     last_third = [(t, v) for t, v in size if t >= seconds * 2 / 3]
     tenth = seconds / 10
-    lines = _log_lines(server.log_path.read_text(errors="replace"))
+    lines = log_lines(server.log_path.read_text(errors="replace"))
     failed = [line for line in lines if line.get("level") in ("error", "warning", "critical")]
     windows, found_by = passes_from_log(lines), "server log"
     if not windows:
