@@ -291,6 +291,11 @@ class PostgresStore(Store):
         for statement in deferred:
             with self._transaction("BEGIN", "indexing a graph generation") as conn:
                 conn.execute(statement)
+        # Statistics before the generation is served: a table filled in bulk has none
+        # until autovacuum gets to it (a minute or more), and the planner meanwhile
+        # guesses its rows' distribution (the PostgreSQL docs, "Populating a Database").
+        with self._transaction("BEGIN", "analyzing a graph generation") as conn:
+            conn.execute(f"ANALYZE {', '.join(self._generation_tables(conn, generation))}")
 
     @staticmethod
     def _generation_sql(generation: int) -> tuple[list[str], list[str]]:
@@ -315,14 +320,19 @@ class PostgresStore(Store):
     def _drop(conn: PgConnection, generation: int) -> None:
         # Every table of the generation the catalog lists, not schema.TABLES: one built
         # by an older GRAPH_VERSION may have tables this version no longer has.
+        names = PostgresStore._generation_tables(conn, generation)
+        if names:
+            conn.execute(f"DROP TABLE IF EXISTS {', '.join(names)}")
+
+    @staticmethod
+    def _generation_tables(conn: PgConnection, generation: int) -> list[str]:
         prefix = schema.prefix(generation)
         names = conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            " AND substr(tablename, 1, ?) = ?",
+            " AND substr(tablename, 1, ?) = ? ORDER BY tablename",
             (len(prefix), prefix),
         ).fetchall()
-        if names:
-            conn.execute(f"DROP TABLE IF EXISTS {', '.join(n for (n,) in names)}")
+        return [str(n) for (n,) in names]
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[GraphReader]:

@@ -19,7 +19,7 @@ from embrasure.errors import StoreUnavailable
 from embrasure.model import DeliveryDraft, Receipt, utc_now
 from embrasure.projector.worker import Projector, ProjectorLimits, reproject
 from embrasure.query.export import export_bytes
-from embrasure.store import Store, migrations, open_store
+from embrasure.store import Store, migrations, open_store, schema
 from embrasure.store.postgres_conn import translate
 from embrasure.store.postgres_graph import LOG_LOCK
 
@@ -251,6 +251,21 @@ def test_reproject_while_a_projector_and_appends_run(store: Store, pg_db: str) -
     rebuilt = export(store)
     reproject(store)
     assert export(store) == rebuilt
+
+
+def test_a_rebuilt_graph_is_analyzed_before_it_is_served(store: Store, pg_db: str) -> None:
+    """Its tables were filled in bulk: without statistics the planner guesses until
+    autovacuum visits them (store/postgres.py ``index_generation``)."""
+    store.append([draft(n) for n in range(40)])
+    Projector(store).run_until_caught_up()
+    prefix = schema.prefix(reproject(store))
+    analyzed = run_sql(
+        pg_db,
+        "SELECT relname, last_analyze IS NOT NULL FROM pg_stat_user_tables"
+        " WHERE schemaname = current_schema()",
+    )
+    tables = {name: done for name, done in analyzed if name.startswith(prefix)}
+    assert len(tables) >= 10 and all(tables.values()), tables
 
 
 def test_two_reprojects_at_once_wait_for_each_other(pg_db: str) -> None:
