@@ -272,8 +272,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "retention_interval",
         "1h",
-        "How often serve and project run a retention pass when --retain-log or --retain-runs"
-        " is set.",
+        "How often serve and project start a retention pass when --retain-log or"
+        " --retain-runs is set (a pass that takes longer is followed by the next at once).",
         duration=True,
         low=1,
     ),

@@ -99,16 +99,20 @@ def run_pass(
     batch: int = BATCH,
     segment_bytes: int = SEGMENT_BYTES,
     stop: threading.Event | None = None,
+    free_at_start: int | None = None,
 ) -> PassReport:
     """One pass (``stop``, when set, ends it between two segments). Archive and store
     failures do not raise: the report says why the pass stopped, and it is logged. Only
-    failing to reach the database at all raises StoreError."""
+    failing to reach the database at all raises StoreError. ``free_at_start``: see
+    ``LogTrimmer.give_back`` (a server's passes keep the pages they free)."""
     started = time.monotonic()
     report = PassReport(started_at=utc_now(), horizon=horizon_of(retain))
     with store.log_trimmer() as trimmer:
         if trimmer is None:
             return dataclasses.replace(report, skipped=True)
-        work = _Pass(trimmer, archive, report, batch, segment_bytes, stop or threading.Event())
+        work = _Pass(
+            trimmer, archive, report, batch, segment_bytes, stop or threading.Event(), free_at_start
+        )
         log.info("retention pass started: bodies received before %s", report.horizon)
         try:
             work.adopt()
@@ -136,6 +140,7 @@ class _Pass:
         batch: int,
         segment_bytes: int,
         stop: threading.Event,
+        free_at_start: int | None,
     ) -> None:
         self.trimmer = trimmer
         self.store_archive = archive
@@ -144,6 +149,7 @@ class _Pass:
         self.segment_bytes = segment_bytes
         self.stop = stop
         self.archived = 0
+        self.free_at_start = free_at_start
 
     def _count(self, segment: Segment, deliveries: list[ArchivedDelivery], trimmed: int) -> None:
         r = self.report
@@ -213,7 +219,7 @@ class _Pass:
             self._count(segment, deliveries, self._trim(segment))
 
     def give_back(self) -> None:
-        freed = self.trimmer.give_back(self.report.horizon)
+        freed = self.trimmer.give_back(self.report.horizon, self.free_at_start)
         self.report = dataclasses.replace(self.report, bytes_given_back=freed)
 
     def fail(self, exc: EmbrasureError) -> None:
@@ -298,6 +304,10 @@ class RetentionLoop:
         self._thread: threading.Thread | None = None
 
     def run_once(self) -> PassReport:
+        # Pages free now went unused for an interval and go back; the pages this pass
+        # frees are left for the next interval's writes (LogTrimmer.give_back), so that
+        # the file does not shrink at each pass only to grow again.
+        free_at_start = self.store.free_pages()
         if self.retain_runs is not None:
             self._trim_runs(self.retain_runs)
         if self.retain is None:
@@ -307,7 +317,9 @@ class RetentionLoop:
             # while the archive is unreachable, and reports why (/readyz, /metrics).
             if self._archive is None:
                 self._archive = self.open_archive(self.location)
-            report = run_pass(self.store, self._archive, self.retain, stop=self._stop)
+            report = run_pass(
+                self.store, self._archive, self.retain, stop=self._stop, free_at_start=free_at_start
+            )
         except EmbrasureError as exc:
             log.error("retention pass could not run: %s", exc)
             report = PassReport(utc_now(), horizon_of(self.retain), error=str(exc))
@@ -347,11 +359,14 @@ class RetentionLoop:
         # CPU (store/pacing.py).
         with sharing_the_cpu():
             while not self._stop.is_set():
+                started = time.monotonic()
                 try:
                     self.run_once()
                 except Exception:
                     log.exception("retention pass failed")
-                self._stop.wait(self.interval)
+                # A pass starts every interval, however long the last one took (one
+                # longer than the interval is followed by the next at once).
+                self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def stop(self) -> None:
         self._stop.set()

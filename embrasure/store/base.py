@@ -368,6 +368,12 @@ class Store(abc.ABC):
         """Bytes free on the filesystem holding the log, or None when that is not on
         this machine (a database server's)."""
 
+    def free_pages(self) -> int | None:
+        """Pages free inside the database's file, which its writers reuse before the
+        file grows (SQLite's free list), or None where the backend does not keep such a
+        count (PostgreSQL) or it cannot be read now (the pass that follows says why)."""
+        return None
+
     def engine_memory_bytes(self) -> int | None:
         """Memory the database engine holds in this process (SQLite: its page caches
         above all), or None when the engine is another process (PostgreSQL)."""
@@ -524,8 +530,11 @@ class LogTrimmer(abc.ABC):
         for in the archive."""
 
     @abc.abstractmethod
-    def give_back(self, horizon: str) -> int:
+    def give_back(self, horizon: str, free_at_start: int | None = None) -> int:
         """Return the space of trimmed bodies. SQLite: an incremental vacuum in short
-        steps. PostgreSQL: drop each day partition before ``horizon`` whose bodies are
-        all archived, and delete archived bodies left elsewhere (after a crash).
-        Returns the bytes given back (file pages, or dropped partitions' size)."""
+        steps, of at most the pages free when it begins, and with ``free_at_start``
+        (``Store.free_pages()`` when the pass began) of no more than that: the pages
+        the pass freed stay for the next interval's writes. PostgreSQL: drop each day
+        partition before ``horizon`` whose bodies are all archived, and delete archived
+        bodies left elsewhere (after a crash). Returns the bytes given back (file
+        pages, or dropped partitions' size)."""

@@ -236,7 +236,7 @@ class SQLiteTrimmer(SQLTrimmer):
         with holding_the_lock(), self.turns.turn():
             yield
 
-    def give_back(self, horizon: str) -> int:
+    def give_back(self, horizon: str, free_at_start: int | None = None) -> int:
         # auto_vacuum=INCREMENTAL (docs/operations.md#retention-and-the-archive): the
         # pages of deleted bodies and runs go to the free list, and each step returns
         # up to VACUUM_PAGES of them (as many as a Pacer allows) to the OS in one write
@@ -248,13 +248,18 @@ class SQLiteTrimmer(SQLTrimmer):
         # thousands back to back: 10 s a pass in the soak, the receiver waiting behind.)
         # A pass returns at most the pages free when it began: the projector frees and
         # reuses pages all the time, and there is no end to chasing those.
+        # A server's pass (``free_at_start`` given) keeps as many as it freed: the
+        # writers of the next interval fill them instead of growing the file again, and
+        # only pages left unused for a whole interval go back.
         conn = self.sqlite
         try:
             if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != INCREMENTAL:
                 return 0  # an older database `embrasure db upgrade` has not converted
             page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
             before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-            left = before
+            goal = before if free_at_start is None else min(before, free_at_start)
+            keep = before - goal
+            left, given = goal, 0
             pacer = Pacer(start=64, low=8, high=VACUUM_PAGES)
             while left > 0:
                 step = min(pacer.size, left)
@@ -263,14 +268,15 @@ class SQLiteTrimmer(SQLTrimmer):
                     for _ in range(step):
                         conn.execute("PRAGMA incremental_vacuum(1)")
                 held = time.monotonic() - started
+                given += step
                 pacer.held(held, step)
                 now = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-                left = min(left - step, now)
+                left = min(left - step, now - keep)
                 if left > 0:
                     pause_after(held, f"vacuum of {step} pages")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"vacuuming {self.path}: {exc}") from exc
-        return (before - left) * page_size
+        return given * page_size
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------
@@ -349,7 +355,7 @@ class PostgresTrimmer(SQLTrimmer):
         )
         return int(row[0])
 
-    def give_back(self, horizon: str) -> int:
+    def give_back(self, horizon: str, free_at_start: int | None = None) -> int:
         freed = 0
         with self._tx("listing body partitions") as conn:
             archived = _archived_through(conn)

@@ -209,6 +209,12 @@ class SQLiteStore(Store):
         stat = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
         return stat.f_bavail * stat.f_frsize  # what an unprivileged writer may still use
 
+    def free_pages(self) -> int | None:
+        try:
+            return int(self._read().execute("PRAGMA freelist_count").fetchone()[0])
+        except sqlite3.Error:
+            return None
+
     def engine_memory_bytes(self) -> int | None:
         return None if _MEMORY_USED is None else _MEMORY_USED()
 

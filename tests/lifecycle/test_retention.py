@@ -504,25 +504,30 @@ def test_an_archive_that_fills_up_mid_pass_keeps_what_it_did_not_take(
     assert Archive(str(archive_dir), create=False).verify().ok
 
 
+def post_incompressible_runs(api: Api, count: int) -> None:
+    """``count`` runs of ~8 KiB bodies that compression cannot shrink much, projected:
+    pages for a pass to give back."""
+    for n in range(count):
+        event = daily_run(n)
+        event["run"]["facets"]["noise"] = {
+            "_producer": "https://example.com/test",
+            "_schemaURL": "https://example.com/noise.json",
+            "hex": hashlib.sha256(str(n).encode()).hexdigest() * 128,
+        }
+        api.post(event, single=True)
+    api.project()
+    # The first dictionary's training, and the compression again of the bodies before
+    # it, run on threads of their own (store/compression.py): done before the pages are
+    # counted, or their commits change the file between two counts.
+    assert isinstance(api.store, SQLiteStore)
+    api.store.codec.wait_for_training()
+
+
 def test_sqlite_gives_the_space_back(tmp_path: Path, archive_dir: Path) -> None:
     url = f"sqlite:///{tmp_path / 'space.db'}"
     with app_client(url) as client:
         api = Api(client)
-        for n in range(300):
-            event = daily_run(n)
-            # ~8 KiB a body that compression cannot shrink much: pages to give back.
-            event["run"]["facets"]["noise"] = {
-                "_producer": "https://example.com/test",
-                "_schemaURL": "https://example.com/noise.json",
-                "hex": hashlib.sha256(str(n).encode()).hexdigest() * 128,
-            }
-            api.post(event, single=True)
-        api.project()
-        # The first dictionary's training, and the compression again of the bodies before
-        # it, run on threads of their own (store/compression.py): done before the pages
-        # are counted, or their commits change the file between the two counts.
-        assert isinstance(api.store, SQLiteStore)
-        api.store.codec.wait_for_training()
+        post_incompressible_runs(api, 300)
         (pages_before,) = run_sql(url, "PRAGMA page_count")[0]
         report = run_pass(api.store, Archive(str(archive_dir)), ZERO)
         (pages_after,) = run_sql(url, "PRAGMA page_count")[0]
@@ -535,6 +540,64 @@ def test_sqlite_gives_the_space_back(tmp_path: Path, archive_dir: Path) -> None:
         assert report.bytes_given_back >= report.bytes_trimmed // 2
         assert run_sql(url, "PRAGMA freelist_count") == [(0,)]
     api.store.close()
+
+
+def test_a_servers_pass_keeps_the_pages_it_freed_for_one_interval(
+    tmp_path: Path, archive_dir: Path
+) -> None:
+    """A server's passes (RetentionLoop) leave the pages they free to the writes of the
+    next interval, and give back those still free at the next pass: the file does not
+    shrink at every pass only to grow again (docs/operations.md#retention-and-the-archive)."""
+    url = f"sqlite:///{tmp_path / 'reserve.db'}"
+    with app_client(url) as client:
+        api = Api(client)
+        post_incompressible_runs(api, 300)
+        (page_size,) = run_sql(url, "PRAGMA page_size")[0]
+        (free_before,) = run_sql(url, "PRAGMA freelist_count")[0]
+        loop = RetentionLoop(api.store, str(archive_dir), ZERO, 3600)
+        first = loop.run_once()
+        assert first.bodies == 300 and first.error is None
+        assert first.bytes_given_back <= free_before * page_size
+        (kept,) = run_sql(url, "PRAGMA freelist_count")[0]
+        assert kept * page_size >= first.bytes_trimmed // 2
+        # Nothing wrote meanwhile: the next pass finds them unused and gives them back.
+        second = loop.run_once()
+        assert second.bodies == 0
+        assert second.bytes_given_back >= (kept - 4) * page_size
+        assert run_sql(url, "PRAGMA freelist_count")[0][0] <= 4
+    api.store.close()
+
+
+def test_a_pass_starts_every_interval_however_long_the_last_one_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    store = open_store(f"sqlite:///{tmp_path / 'cadence.db'}")
+    loop = RetentionLoop(store, "", None, 10.0)
+    took = iter([4.0, 15.0, 10.0])
+    waits: list[float] = []
+
+    def a_pass() -> object:
+        clock[0] += next(took)
+        return None
+
+    class Stop:  # the loop's stop event, as a clock that moves while it waits
+        def is_set(self) -> bool:
+            return len(waits) == 3
+
+        def wait(self, timeout: float) -> bool:
+            waits.append(timeout)
+            clock[0] += timeout
+            return False
+
+    monkeypatch.setattr(loop, "run_once", a_pass)
+    monkeypatch.setattr(loop, "_stop", Stop())
+    try:
+        loop._run()
+    finally:
+        store.close()
+    assert waits == [6.0, 0.0, 0.0]
 
 
 def test_an_archived_hide_still_holds_after_a_rebuild(served: Api, archive_dir: Path) -> None:

@@ -182,6 +182,33 @@ def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
         store.close()
 
 
+def test_a_servers_vacuum_gives_back_only_the_pages_free_when_its_pass_began(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "reserve.db"
+    store = open_store(f"sqlite:///{path}")
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("CREATE TABLE filler (n INTEGER PRIMARY KEY, blob BLOB)")
+        rows = [(n, hashlib.sha256(str(n).encode()).digest() * 100) for n in range(2000)]
+        other.executemany("INSERT INTO filler VALUES (?, ?)", rows)
+        other.execute("DELETE FROM filler WHERE n < 500")  # free before the pass
+        at_start = store.free_pages()
+        assert at_start is not None and at_start > 50
+        other.execute("DELETE FROM filler WHERE n < 1000")  # what the pass frees
+        (free,) = other.execute("PRAGMA freelist_count").fetchone()
+        assert free > at_start + 50
+        with store.log_trimmer() as trimmer:
+            assert trimmer is not None
+            given_back = trimmer.give_back("", free_at_start=at_start)
+        page_size = other.execute("PRAGMA page_size").fetchone()[0]
+        assert given_back == at_start * page_size
+        assert other.execute("PRAGMA freelist_count").fetchone() == (free - at_start,)
+        other.close()
+    finally:
+        store.close()
+
+
 def test_a_run_step_times_its_hold_from_when_the_lock_is_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
