@@ -21,7 +21,7 @@ import pytest
 from embrasure.lifecycle import retention, run_retention
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.projector.worker import Projector
-from embrasure.store import lifecycle_sql, open_store, pacing
+from embrasure.store import Store, lifecycle_sql, open_store, pacing
 from embrasure.store.rows import RunRow
 
 from event_strategies import deliveries
@@ -143,16 +143,26 @@ def test_runs_are_trimmed_a_batch_a_transaction_with_a_pause_between(
     assert kept == sorted(run_id(job * 10 + 2) for job in range(4))
 
 
-def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "vacuum.db"
+@contextlib.contextmanager
+def store_with_filler(path: Path) -> Iterator[tuple[Store, sqlite3.Connection]]:
+    """A store, and another connection to its file with 2,000 rows of ~3 KiB in table
+    ``filler``: deleting some frees pages for a vacuum to give back."""
     store = open_store(f"sqlite:///{path}")
+    other = sqlite3.connect(path, isolation_level=None)
     try:
-        other = sqlite3.connect(path, isolation_level=None)
         other.execute("CREATE TABLE filler (n INTEGER PRIMARY KEY, blob BLOB)")
         rows = [(n, hashlib.sha256(str(n).encode()).digest() * 100) for n in range(2000)]
         other.executemany("INSERT INTO filler VALUES (?, ?)", rows)
+        yield store, other
+    finally:
+        other.close()
+        store.close()
+
+
+def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with store_with_filler(tmp_path / "vacuum.db") as (store, other):
         other.execute("DELETE FROM filler WHERE n < 1000")
         (free,) = other.execute("PRAGMA freelist_count").fetchone()
         assert free > 100
@@ -177,21 +187,12 @@ def test_the_vacuum_steps_are_bounded_and_do_not_chase_new_free_pages(
         assert len(steps) + 1 == -(-free // 32)
         (left,) = other.execute("PRAGMA freelist_count").fetchone()
         assert left > 0
-        other.close()
-    finally:
-        store.close()
 
 
 def test_a_servers_vacuum_gives_back_only_the_pages_free_when_its_pass_began(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "reserve.db"
-    store = open_store(f"sqlite:///{path}")
-    try:
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("CREATE TABLE filler (n INTEGER PRIMARY KEY, blob BLOB)")
-        rows = [(n, hashlib.sha256(str(n).encode()).digest() * 100) for n in range(2000)]
-        other.executemany("INSERT INTO filler VALUES (?, ?)", rows)
+    with store_with_filler(tmp_path / "reserve.db") as (store, other):
         other.execute("DELETE FROM filler WHERE n < 500")  # free before the pass
         at_start = store.free_pages()
         assert at_start is not None and at_start > 50
@@ -204,9 +205,6 @@ def test_a_servers_vacuum_gives_back_only_the_pages_free_when_its_pass_began(
         page_size = other.execute("PRAGMA page_size").fetchone()[0]
         assert given_back == at_start * page_size
         assert other.execute("PRAGMA freelist_count").fetchone() == (free - at_start,)
-        other.close()
-    finally:
-        store.close()
 
 
 def test_a_run_step_times_its_hold_from_when_the_lock_is_its_own(
