@@ -110,9 +110,7 @@ def run_pass(
     with store.log_trimmer() as trimmer:
         if trimmer is None:
             return dataclasses.replace(report, skipped=True)
-        work = _Pass(
-            trimmer, archive, report, batch, segment_bytes, stop or threading.Event(), free_at_start
-        )
+        work = _Pass(trimmer, archive, report, batch, segment_bytes, stop or threading.Event())
         log.info("retention pass started: bodies received before %s", report.horizon)
         try:
             work.adopt()
@@ -120,7 +118,7 @@ def run_pass(
         except (ArchiveError, StoreError) as exc:
             work.fail(exc)
         try:
-            work.give_back()
+            work.give_back(free_at_start)
         except StoreError as exc:
             work.fail(exc)
     report = dataclasses.replace(work.report, seconds=time.monotonic() - started)
@@ -140,7 +138,6 @@ class _Pass:
         batch: int,
         segment_bytes: int,
         stop: threading.Event,
-        free_at_start: int | None,
     ) -> None:
         self.trimmer = trimmer
         self.store_archive = archive
@@ -149,7 +146,6 @@ class _Pass:
         self.segment_bytes = segment_bytes
         self.stop = stop
         self.archived = 0
-        self.free_at_start = free_at_start
 
     def _count(self, segment: Segment, deliveries: list[ArchivedDelivery], trimmed: int) -> None:
         r = self.report
@@ -218,8 +214,8 @@ class _Pass:
             segment = self.store_archive.write_segment(deliveries)
             self._count(segment, deliveries, self._trim(segment))
 
-    def give_back(self) -> None:
-        freed = self.trimmer.give_back(self.report.horizon, self.free_at_start)
+    def give_back(self, free_at_start: int | None) -> None:
+        freed = self.trimmer.give_back(self.report.horizon, free_at_start)
         self.report = dataclasses.replace(self.report, bytes_given_back=freed)
 
     def fail(self, exc: EmbrasureError) -> None:
