@@ -22,6 +22,7 @@ from embrasure.store.read_rows import (
     DeliveryRow,
     EventPlace,
     NamespaceRow,
+    NamespaceSpan,
     OutcomeTotal,
     QuarantinedItem,
     RunUse,
@@ -272,6 +273,11 @@ class GraphReader(abc.ABC):
     def recent_run_ids(self, limit: int) -> list[str]:
         """The runs named by the ``limit`` events with the latest eventTimes, newest
         first, each once (so fewer than ``limit`` when a run has several)."""
+
+    @abc.abstractmethod
+    def namespace_spans(self) -> list[NamespaceSpan]:
+        """Every namespace that edges name, with the first and last eventTime of those
+        edges: one pass over the edges table."""
 
     @abc.abstractmethod
     def namespaces(self, after: str | None, limit: int) -> list[NamespaceRow]:

@@ -79,6 +79,15 @@ class NamespaceRow(NamedTuple):
     jobs: int
 
 
+class NamespaceSpan(NamedTuple):
+    """The earliest and latest eventTime keys of the edges naming a namespace's jobs or
+    datasets (the Marquez API's createdAt and updatedAt, marquez/namespaces.py)."""
+
+    namespace: str
+    first_key: str | None
+    last_key: str | None
+
+
 class SearchHit(NamedTuple):
     kind: str  # dataset / job / field
     ns: str

@@ -20,6 +20,7 @@ from embrasure.store.read_rows import (
     DeliveryRow,
     EventPlace,
     NamespaceRow,
+    NamespaceSpan,
     OutcomeTotal,
     QuarantinedItem,
     RunUse,
@@ -280,6 +281,15 @@ class SQLReader(GraphReader):
         return [make(r) for r in self.conn.execute(sql, [*args, limit])]
 
     # -- listings and search ---------------------------------------------------------------
+
+    def namespace_spans(self) -> list[NamespaceSpan]:
+        sql = (
+            "SELECT ns, MIN(first_key), MAX(last_key) FROM ("
+            f"SELECT job_ns AS ns, first_key, last_key FROM {self.g}edges"
+            f" UNION ALL SELECT ds_ns, first_key, last_key FROM {self.g}edges) AS e"
+            " GROUP BY ns ORDER BY ns"
+        )
+        return [NamespaceSpan._make(r) for r in self.conn.execute(sql)]
 
     def namespaces(self, after: str | None, limit: int) -> list[NamespaceRow]:
         sql = (
