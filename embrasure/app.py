@@ -14,6 +14,8 @@ from embrasure import ui
 from embrasure.errors import ArchiveError, LogUnavailable, Problem, ReplayError, StoreUnavailable
 from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.trimmed import ArchivedBodies
+from embrasure.marquez.http import build_marquez_app
+from embrasure.marquez.routes import marquez_routes
 from embrasure.projector.worker import Projector
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, MiB
@@ -129,4 +131,11 @@ def build_app(
     app.state.committer = committer
     app.state.kafka = consumer
     app.state.guard = Guard(store, enforce=enforce_auth)
+    # Marquez's API (docs/marquez.md), served on a port of its own by `serve
+    # --marquez-port` (marquez/http.py PortDispatch): its routes, and producers' POSTs.
+    app.state.marquez = build_marquez_app(
+        app,
+        [*marquez_routes(store), *receiver.routes(), *health.routes()],
+        settings.retry_after,
+    )
     return app

@@ -130,6 +130,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
+        "marquez_port",
+        0,
+        "serve: also listen on this port (same --host) with Marquez's API, for marquez-web,"
+        " marquez-python and Marquez users' scripts (docs/marquez.md); 0: off.",
+        low=0,
+        high=65535,
+    ),
+    Setting(
         "no_projector",
         False,
         "serve: run the receiver only; run `embrasure project` beside it (docs/postgres.md).",
@@ -309,6 +317,7 @@ class Settings:
     host: str = BY_NAME["host"].default
     insecure: bool = BY_NAME["insecure"].default
     port: int = BY_NAME["port"].default
+    marquez_port: int = BY_NAME["marquez_port"].default
     no_projector: bool = BY_NAME["no_projector"].default
     upgrade: bool = BY_NAME["upgrade"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default

@@ -58,6 +58,7 @@ def main() -> None:
     "port",
     "insecure",
     "db",
+    "marquez_port",
     "no_projector",
     "upgrade",
     "group_commit_max",
@@ -83,24 +84,31 @@ def main() -> None:
 def serve(**flags: Any) -> None:
     """Run the server (receiver) on --host:--port."""
     import uvicorn
+    from starlette.types import ASGIApp
 
     from embrasure.app import build_app
     from embrasure.lifecycle.trimmed import ArchivedBodies
+    from embrasure.marquez.http import PortDispatch
     from embrasure.projector.worker import Projector
     from embrasure.web.auth import is_loopback
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     sock = listen(settings.host, settings.port)  # first: a bad address creates no database
+    sockets = [sock]
+    if settings.marquez_port:
+        sockets.append(listen(settings.host, settings.marquez_port))
     try:
         store = open_log_store(settings)
     except EmbrasureError as exc:
-        sock.close()
+        for s in sockets:
+            s.close()
         fail(str(exc))
     # docs/security.md: no token means auth is off, which only loopback may get away with.
     if not (is_loopback(settings.host) or settings.insecure or store.tokens()):
         store.close()
-        sock.close()
+        for s in sockets:
+            s.close()
         fail(
             f"refusing to serve {settings.host} with auth off (no bearer token exists): "
             "create one with `embrasure tokens create --scope ... --db ...`, or pass "
@@ -120,8 +128,12 @@ def serve(**flags: Any) -> None:
         retention=retention,
         kafka=cli_consume.kafka_source(settings),
     )
+    served: ASGIApp = app
+    if settings.marquez_port:
+        marquez_port = sockets[1].getsockname()[1]
+        served = PortDispatch(app, marquez_port, app.state.marquez)
     config = uvicorn.Config(
-        app,
+        served,
         host=settings.host,
         port=settings.port,
         loop="uvloop",
@@ -141,8 +153,10 @@ def serve(**flags: Any) -> None:
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host  # RFC 3986: IPv6 in []
     log.info("listening on http://%s:%d", shown, bound_port)
+    if settings.marquez_port:
+        log.info("Marquez's API on http://%s:%d", shown, sockets[1].getsockname()[1])
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        uvicorn.Server(config).run(sockets=sockets)
     finally:
         store.close()
 

@@ -46,8 +46,8 @@ def refuse_unknown(request: Request) -> None:
     the closest one it does: a mistyped ``asof`` silently ignored would answer with the
     current graph (docs/queries.md#conventions). Ingest is not refused for a parameter:
     a producer's event is kept whatever its client appends to the URL."""
-    if request.method != "GET":
-        return
+    if request.method != "GET" or getattr(request.app.state, "foreign_api", False):
+        return  # an API of another server's (marquez/http.py) takes what that server took
     route = request.scope.get("route")
     known = _declared().get((getattr(route, "path", ""), request.method))
     if known is None:

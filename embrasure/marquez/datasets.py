@@ -1,0 +1,323 @@
+"""Marquez's datasets (its DatasetResource): a namespace's datasets, one dataset, its
+versions (docs/marquez.md#datasets).
+
+A dataset is Embrasure's node: symlinked identities (a Spark path and its warehouse
+table) are one dataset, listed under its canonical identity and found by any alias.
+Its versions are the runs that wrote it (marquez/model.py); one that no run wrote has
+one version, standing for the dataset as first seen, with no ``createdByRun``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+
+from embrasure.marquez.http import not_found, route
+from embrasure.marquez.model import dataset_version, facet_text, instant, paging
+from embrasure.marquez.runs import run_json, shown_run
+from embrasure.model import DatasetId
+from embrasure.projector.graph_rows import entity
+from embrasure.query.columns import column_edges_of
+from embrasure.query.dataset_runs import writer_runs
+from embrasure.query.facets import current_facets
+from embrasure.query.graph import Graph
+from embrasure.query.hidden import Hidden
+from embrasure.store import Store
+from embrasure.store.base import GraphReader
+from embrasure.store.rows import DatasetRow, FacetRow, FieldRow, JobRow, RunIoRow, RunRow
+from embrasure.web.auth import requires
+from embrasure.web.responses import answer
+
+# Marquez's DatasetType: a table unless the dataset says it is a stream (the
+# datasetType facet, OpenLineage DatasetTypeDatasetFacet 1-0-0).
+STREAM_TYPES = ("STREAM", "TOPIC")
+
+
+def find_dataset(graph: Graph, namespace: str, name: str) -> DatasetId:
+    """The node a Marquez path names (by any identity); 404 as Marquez says it."""
+    given = DatasetId(namespace, name)
+    node = graph.ids.canonical([given])[given]
+    if not graph.reader.rows(DatasetRow, ("ns", "name"), [node]) or graph.hidden.datasets_hidden(
+        [node]
+    ):
+        raise not_found(f"Dataset '{name}' not found.")
+    return node
+
+
+def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
+    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of a canonical node."""
+    reader = graph.reader
+    members = graph.ids.members([node])[node]
+    facets = current_facets(reader, [entity("dataset", m.namespace, m.name) for m in members])
+    created, updated = _span(graph, node, members)
+    writer = _latest_writer(graph, members)
+    tags: dict[DatasetId, list[str]] = {}  # query/tags.py, once tags are projected
+    lifecycle = facet_text(facets, "lifecycleStateChange", "lifecycleStateChange")
+    dataset_type = facet_text(facets, "datasetType", "datasetType")
+    return {
+        "id": {"namespace": node.namespace, "name": node.name},
+        "type": "STREAM" if (dataset_type or "").upper() in STREAM_TYPES else "DB_TABLE",
+        "name": node.name,
+        "physicalName": node.name,
+        "createdAt": created,
+        "updatedAt": updated,
+        "namespace": node.namespace,
+        "sourceName": source_name(node, facets),
+        "fields": fields_json(facets.get("schema"), {}),
+        "tags": tags.get(node, []),
+        "lastModifiedAt": (writer.ended_text or writer.started_text) if writer else None,
+        "lastLifecycleState": lifecycle,
+        "description": facet_text(facets, "documentation", "description"),
+        "currentVersion": dataset_version(
+            node.namespace, node.name, writer.run_id if writer else ""
+        ),
+        "columnLineage": column_lineage_json(graph, node),
+        "facets": facets,
+        "deleted": False,  # hidden datasets are not served (marquez/model.py)
+    }
+
+
+def source_name(node: DatasetId, facets: dict[str, Any]) -> str:
+    """The datasource facet's name (OpenLineage DatasourceDatasetFacet), else the
+    namespace: Marquez names an OpenLineage dataset's source the same way."""
+    return facet_text(facets, "datasource", "name") or node.namespace
+
+
+def fields_json(schema: Any, tags: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Marquez's fields from the schema facet (SchemaDatasetFacet): top-level fields."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("fields"), list):
+        return []
+    out = []
+    for f in schema["fields"]:
+        if isinstance(f, dict) and isinstance(f.get("name"), str):
+            description = f.get("description")
+            out.append(
+                {
+                    "name": f["name"],
+                    "type": f.get("type") if isinstance(f.get("type"), str) else None,
+                    "tags": tags.get(f["name"], []),
+                    "description": description if isinstance(description, str) else None,
+                }
+            )
+    return out
+
+
+# Marquez's transformationType and description for Embrasure's classes
+# (docs/projection.md#column-lineage): its own words for the old facet's types.
+TRANSFORMATIONS = {
+    "direct": ("IDENTITY", "identical"),
+    "expression": ("TRANSFORMATION", "transformed"),
+    "aggregate": ("AGGREGATION", "aggregated"),
+}
+
+
+def transformation(klass: str | None, kind: str) -> tuple[str, str]:
+    if kind == "indirect" or klass is None:
+        return ("INDIRECT", "indirect")
+    return TRANSFORMATIONS.get(klass, TRANSFORMATIONS["expression"])
+
+
+def column_lineage_json(graph: Graph, node: DatasetId) -> list[dict[str, Any]] | None:
+    """Marquez's ``columnLineage`` of a dataset: per field, the input fields it came from
+    (ColumnLineageService.enrichWithColumnLineage); None when it has none, as Marquez."""
+    members = graph.ids.members([node])[node]
+    named = graph.reader.rows(FieldRow, ("ns", "name"), members)
+    edges = column_edges_of(graph, sorted({(node, f.field) for f in named}), "tgt")
+    by_field: dict[str, list[dict[str, Any]]] = {}
+    for edge, _span in sorted(edges, key=lambda e: (e[0].target_field, e[0].source_field)):
+        kind, description = transformation(edge.klass, edge.kind)
+        by_field.setdefault(edge.target_field, []).append(
+            {
+                "namespace": edge.source.namespace,
+                "dataset": edge.source.name,
+                "field": edge.source_field,
+                "transformationDescription": description,
+                "transformationType": kind,
+            }
+        )
+    if not by_field:
+        return None
+    return [
+        {
+            "name": field,
+            "inputFields": inputs,
+            "transformationDescription": inputs[0]["transformationDescription"],
+            "transformationType": inputs[0]["transformationType"],
+        }
+        for field, inputs in sorted(by_field.items())
+    ]
+
+
+def _span(graph: Graph, node: DatasetId, members: list[DatasetId]) -> tuple[str | None, str | None]:
+    """The earliest and latest eventTime that named the dataset: its edges' first and
+    last seen, and its facets' times."""
+    keys: list[str] = []
+    for direction in ("in", "out"):
+        for edge in graph.edges_of_datasets([node], direction):
+            keys += [t[0] for t in (edge.first, edge.last) if t is not None]
+    owners = [(entity("dataset", m.namespace, m.name),) for m in members]
+    keys += [r.value_key for r in graph.reader.rows(FacetRow, ("entity",), owners) if r.value_key]
+    return (instant(min(keys)), instant(max(keys))) if keys else (None, None)
+
+
+def _latest_writer(graph: Graph, members: list[DatasetId]) -> RunRow | None:
+    rows, _ = writer_runs(graph.reader, members, None, 1, shown_run(graph))
+    return rows[0] if rows else None
+
+
+def version_json(graph: Graph, node: DatasetId, row: RunRow | None) -> dict[str, Any]:
+    """Marquez's DatasetVersion: what run ``row`` wrote (None: the dataset as first
+    seen, which no run wrote)."""
+    base = dataset_json(graph, node)
+    version = dataset_version(node.namespace, node.name, row.run_id if row else "")
+    sent: dict[str, Any] = base["facets"]
+    created = base["createdAt"]
+    run = None
+    if row is not None:
+        run = run_json(graph, row)
+        mine = next(
+            (
+                v
+                for v in run["outputDatasetVersions"]
+                if v["datasetVersionId"]["version"] == version
+            ),
+            None,
+        )
+        sent = mine["facets"] if mine is not None else {}
+        created = run["updatedAt"]
+    return {
+        "id": base["id"],
+        "type": base["type"],
+        "name": node.name,
+        "physicalName": node.name,
+        "createdAt": created,
+        "version": version,
+        "namespace": node.namespace,
+        "sourceName": source_name(node, sent) if sent else base["sourceName"],
+        "fields": fields_json(sent.get("schema"), {}) if "schema" in sent else base["fields"],
+        "tags": base["tags"],
+        "lifecycleState": facet_text(sent, "lifecycleStateChange", "lifecycleStateChange"),
+        "description": facet_text(sent, "documentation", "description") or base["description"],
+        "currentSchemaVersion": None,
+        "createdByRun": run,
+        "facets": sent,
+    }
+
+
+def _writers(graph: Graph, node: DatasetId, offset: int, limit: int) -> list[RunRow]:
+    members = graph.ids.members([node])[node]
+    rows, _ = writer_runs(graph.reader, members, None, offset + limit, shown_run(graph))
+    return rows[offset:]
+
+
+def _writer_count(graph: Graph, node: DatasetId) -> int:
+    members = graph.ids.members([node])[node]
+    keys = [(m.namespace, m.name, "out") for m in members]
+    return len(
+        set(graph.reader.pick(RunIoRow, ("run_id",), ("ds_ns", "ds_name", "direction"), keys))
+    )
+
+
+class DatasetRoutes:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def list(self, request: Request) -> Response:
+        namespace = request.path_params["namespace"]
+
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            limit, offset = paging(request)
+            nodes = listed_datasets(graph, namespace)
+            if not nodes and not namespace_known(reader, namespace):
+                raise not_found(f"Namespace '{namespace}' not found.")
+            return {
+                "totalCount": len(nodes),
+                "datasets": [dataset_json(graph, n) for n in nodes[offset : offset + limit]],
+            }
+
+        return await answer(self.store, work)
+
+    async def get(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            return dataset_json(graph, self._node(graph, request))
+
+        return await answer(self.store, work)
+
+    async def versions(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            node = self._node(graph, request)
+            limit, offset = paging(request)
+            total = _writer_count(graph, node)
+            if total == 0:  # the one version of a dataset no run wrote
+                versions = [version_json(graph, node, None)][offset : offset + limit]
+                return {"totalCount": 1, "versions": versions}
+            rows = _writers(graph, node, offset, limit)
+            return {"totalCount": total, "versions": [version_json(graph, node, r) for r in rows]}
+
+        return await answer(self.store, work)
+
+    async def version(self, request: Request) -> Response:
+        wanted = request.path_params["version"]
+
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            node = self._node(graph, request)
+            members = graph.ids.members([node])[node]
+            keys = [(m.namespace, m.name, "out") for m in members]
+            writers = reader.pick(RunIoRow, ("run_id",), ("ds_ns", "ds_name", "direction"), keys)
+            for (run_id,) in writers:
+                if dataset_version(node.namespace, node.name, str(run_id)) == wanted:
+                    row = reader.rows(RunRow, ("run_id",), [(run_id,)])[0]
+                    return version_json(graph, node, row)
+            if not writers and wanted == dataset_version(node.namespace, node.name, ""):
+                return version_json(graph, node, None)
+            raise not_found(f"Dataset version '{wanted}' not found.")
+
+        return await answer(self.store, work)
+
+    def _node(self, graph: Graph, request: Request) -> DatasetId:
+        namespace = request.path_params["namespace"]
+        if not namespace_known(graph.reader, namespace):
+            raise not_found(f"Namespace '{namespace}' not found.")
+        return find_dataset(graph, namespace, request.path_params["dataset"])
+
+
+def listed_datasets(graph: Graph, namespace: str) -> list[DatasetId]:
+    """A namespace's datasets as Marquez lists them: canonical identities only (an alias
+    is found through its node), hidden ones left out, by name."""
+    reader = graph.reader
+    sent = [
+        DatasetId(ns, n)
+        for ns, n in reader.pick(DatasetRow, ("ns", "name"), ("ns",), [(namespace,)])
+    ]
+    canonical = graph.ids.canonical(sent)
+    nodes = [d for d in sent if canonical[d] == d]
+    hidden = graph.hidden.datasets_hidden(nodes)
+    return [d for d in nodes if d not in hidden]
+
+
+def namespace_known(reader: GraphReader, namespace: str) -> bool:
+    """Whether any dataset or job is in the namespace, and it is not hidden."""
+    if namespace in Hidden.of(reader).namespaces:
+        return False
+    return bool(
+        reader.page(DatasetRow, None, 1, namespace) or reader.page(JobRow, None, 1, namespace)
+    )
+
+
+def routes(store: Store) -> list[BaseRoute]:
+    api = DatasetRoutes(store)
+    read = requires("read")
+    base = "/namespaces/{namespace}/datasets"
+    return [
+        route(base, read(api.list)),
+        route(base + "/{dataset}", read(api.get)),
+        route(base + "/{dataset}/versions", read(api.versions)),
+        route(base + "/{dataset}/versions/{version}", read(api.version)),
+    ]

@@ -1,0 +1,317 @@
+"""Marquez's jobs and their runs (its JobResource and RunResource;
+docs/marquez.md#jobs-and-runs).
+
+- ``type``: SERVICE for an Embrasure service (docs/projection.md#entities-and-identity),
+  STREAM when the jobType facet says ``processingType: STREAMING`` (OpenLineage
+  JobTypeJobFacet 2-0-3), else BATCH.
+- ``inputs``/``outputs``: the datasets the job's edges read and write (canonical
+  identities), runtime and static alike.
+- ``latestRun`` and ``latestRuns`` (its ten latest, as Marquez's job listing carries):
+  by latest eventTime; ``currentVersion`` the latest run's job version (model.py).
+- ``location``: the sourceCodeLocation facet's url; ``description``: the documentation
+  facet's; ``simpleName``: the name less its parent job's name and a dot, when it starts
+  with them (Airflow's ``dag.task``); ``parentJobName`` from the latest run's parent facet.
+- A job's versions are the distinct (inputs, outputs) of its runs, newest first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+
+from embrasure.marquez.datasets import namespace_known
+from embrasure.marquez.http import bad_request, not_found, route
+from embrasure.marquez.model import (
+    MARQUEZ_RUN_STATES,
+    entity_uuid,
+    facet_text,
+    instant,
+    job_version,
+    paging,
+    run_state,
+)
+from embrasure.marquez.runs import run_json, run_jsons
+from embrasure.model import DatasetId, JobId
+from embrasure.projector.graph_rows import entity
+from embrasure.query.facets import current_facets
+from embrasure.query.graph import Graph
+from embrasure.store import Store
+from embrasure.store.base import GraphReader
+from embrasure.store.rows import EdgeRow, JobRow, RunIoRow, RunRow
+from embrasure.web.auth import requires
+from embrasure.web.responses import answer
+
+LATEST_RUNS = 10  # the runs a job carries in ``latestRuns``
+RUNS_PAGE = 1000  # a job's runs read at a time for its versions
+
+
+def listed_jobs(graph: Graph, namespace: str | None) -> list[JobId]:
+    """The shown jobs of a namespace (of every namespace when None), by identity."""
+    if namespace is None:
+        keys = graph.reader.distinct(JobRow, ("ns", "name"))
+    else:
+        keys = graph.reader.pick(JobRow, ("ns", "name"), ("ns",), [(namespace,)])
+    jobs = sorted(JobId(str(ns), str(name)) for ns, name in keys)
+    return [j for j in jobs if not graph.hidden.job(j)]
+
+
+def find_job(graph: Graph, namespace: str, name: str) -> JobId:
+    if not namespace_known(graph.reader, namespace):
+        raise not_found(f"Namespace '{namespace}' not found.")
+    job = JobId(namespace, name)
+    if not graph.reader.rows(JobRow, ("ns", "name"), [(namespace, name)]) or graph.hidden.job(job):
+        raise not_found(f"Job '{name}' not found.")
+    return job
+
+
+def job_jsons(graph: Graph, jobs: list[JobId]) -> list[dict[str, Any]]:
+    """Marquez's Job (web/src/types/api.ts ``Job``) of each job, a page in a few queries
+    plus one per job for its latest runs."""
+    reader = graph.reader
+    kinds = graph.job_types(jobs)
+    keys = [(j.namespace, j.name) for j in jobs]
+    edges: dict[JobId, list[EdgeRow]] = {j: [] for j in jobs}
+    for row in reader.rows(EdgeRow, ("job_ns", "job_name"), keys):
+        edges[JobId(row.job_ns, row.job_name)].append(row)
+    latest = {j: reader.runs_of_job((j.namespace, j.name), None, LATEST_RUNS) for j in jobs}
+    runs = run_jsons(graph, [r for rows in latest.values() for r in rows])
+    by_id = {run["id"]: run for run in runs}
+    tags: dict[tuple[str, str], list[str]] = {}  # query/tags.py, once tags are projected
+    return [
+        _job_json(graph, j, kinds[j], edges[j], [by_id[r.run_id] for r in latest[j]], latest[j])
+        | {"tags": tags.get((j.namespace, j.name), [])}
+        for j in jobs
+    ]
+
+
+def job_json(graph: Graph, job: JobId) -> dict[str, Any]:
+    return job_jsons(graph, [job])[0]
+
+
+def _job_json(
+    graph: Graph,
+    job: JobId,
+    kind: str,
+    edges: list[EdgeRow],
+    runs: list[dict[str, Any]],
+    rows: list[RunRow],
+) -> dict[str, Any]:
+    facets = current_facets(graph.reader, [entity("job", job.namespace, job.name)])
+    sent = [DatasetId(e.ds_ns, e.ds_name) for e in edges]
+    canonical = graph.ids.canonical(sent)
+    used: dict[str, set[DatasetId]] = {"in": set(), "out": set()}
+    for edge, identity in zip(edges, sent, strict=True):
+        used[edge.direction].add(canonical[identity])
+    keys = [k for e in edges for k in (e.first_key, e.last_key) if k]
+    keys += [k for r in rows for k in (r.started_key, r.latest_key) if k]
+    parent = rows[0] if rows and rows[0].parent_job_name is not None else None
+    parent_name = parent.parent_job_name if parent is not None else None
+    prefix = f"{parent_name}."
+    return {
+        "id": {"namespace": job.namespace, "name": job.name},
+        "type": _type(kind, facets),
+        "name": job.name,
+        "simpleName": job.name[len(prefix) :] if job.name.startswith(prefix) else job.name,
+        "parentJobName": parent_name,
+        "parentJobUuid": entity_uuid("job", parent.parent_job_ns or "", parent_name or "")
+        if parent is not None
+        else None,
+        "createdAt": instant(min(keys)) if keys else None,
+        "updatedAt": instant(max(keys)) if keys else None,
+        "namespace": job.namespace,
+        "inputs": [_id(d) for d in sorted(used["in"])],
+        "outputs": [_id(d) for d in sorted(used["out"])],
+        "location": facet_text(facets, "sourceCodeLocation", "url"),
+        "description": facet_text(facets, "documentation", "description"),
+        "latestRun": runs[0] if runs else None,
+        "latestRuns": runs,
+        "facets": facets,
+        "currentVersion": runs[0]["jobVersion"]["version"] if runs else None,
+        "labels": [],
+    }
+
+
+def _type(kind: str, facets: dict[str, Any]) -> str:
+    if kind == "service":
+        return "SERVICE"
+    processing = facet_text(facets, "jobType", "processingType")
+    return "STREAM" if processing == "STREAMING" else "BATCH"
+
+
+def _id(d: DatasetId) -> dict[str, str]:
+    return {"namespace": d.namespace, "name": d.name}
+
+
+def _versions(graph: Graph, job: JobId) -> list[dict[str, Any]]:
+    """The job's versions, newest first: one per distinct (inputs, outputs) of its runs,
+    each with its earliest run's time as ``createdAt`` and its latest run."""
+    reader = graph.reader
+    found: dict[str, dict[str, Any]] = {}
+    before = None
+    while True:
+        rows = reader.runs_of_job((job.namespace, job.name), before, RUNS_PAGE)
+        io: dict[str, dict[str, set[DatasetId]]] = {
+            r.run_id: {"in": set(), "out": set()} for r in rows
+        }
+        for use in reader.rows(RunIoRow, ("run_id",), [(r.run_id,) for r in rows]):
+            io[use.run_id][use.direction].add(DatasetId(use.ds_ns, use.ds_name))
+        for row in rows:  # newest first: a version's first row seen is its latest run
+            sides = io[row.run_id]
+            ins = sorted(set(graph.ids.canonical(sides["in"]).values()))
+            outs = sorted(set(graph.ids.canonical(sides["out"]).values()))
+            version = job_version(job.namespace, job.name, ins, outs)
+            entry = found.setdefault(
+                version, {"version": version, "inputs": ins, "outputs": outs, "latest": row}
+            )
+            entry["created"] = row.started_key or row.latest_key
+        if len(rows) < RUNS_PAGE:
+            break
+        before = (rows[-1].latest_key, rows[-1].run_id)
+    out = []
+    for entry in found.values():
+        out.append(
+            {
+                "id": {"namespace": job.namespace, "name": job.name, "version": entry["version"]},
+                "name": job.name,
+                "createdAt": instant(entry["created"]),
+                "version": entry["version"],
+                "namespace": job.namespace,
+                "location": None,
+                "inputs": [_id(d) for d in entry["inputs"]],
+                "outputs": [_id(d) for d in entry["outputs"]],
+                "latestRun": run_json(graph, entry["latest"]),
+            }
+        )
+    return out
+
+
+def _run(graph: Graph, request: Request) -> RunRow:
+    run_id = request.path_params["run_id"].lower()
+    rows = graph.reader.rows(RunRow, ("run_id",), [(run_id,)])
+    if not rows or graph.hidden.job(JobId(rows[0].job_ns, rows[0].job_name)):
+        raise not_found(f"Run '{run_id}' not found.")
+    return rows[0]
+
+
+class JobRoutes:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def list_all(self, request: Request) -> Response:
+        return await self._list(request, None)
+
+    async def list(self, request: Request) -> Response:
+        return await self._list(request, request.path_params["namespace"])
+
+    async def _list(self, request: Request, namespace: str | None) -> Response:
+        states = request.query_params.getlist("lastRunStates")
+        for state in states:
+            if state not in MARQUEZ_RUN_STATES:
+                raise bad_request(
+                    f"query param lastRunStates must be one of {', '.join(MARQUEZ_RUN_STATES)}"
+                )
+
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            limit, offset = paging(request)
+            jobs = listed_jobs(graph, namespace)
+            if states:
+                jobs = [j for j in jobs if _latest_state(reader, j) in states]
+            return {
+                "totalCount": len(jobs),
+                "jobs": job_jsons(graph, jobs[offset : offset + limit]),
+            }
+
+        return await answer(self.store, work)
+
+    async def get(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            p = request.path_params
+            return job_json(graph, find_job(graph, p["namespace"], p["job"]))
+
+        return await answer(self.store, work)
+
+    async def versions(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            p = request.path_params
+            limit, offset = paging(request)
+            versions = _versions(graph, find_job(graph, p["namespace"], p["job"]))
+            return {"versions": versions[offset : offset + limit]}
+
+        return await answer(self.store, work)
+
+    async def version(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            p = request.path_params
+            for version in _versions(graph, find_job(graph, p["namespace"], p["job"])):
+                if version["version"] == p["version"]:
+                    return version
+            raise not_found(f"Job version '{p['version']}' not found.")
+
+        return await answer(self.store, work)
+
+    async def runs(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            p = request.path_params
+            job = find_job(graph, p["namespace"], p["job"])
+            limit, offset = paging(request)
+            key = (job.namespace, job.name)
+            rows = reader.runs_of_job(key, None, offset + limit)[offset:]
+            total = len(reader.pick(RunRow, ("run_id",), ("job_ns", "job_name"), [key]))
+            return {"totalCount": total, "runs": run_jsons(graph, rows)}
+
+        return await answer(self.store, work)
+
+    async def run(self, request: Request) -> Response:
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            return run_json(graph, _run(graph, request))
+
+        return await answer(self.store, work)
+
+    async def run_facets(self, request: Request) -> Response:
+        """``GET /jobs/runs/{id}/facets?type=run|job``: the run's facets, or its job's.
+        Marquez answers the job facets the run's own events sent; Embrasure keeps a
+        job's current facets, not each run's, and answers those."""
+        kind = request.query_params.get("type", "").lower()
+        if kind not in ("run", "job"):
+            raise bad_request("query param type must be run or job")
+
+        def work(reader: GraphReader) -> Any:
+            graph = Graph(reader)
+            row = _run(graph, request)
+            if kind == "job":
+                facets = current_facets(reader, [entity("job", row.job_ns, row.job_name)])
+            else:
+                facets = run_json(graph, row)["facets"]
+            return {"runId": row.run_id, "facets": facets}
+
+        return await answer(self.store, work)
+
+
+def _latest_state(reader: GraphReader, job: JobId) -> str | None:
+    rows = reader.runs_of_job((job.namespace, job.name), None, 1)
+    return run_state(rows[0].state) if rows else None
+
+
+def routes(store: Store) -> list[BaseRoute]:
+    api = JobRoutes(store)
+    read = requires("read")
+    job = "/namespaces/{namespace}/jobs/{job}"
+    return [
+        route("/jobs", read(api.list_all)),
+        route("/jobs/runs/{run_id}", read(api.run)),
+        route("/jobs/runs/{run_id}/facets", read(api.run_facets)),
+        route("/namespaces/{namespace}/jobs", read(api.list)),
+        route(job, read(api.get)),
+        route(job + "/versions", read(api.versions)),
+        route(job + "/versions/{version}", read(api.version)),
+        route(job + "/runs", read(api.runs)),
+    ]

@@ -1,0 +1,127 @@
+"""Marquez's model from Embrasure's graph, decided once (docs/marquez.md#the-model).
+
+Marquez stores its own model beside the events; here every notion is derived from the
+graph, never stored apart:
+
+- **Run states.** Marquez's five from the run's winning event type
+  (docs/projection.md#runs): START, RUNNING and OTHER → RUNNING; COMPLETE → COMPLETED;
+  FAIL → FAILED; ABORT → ABORTED; a run known only through a parent facet (no event of
+  its own: no state) → NEW.
+- **Versions.** Marquez makes a dataset version each time a run writes the dataset (its
+  version hash includes the run), and a job version per distinct set of what the job's
+  runs read and wrote. So here: a dataset's versions are the runs that wrote it, one
+  each, named by a UUID derived from (namespace, name, runId); a job's versions are the
+  distinct (inputs, outputs) sets of its runs, named by a UUID derived from the job and
+  that set. Both are name-based UUIDs (RFC 9562 §5.5), so the same graph gives the same
+  ids on every server and after every reproject.
+- **Times.** ``createdAt`` is the earliest eventTime that named the entity,
+  ``updatedAt`` the latest: Embrasure's graph holds eventTimes, not the moments rows were
+  written (which depend on arrival, and order must not matter: docs/architecture.md).
+- **Soft delete** is the admin hide (docs/operations.md#hiding-datasets-jobs-and-namespaces):
+  hidden entities are left out; Marquez un-deletes on a later event, Embrasure keeps a
+  hide until an unhide.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.requests import Request
+
+from embrasure.marquez.http import bad_request
+
+# RFC 9562 §5.5 name-based UUIDs under a namespace of Embrasure's own: the same names
+# give the same id everywhere.
+_VERSIONS = uuid.uuid5(uuid.NAMESPACE_URL, "https://embrasure.dev/marquez/versions")
+
+RUN_STATES = {
+    "START": "RUNNING",
+    "RUNNING": "RUNNING",
+    "OTHER": "RUNNING",
+    "COMPLETE": "COMPLETED",
+    "FAIL": "FAILED",
+    "ABORT": "ABORTED",
+}
+MARQUEZ_RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED")
+
+# Marquez's default page (its resources' @DefaultValue("100")); Embrasure's read API caps
+# a page at 1,000 (web/params.MAX_LIMIT) and so does this one: a bigger limit is answered
+# with 1,000 and ``totalCount`` tells a client there is more.
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def run_state(state: str | None) -> str:
+    """Marquez's RunState of an Embrasure run state (None: no event of its own)."""
+    return "NEW" if state is None else RUN_STATES.get(state, "RUNNING")
+
+
+def version_id(*parts: str) -> str:
+    """A name-based UUID of ``parts`` (the module's docstring, Versions)."""
+    return str(uuid.uuid5(_VERSIONS, "\x1f".join(parts)))
+
+
+def dataset_version(namespace: str, name: str, run_id: str) -> str:
+    """The version of a dataset that run ``run_id`` wrote."""
+    return version_id("dataset", namespace, name, run_id)
+
+
+def job_version(
+    namespace: str,
+    name: str,
+    inputs: Iterable[tuple[str, str]],
+    outputs: Iterable[tuple[str, str]],
+) -> str:
+    """The version of a job whose run read ``inputs`` and wrote ``outputs``."""
+    parts = ["job", namespace, name, "in"]
+    for ns, n in sorted(set(inputs)):
+        parts += [ns, n]
+    parts.append("out")
+    for ns, n in sorted(set(outputs)):
+        parts += [ns, n]
+    return version_id(*parts)
+
+
+def entity_uuid(kind: str, namespace: str, name: str) -> str:
+    """A stable UUID for an entity Marquez names by UUID (a parent job's ``parentJobUuid``)."""
+    return version_id(kind, namespace, name)
+
+
+def paging(request: Request, default: int = DEFAULT_LIMIT) -> tuple[int, int]:
+    """``limit`` and ``offset`` as Marquez takes them: whole numbers ≥ 0."""
+    return _whole(request, "limit", default, MAX_LIMIT), _whole(request, "offset", 0, None)
+
+
+def _whole(request: Request, name: str, default: int, cap: int | None) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_request(f"query param {name} must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise bad_request(f"query param {name} must be greater than or equal to 0")
+    return min(value, cap) if cap is not None else value
+
+
+def facet_text(facets: dict[str, Any], facet: str, key: str) -> str | None:
+    """A string member of a facet (``documentation.description``…), or None."""
+    value = facets.get(facet)
+    text = value.get(key) if isinstance(value, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def instant(key: str | None) -> str | None:
+    """An Embrasure time key (``2026-11-30T09:00:00.120000000Z``) as Java's Instant prints
+    it, which Marquez's answers carry: no fraction when it is zero, else 3, 6 or 9 digits
+    (``2026-11-30T09:00:00.120Z``)."""
+    if not key:
+        return None
+    base, fraction = key[:19], key[20:29]
+    for digits in (0, 3, 6):
+        if fraction[digits:] == "0" * (9 - digits):
+            return f"{base}.{fraction[:digits]}Z" if digits else f"{base}Z"
+    return f"{base}.{fraction}Z"

@@ -1,0 +1,16 @@
+"""Every route of the Marquez port, one module per resource (marquez/__init__.py)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from embrasure.marquez import datasets, jobs, namespaces
+from embrasure.store import Store
+
+
+def marquez_routes(store: Store) -> list[BaseRoute]:
+    return [
+        *namespaces.routes(store),
+        *datasets.routes(store),
+        *jobs.routes(store),
+    ]

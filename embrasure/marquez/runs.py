@@ -1,0 +1,106 @@
+"""Marquez's runs (its Run model, RunResource, JobResource's run routes;
+docs/marquez.md#runs), shaped from Embrasure's run views (query/entities.run_views).
+
+- ``state``: marquez/model.run_state; ``createdAt`` the run's earliest eventTime,
+  ``updatedAt`` its latest; ``durationMs`` from start to end.
+- ``nominalStartTime``/``nominalEndTime``: the nominalTime run facet (OpenLineage
+  NominalTimeRunFacet 1-0-1).
+- ``jobVersion``: the job's version of what this run read and wrote (model.job_version).
+- ``outputDatasetVersions``: the versions this run made (model.dataset_version);
+  ``inputDatasetVersions``: for each input, the version the latest earlier writer made,
+  or the dataset's first version when none wrote it before — each with the facets the
+  run sent about it (dataset facets and input/output facets together, as Marquez keeps
+  them per dataset version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from embrasure.marquez.model import dataset_version, instant, job_version, run_state
+from embrasure.model import DatasetId, JobId
+from embrasure.query.dataset_runs import writer_runs
+from embrasure.query.entities import run_views
+from embrasure.query.graph import Graph
+from embrasure.store.rows import RunRow
+
+
+def shown_run(graph: Graph) -> Any:
+    """A predicate: the run's job is not hidden."""
+    return lambda row: not graph.hidden.job(JobId(row.job_ns, row.job_name))
+
+
+def run_jsons(graph: Graph, rows: Sequence[RunRow]) -> list[dict[str, Any]]:
+    """Marquez's Run (web/src/types/api.ts ``Run``) of each row, in a few queries for the
+    page plus one per input dataset (its version as of the run)."""
+    views = run_views(graph.reader, rows, 0, graph.ids)  # type: ignore[arg-type]
+    return [_run_json(graph, row, view) for row, view in zip(rows, views, strict=True)]
+
+
+def run_json(graph: Graph, row: RunRow) -> dict[str, Any]:
+    return run_jsons(graph, [row])[0]
+
+
+def _run_json(graph: Graph, row: RunRow, view: dict[str, Any]) -> dict[str, Any]:
+    inputs = [DatasetId(i["namespace"], i["name"]) for i in view["inputs"]]
+    outputs = [DatasetId(o["namespace"], o["name"]) for o in view["outputs"]]
+    nominal = view["facets"].get("nominalTime")
+    nominal = nominal if isinstance(nominal, dict) else {}
+    started, ended = row.started_key or None, row.ended_key or None
+    return {
+        "id": row.run_id,
+        "createdAt": instant(started or row.latest_key),
+        "updatedAt": instant(row.latest_key or started),
+        "nominalStartTime": _text(nominal.get("nominalStartTime")),
+        "nominalEndTime": _text(nominal.get("nominalEndTime")),
+        "state": run_state(row.state),
+        "startedAt": instant(started),
+        "endedAt": instant(ended),
+        "durationMs": _millis(view.get("duration_s")),
+        "args": {},
+        "jobVersion": {
+            "namespace": row.job_ns,
+            "name": row.job_name,
+            "version": job_version(row.job_ns, row.job_name, inputs, outputs),
+        },
+        "inputDatasetVersions": [
+            _used(i, _input_version(graph, row, DatasetId(i["namespace"], i["name"])), "input")
+            for i in view["inputs"]
+        ],
+        "outputDatasetVersions": [
+            _used(o, dataset_version(o["namespace"], o["name"], row.run_id), "output")
+            for o in view["outputs"]
+        ],
+        "facets": view["facets"],
+    }
+
+
+def _used(item: dict[str, Any], version: str, role: str) -> dict[str, Any]:
+    return {
+        "datasetVersionId": {
+            "namespace": item["namespace"],
+            "name": item["name"],
+            "version": version,
+        },
+        "facets": {**item["facets"], **item[f"{role}Facets"]},
+    }
+
+
+def _input_version(graph: Graph, row: RunRow, node: DatasetId) -> str:
+    """The version of ``node`` the run read: the one its latest earlier writer made."""
+    members = graph.ids.members([node])[node]
+    earlier, _ = writer_runs(graph.reader, members, (row.latest_key, row.run_id), 1, _any)
+    return dataset_version(node.namespace, node.name, earlier[0].run_id if earlier else "")
+
+
+def _any(row: RunRow) -> bool:
+    return True
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _millis(seconds: Any) -> int | None:
+    return round(seconds * 1000) if isinstance(seconds, int | float) else None

@@ -1,0 +1,202 @@
+"""Marquez's namespaces, datasets, jobs and runs served from the graph
+(embrasure/marquez/{namespaces,datasets,jobs,runs}.py, docs/marquez.md), on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from starlette.testclient import TestClient
+
+from embrasure.marquez.model import dataset_version, job_version
+
+from graph_api import (
+    HIVE_REPORT,
+    HIVE_TABLE,
+    ORDERS,
+    REPORT,
+    WAREHOUSE_PATH,
+    Api,
+    at,
+    daily_run,
+    ds,
+    facet,
+    run_event,
+    run_id,
+    schema,
+    spark_reads_table,
+    spark_writes_path,
+)
+
+
+def enc(text: str) -> str:
+    """A path segment as marquez-python and marquez-web send it (every reserved byte)."""
+    return quote(text, safe="")
+
+
+def get(marquez: TestClient, path: str, status: int = 200, **params: Any) -> Any:
+    r = marquez.get("/api/v1" + path, params=params)
+    assert r.status_code == status, r.text
+    return r.json()
+
+
+def test_namespaces_list_what_the_graph_names(api: Api, marquez: TestClient) -> None:
+    api.ingest(daily_run(1, time=at(9)), daily_run(2, time=at(11)))
+    body = get(marquez, "/namespaces")
+    names = [n["name"] for n in body["namespaces"]]
+    assert names == sorted({ORDERS[0], REPORT[0], "spark"})
+    spark = next(n for n in body["namespaces"] if n["name"] == "spark")
+    assert spark == {
+        "name": "spark",
+        "createdAt": "2026-11-30T09:00:00Z",
+        "updatedAt": "2026-11-30T11:00:00Z",
+        "ownerName": "anonymous",
+        "description": None,
+        "isHidden": False,
+    }
+    assert get(marquez, "/namespaces/spark") == spark
+    assert get(marquez, "/namespaces/" + enc(ORDERS[0]))["name"] == ORDERS[0]
+    error = get(marquez, "/namespaces/nowhere", 404)
+    assert error == {"code": 404, "message": "Namespace 'nowhere' not found."}
+    assert get(marquez, "/namespaces", limit=1, offset=1)["namespaces"][0]["name"] == names[1]
+
+
+def test_a_run_in_marquez_shape(api: Api, marquez: TestClient) -> None:
+    nominal = facet("NominalTimeRunFacet", "1-0-1", nominalStartTime="2026-11-30T00:00:00Z")
+    start = run_event(
+        "START",
+        "daily",
+        run_id(1),
+        "2026-11-30T09:00:00.250Z",
+        inputs=[ds(*ORDERS, schema=schema("id", "amount"))],
+        outputs=[ds(*REPORT)],
+        run_facets={"nominalTime": nominal},
+    )
+    fail = run_event("FAIL", "daily", run_id(1), "2026-11-30T09:00:02Z")
+    api.ingest(start, fail)
+    run = get(marquez, f"/jobs/runs/{run_id(1)}")
+    version = job_version("spark", "daily", [ORDERS], [REPORT])
+    assert run["id"] == run_id(1)
+    assert run["state"] == "FAILED"
+    assert (run["createdAt"], run["startedAt"]) == ("2026-11-30T09:00:00.250Z",) * 2
+    assert (run["updatedAt"], run["endedAt"]) == ("2026-11-30T09:00:02Z",) * 2
+    assert run["durationMs"] == 1750
+    assert run["nominalStartTime"] == "2026-11-30T00:00:00Z"
+    assert run["nominalEndTime"] is None
+    assert run["jobVersion"] == {"namespace": "spark", "name": "daily", "version": version}
+    [read] = run["inputDatasetVersions"]
+    assert read["datasetVersionId"] == {
+        "namespace": ORDERS[0],
+        "name": ORDERS[1],
+        "version": dataset_version(*ORDERS, ""),  # no run wrote it: its first version
+    }
+    assert [f["name"] for f in read["facets"]["schema"]["fields"]] == ["id", "amount"]
+    [wrote] = run["outputDatasetVersions"]
+    assert wrote["datasetVersionId"]["version"] == dataset_version(*REPORT, run_id(1))
+    assert "nominalTime" in run["facets"]
+    facets = get(marquez, f"/jobs/runs/{run_id(1)}/facets", type="run")
+    assert facets["runId"] == run_id(1) and "nominalTime" in facets["facets"]
+    assert get(marquez, f"/jobs/runs/{run_id(9)}", 404)["code"] == 404
+    assert get(marquez, f"/jobs/runs/{run_id(1)}/facets", 400, type="dataset")["code"] == 400
+
+
+def test_jobs_with_their_runs_and_versions(api: Api, marquez: TestClient) -> None:
+    api.ingest(daily_run(1, time=at(9)), daily_run(2, "FAIL", time=at(10)))
+    job = get(marquez, "/namespaces/spark/jobs/daily")
+    assert job["id"] == {"namespace": "spark", "name": "daily"}
+    assert job["type"] == "BATCH"
+    assert job["inputs"] == [{"namespace": ORDERS[0], "name": ORDERS[1]}]
+    assert job["outputs"] == [{"namespace": REPORT[0], "name": REPORT[1]}]
+    assert (job["createdAt"], job["updatedAt"]) == ("2026-11-30T09:00:00Z", "2026-11-30T10:00:00Z")
+    assert job["latestRun"]["id"] == run_id(2)
+    assert job["latestRun"]["state"] == "FAILED"
+    assert [r["id"] for r in job["latestRuns"]] == [run_id(2), run_id(1)]
+    assert job["currentVersion"] == job_version("spark", "daily", [ORDERS], [REPORT])
+    listing = get(marquez, "/namespaces/spark/jobs")
+    assert listing["totalCount"] == 1 and listing["jobs"] == [job]
+    assert get(marquez, "/jobs")["jobs"] == [job]
+    assert get(marquez, "/jobs", lastRunStates="COMPLETED")["totalCount"] == 0
+    assert get(marquez, "/jobs", lastRunStates="FAILED")["totalCount"] == 1
+    runs = get(marquez, "/namespaces/spark/jobs/daily/runs", limit=1, offset=1)
+    assert runs["totalCount"] == 2 and [r["id"] for r in runs["runs"]] == [run_id(1)]
+    versions = get(marquez, "/namespaces/spark/jobs/daily/versions")["versions"]
+    assert [v["version"] for v in versions] == [job["currentVersion"]]
+    assert versions[0]["latestRun"]["id"] == run_id(2)
+    one = get(marquez, f"/namespaces/spark/jobs/daily/versions/{job['currentVersion']}")
+    assert one == versions[0]
+    assert get(marquez, "/namespaces/spark/jobs/nightly", 404) == {
+        "code": 404,
+        "message": "Job 'nightly' not found.",
+    }
+
+
+def test_a_symlinked_dataset_is_one_dataset(api: Api, marquez: TestClient) -> None:
+    api.ingest(spark_writes_path(), spark_reads_table())
+    # The table and the path are one node, listed under the smallest TABLE identity.
+    node = min(HIVE_TABLE, WAREHOUSE_PATH)
+    by_path = get(
+        marquez, f"/namespaces/{enc(WAREHOUSE_PATH[0])}/datasets/{enc(WAREHOUSE_PATH[1])}"
+    )
+    by_table = get(marquez, f"/namespaces/{enc(HIVE_TABLE[0])}/datasets/{enc(HIVE_TABLE[1])}")
+    assert by_path == by_table
+    assert by_path["id"] == {"namespace": node[0], "name": node[1]}
+    listed = get(marquez, f"/namespaces/{enc(node[0])}/datasets")
+    assert [d["name"] for d in listed["datasets"]] == [node[1]]
+    # The table's namespace lists its other table, not the alias.
+    other = get(marquez, f"/namespaces/{enc(HIVE_TABLE[0])}/datasets")
+    assert [d["name"] for d in other["datasets"]] == [HIVE_REPORT[1]]
+    versions = get(marquez, f"/namespaces/{enc(node[0])}/datasets/{enc(node[1])}/versions")
+    assert versions["totalCount"] == 1
+    [version] = versions["versions"]
+    assert version["version"] == dataset_version(*node, run_id(1)) == by_path["currentVersion"]
+    assert version["createdByRun"]["id"] == run_id(1)
+    path = f"/namespaces/{enc(node[0])}/datasets/{enc(node[1])}/versions/{version['version']}"
+    assert get(marquez, path) == version
+
+
+def test_dataset_fields_and_column_lineage(api: Api, marquez: TestClient) -> None:
+    from graph_api import column_lineage, input_field
+
+    lineage = column_lineage(
+        {"total": [input_field(ORDERS, "amount", ("DIRECT", "AGGREGATION", False))]}
+    )
+    api.ingest(
+        run_event(
+            "COMPLETE",
+            "daily",
+            run_id(1),
+            at(9),
+            inputs=[ds(*ORDERS, schema=schema("id", "amount"))],
+            outputs=[ds(*REPORT, schema=schema("total"), columnLineage=lineage)],
+        )
+    )
+    report = get(marquez, f"/namespaces/{enc(REPORT[0])}/datasets/{enc(REPORT[1])}")
+    assert report["type"] == "DB_TABLE"
+    assert report["sourceName"] == REPORT[0]
+    assert report["fields"] == [
+        {"name": "total", "type": "string", "tags": [], "description": None}
+    ]
+    assert report["columnLineage"] == [
+        {
+            "name": "total",
+            "inputFields": [
+                {
+                    "namespace": ORDERS[0],
+                    "dataset": ORDERS[1],
+                    "field": "amount",
+                    "transformationDescription": "aggregated",
+                    "transformationType": "AGGREGATION",
+                }
+            ],
+            "transformationDescription": "aggregated",
+            "transformationType": "AGGREGATION",
+        }
+    ]
+    assert report["lastModifiedAt"] == "2026-11-30T09:00:00Z"
+    assert report["deleted"] is False
+    orders = get(marquez, f"/namespaces/{enc(ORDERS[0])}/datasets/{enc(ORDERS[1])}")
+    assert orders["columnLineage"] is None
+    assert get(marquez, f"/namespaces/{enc(ORDERS[0])}/datasets/nothing", 404) == {
+        "code": 404,
+        "message": "Dataset 'nothing' not found.",
+    }
