@@ -344,6 +344,14 @@ os.environ.setdefault("EMBRASURE_LOG_LEVEL", "warning")
 
 
 @pytest.fixture
+def marquez(client: TestClient) -> Iterator[TestClient]:
+    """The Marquez port's app (embrasure/marquez/) in process, beside the ``client`` app
+    whose lifespan runs the group commit (events are posted there, with ``api``)."""
+    with TestClient(client.app.state.marquez) as c:  # type: ignore[attr-defined]
+        yield c
+
+
+@pytest.fixture
 def api(client: TestClient) -> graph_api.Api:
     """The read API's test client (tests/graph_api.py) over the ``client`` app."""
     from graph_api import Api  # imported here: graph_api imports this module
