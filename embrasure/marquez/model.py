@@ -5,8 +5,8 @@ graph, never stored apart:
 
 - **Run states.** Marquez's five from the run's winning event type
   (docs/projection.md#runs): START, RUNNING and OTHER → RUNNING; COMPLETE → COMPLETED;
-  FAIL → FAILED; ABORT → ABORTED; a run known only through a parent facet (no event of
-  its own: no state) → NEW.
+  FAIL → FAILED; ABORT → ABORTED; a run with no stored state → NEW (a safeguard: every
+  projected run has one).
 - **Versions.** Marquez makes a dataset version each time a run writes the dataset (its
   version hash includes the run), and a job version per distinct set of what the job's
   runs read and wrote. So here: a dataset's versions are the runs that wrote it, one
