@@ -122,11 +122,15 @@ def start_embrasure(
         "warning",
         *extra,
     ]
-    # PYTHONPATH comes before the editable install's import hook; and the child runs in
-    # work_dir, because `python -m` puts its working directory first on sys.path.
+    return _start("embrasure", argv, port, work_dir, db_path, child_env(source))
+
+
+def child_env(source: Path) -> dict[str, str]:
+    """The environment of a child that imports embrasure from ``source``: PYTHONPATH comes
+    before the editable install's import hook (and the child runs in the work
+    directory, because `python -m` puts its working directory first on sys.path)."""
     path = [str(source), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    return _start("embrasure", argv, port, work_dir, db_path, env)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def _start(
