@@ -22,6 +22,7 @@ from embrasure.model import DatasetId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.columns import column_edges_of
 from embrasure.query.dataset_runs import writer_runs
+from embrasure.query.entities import run_views
 from embrasure.query.facets import current_facets
 from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
@@ -178,14 +179,9 @@ def version_json(graph: Graph, node: DatasetId, row: RunRow | None) -> dict[str,
     run = None
     if row is not None:
         run = run_json(graph, row)
-        mine = next(
-            (
-                v
-                for v in run["outputDatasetVersions"]
-                if v["datasetVersionId"]["version"] == version
-            ),
-            None,
-        )
+        # What the run sent about the dataset (its dataset facets, as of its events).
+        view = run_views(graph.reader, [row], 0, graph.ids)[0]  # type: ignore[arg-type]
+        mine = next((o for o in view["outputs"] if (o["namespace"], o["name"]) == node), None)
         sent = mine["facets"] if mine is not None else {}
         created = run["updatedAt"]
     return {

@@ -36,7 +36,7 @@ from embrasure.marquez.model import (
 from embrasure.marquez.runs import run_json, run_jsons
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
-from embrasure.query.facets import current_facets
+from embrasure.query.facets import current_facets, facets_of_groups
 from embrasure.query.graph import Graph
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
@@ -49,12 +49,11 @@ RUNS_PAGE = 1000  # a job's runs read at a time for its versions
 
 
 def listed_jobs(graph: Graph, namespace: str | None) -> list[JobId]:
-    """The shown jobs of a namespace (of every namespace when None), by identity."""
-    if namespace is None:
-        keys = graph.reader.distinct(JobRow, ("ns", "name"))
-    else:
-        keys = graph.reader.pick(JobRow, ("ns", "name"), ("ns",), [(namespace,)])
-    jobs = sorted(JobId(str(ns), str(name)) for ns, name in keys)
+    """The shown jobs of a namespace (of every namespace when None), the most recently
+    run first, as Marquez lists them (its JobDao orders by updated_at), then by name."""
+    rows = sorted(graph.reader.job_recency(namespace), key=lambda r: (r.ns, r.name))
+    rows.sort(key=lambda r: r.latest_key or "", reverse=True)
+    jobs = [JobId(r.ns, r.name) for r in rows]
     return [j for j in jobs if not graph.hidden.job(j)]
 
 
@@ -79,9 +78,10 @@ def job_jsons(graph: Graph, jobs: list[JobId]) -> list[dict[str, Any]]:
     latest = {j: reader.runs_of_job((j.namespace, j.name), None, LATEST_RUNS) for j in jobs}
     runs = run_jsons(graph, [r for rows in latest.values() for r in rows])
     by_id = {run["id"]: run for run in runs}
+    facets = facets_of_groups(reader, {j: [entity("job", j.namespace, j.name)] for j in jobs})
     tags: dict[tuple[str, str], list[str]] = {}  # query/tags.py, once tags are projected
     return [
-        _job_json(graph, j, kinds[j], edges[j], [by_id[r.run_id] for r in latest[j]], latest[j])
+        _job_json(graph, j, kinds[j], facets[j], edges[j], latest[j], by_id)
         | {"tags": tags.get((j.namespace, j.name), [])}
         for j in jobs
     ]
@@ -95,11 +95,12 @@ def _job_json(
     graph: Graph,
     job: JobId,
     kind: str,
+    facets: dict[str, Any],
     edges: list[EdgeRow],
-    runs: list[dict[str, Any]],
     rows: list[RunRow],
+    run_of: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    facets = current_facets(graph.reader, [entity("job", job.namespace, job.name)])
+    runs = [run_of[r.run_id] for r in rows]
     sent = [DatasetId(e.ds_ns, e.ds_name) for e in edges]
     canonical = graph.ids.canonical(sent)
     used: dict[str, set[DatasetId]] = {"in": set(), "out": set()}

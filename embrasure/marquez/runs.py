@@ -8,9 +8,9 @@ docs/marquez.md#runs), shaped from Embrasure's run views (query/entities.run_vie
 - ``jobVersion``: the job's version of what this run read and wrote (model.job_version).
 - ``outputDatasetVersions``: the versions this run made (model.dataset_version);
   ``inputDatasetVersions``: for each input, the version the latest earlier writer made,
-  or the dataset's first version when none wrote it before — each with the facets the
-  run sent about it (dataset facets and input/output facets together, as Marquez keeps
-  them per dataset version).
+  or the dataset's first version when none wrote it before — each with the run's
+  ``inputFacets`` / ``outputFacets`` of it (Marquez's RunDao: the INPUT and OUTPUT
+  facets; the dataset facets the run sent are its dataset version's, datasets.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 
 from embrasure.marquez.model import dataset_version, instant, job_version, run_state
 from embrasure.model import DatasetId, JobId
-from embrasure.query.dataset_runs import writer_runs
 from embrasure.query.entities import run_views
 from embrasure.query.graph import Graph
 from embrasure.store.rows import RunRow
@@ -34,7 +33,7 @@ def shown_run(graph: Graph) -> Any:
 def run_jsons(graph: Graph, rows: Sequence[RunRow]) -> list[dict[str, Any]]:
     """Marquez's Run (web/src/types/api.ts ``Run``) of each row, in a few queries for the
     page plus one per input dataset (its version as of the run)."""
-    views = run_views(graph.reader, rows, 0, graph.ids)  # type: ignore[arg-type]
+    views = run_views(graph.reader, rows, 0, graph.ids, sent=False)  # type: ignore[arg-type]
     return [_run_json(graph, row, view) for row, view in zip(rows, views, strict=True)]
 
 
@@ -83,19 +82,20 @@ def _used(item: dict[str, Any], version: str, role: str) -> dict[str, Any]:
             "name": item["name"],
             "version": version,
         },
-        "facets": {**item["facets"], **item[f"{role}Facets"]},
+        "facets": item[f"{role}Facets"],
     }
 
 
 def _input_version(graph: Graph, row: RunRow, node: DatasetId) -> str:
-    """The version of ``node`` the run read: the one its latest earlier writer made."""
-    members = graph.ids.members([node])[node]
-    earlier, _ = writer_runs(graph.reader, members, (row.latest_key, row.run_id), 1, _any)
-    return dataset_version(node.namespace, node.name, earlier[0].run_id if earlier else "")
-
-
-def _any(row: RunRow) -> bool:
-    return True
+    """The version of ``node`` the run read: the one its latest earlier writer made (by
+    the runs' latest eventTime, then runId), read along run_io's dataset index, one
+    row per identity of the node."""
+    before = (row.latest_key, row.run_id, "out")
+    latest: tuple[str, str] | None = None
+    for member in graph.ids.members([node])[node]:
+        for use in graph.reader.runs_of_dataset((member.namespace, member.name), "out", before, 1):
+            latest = max(latest or ("", ""), (use.run_key, use.run_id))
+    return dataset_version(node.namespace, node.name, latest[1] if latest else "")
 
 
 def _text(value: Any) -> str | None:

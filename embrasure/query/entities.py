@@ -331,6 +331,7 @@ def run_views(
     rows: Sequence[RunRow],
     children_limit: int | None = None,
     ids: Identities | None = None,
+    sent: bool = True,
 ) -> list[dict[str, Any]]:
     """Runs as GET /api/v1/runs/{runId} shows them (docs/queries.md#runs), a page at a
     time in a fixed number of queries (their io rows, their facets, what they sent
@@ -340,7 +341,9 @@ def run_views(
     latest event named and what the run sent about it — its dataset facets and its
     input/output facets, each the latest value per facet name over the run's events
     (and over the aliases it was named by). With ``children_limit``, at most that many
-    child runIds (the first by runId), as listings carry them."""
+    child runIds (the first by runId), as listings carry them. Without ``sent``, each
+    input's and output's ``facets`` (the dataset facets the run sent, the costliest part)
+    are left empty: the Marquez API's runs carry only the input/output facets."""
     ids = ids or Identities(reader)
     run_ids = [(row.run_id,) for row in rows]
     io_of: dict[str, list[RunIoRow]] = {}
@@ -359,7 +362,8 @@ def run_views(
         groups[(run_id, None, "run")] = [entity("run", run_id)]
         for key, (_rank, sent_as, _version) in used_of[run_id].items():
             for owner, part in used_facet_owners(run_id, ROLES[key[0]], sorted(sent_as)).items():
-                groups.setdefault((run_id, key, part), []).append(owner)
+                if sent or part != "facets":
+                    groups.setdefault((run_id, key, part), []).append(owner)
     # A run's own facets are served with their deletion markers' values left in
     # (honour_deleted=False); what it sent about a dataset honours them.
     run_facets = facets_of_groups(

@@ -21,6 +21,7 @@ from embrasure.store.read_rows import (
     Backlog,
     DeliveryRow,
     EventPlace,
+    JobRecency,
     NamespaceRow,
     NamespaceSpan,
     OutcomeTotal,
@@ -273,6 +274,11 @@ class GraphReader(abc.ABC):
     def recent_run_ids(self, limit: int) -> list[str]:
         """The runs named by the ``limit`` events with the latest eventTimes, newest
         first, each once (so fewer than ``limit`` when a run has several)."""
+
+    @abc.abstractmethod
+    def job_recency(self, namespace: str | None) -> list[JobRecency]:
+        """Every job of ``namespace`` (of all when None) with its runs' latest eventTime
+        key, read along the runs' job index: one seek per job."""
 
     @abc.abstractmethod
     def namespace_spans(self) -> list[NamespaceSpan]:

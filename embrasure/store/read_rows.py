@@ -88,6 +88,15 @@ class NamespaceSpan(NamedTuple):
     last_key: str | None
 
 
+class JobRecency(NamedTuple):
+    """A job and the latest eventTime key of its runs (None: no run), the order Marquez
+    lists jobs in (marquez/jobs.py)."""
+
+    ns: str
+    name: str
+    latest_key: str | None
+
+
 class SearchHit(NamedTuple):
     kind: str  # dataset / job / field
     ns: str

@@ -19,6 +19,7 @@ from embrasure.store.read_rows import (
     Backlog,
     DeliveryRow,
     EventPlace,
+    JobRecency,
     NamespaceRow,
     NamespaceSpan,
     OutcomeTotal,
@@ -281,6 +282,15 @@ class SQLReader(GraphReader):
         return [make(r) for r in self.conn.execute(sql, [*args, limit])]
 
     # -- listings and search ---------------------------------------------------------------
+
+    def job_recency(self, namespace: str | None) -> list[JobRecency]:
+        sql = (
+            f"SELECT j.ns, j.name, (SELECT MAX(r.latest_key) FROM {self.g}runs r"
+            f" WHERE r.job_ns = j.ns AND r.job_name = j.name) FROM {self.g}jobs j"
+            + (" WHERE j.ns = ?" if namespace is not None else "")
+        )
+        args = [namespace] if namespace is not None else []
+        return [JobRecency._make(r) for r in self.conn.execute(sql, args)]
 
     def namespace_spans(self) -> list[NamespaceSpan]:
         sql = (

@@ -62,13 +62,19 @@ def test_namespaces_list_what_the_graph_names(api: Api, marquez: TestClient) -> 
 
 
 def test_a_run_in_marquez_shape(api: Api, marquez: TestClient) -> None:
+    quality = facet("DataQualityMetricsInputDatasetFacet", "1-0-2", rowCount=7, columnMetrics={})
     nominal = facet("NominalTimeRunFacet", "1-0-1", nominalStartTime="2026-11-30T00:00:00Z")
     start = run_event(
         "START",
         "daily",
         run_id(1),
         "2026-11-30T09:00:00.250Z",
-        inputs=[ds(*ORDERS, schema=schema("id", "amount"))],
+        inputs=[
+            {
+                **ds(*ORDERS, schema=schema("id", "amount")),
+                "inputFacets": {"dataQualityMetrics": quality},
+            }
+        ],
         outputs=[ds(*REPORT)],
         run_facets={"nominalTime": nominal},
     )
@@ -90,7 +96,9 @@ def test_a_run_in_marquez_shape(api: Api, marquez: TestClient) -> None:
         "name": ORDERS[1],
         "version": dataset_version(*ORDERS, ""),  # no run wrote it: its first version
     }
-    assert [f["name"] for f in read["facets"]["schema"]["fields"]] == ["id", "amount"]
+    # Its inputFacets, as Marquez's RunDao serves them (the dataset facets are the
+    # dataset version's).
+    assert read["facets"] == {"dataQualityMetrics": quality}
     [wrote] = run["outputDatasetVersions"]
     assert wrote["datasetVersionId"]["version"] == dataset_version(*REPORT, run_id(1))
     assert "nominalTime" in run["facets"]
