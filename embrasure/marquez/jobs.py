@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
+from embrasure.marquez import names
 from embrasure.marquez.datasets import namespace_known
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.model import (
@@ -40,7 +41,7 @@ from embrasure.query.facets import current_facets, facets_of_groups
 from embrasure.query.graph import Graph
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import EdgeRow, JobRow, RunIoRow, RunRow
+from embrasure.store.rows import EdgeRow, RunIoRow, RunRow
 from embrasure.web.auth import requires
 from embrasure.web.responses import answer
 
@@ -58,10 +59,11 @@ def listed_jobs(graph: Graph, namespace: str | None) -> list[JobId]:
 
 
 def find_job(graph: Graph, namespace: str, name: str) -> JobId:
+    """The job the Marquez port serves as ``name`` (marquez/names.py); 404 as Marquez."""
     if not namespace_known(graph.reader, namespace):
         raise not_found(f"Namespace '{namespace}' not found.")
-    job = JobId(namespace, name)
-    if not graph.reader.rows(JobRow, ("ns", "name"), [(namespace, name)]) or graph.hidden.job(job):
+    job = names.find(graph.reader, namespace, name)
+    if job is None or graph.hidden.job(job):
         raise not_found(f"Job '{name}' not found.")
     return job
 
@@ -110,12 +112,12 @@ def _job_json(
     keys += [k for r in rows for k in (r.started_key, r.latest_key) if k]
     parent = rows[0] if rows and rows[0].parent_job_name is not None else None
     parent_name = parent.parent_job_name if parent is not None else None
-    prefix = f"{parent_name}."
+    served = names.marquez_name(job.name, parent_name)
     return {
-        "id": {"namespace": job.namespace, "name": job.name},
+        "id": {"namespace": job.namespace, "name": served},
         "type": _type(kind, facets),
-        "name": job.name,
-        "simpleName": job.name[len(prefix) :] if job.name.startswith(prefix) else job.name,
+        "name": served,
+        "simpleName": names.simple_name(served, parent_name),
         "parentJobName": parent_name,
         "parentJobUuid": entity_uuid("job", parent.parent_job_ns or "", parent_name or "")
         if parent is not None
@@ -146,7 +148,7 @@ def _id(d: DatasetId) -> dict[str, str]:
     return {"namespace": d.namespace, "name": d.name}
 
 
-def _versions(graph: Graph, job: JobId) -> list[dict[str, Any]]:
+def _versions(graph: Graph, job: JobId, served: str) -> list[dict[str, Any]]:
     """The job's versions, newest first: one per distinct (inputs, outputs) of its runs,
     each with its earliest run's time as ``createdAt`` and its latest run."""
     reader = graph.reader
@@ -175,8 +177,8 @@ def _versions(graph: Graph, job: JobId) -> list[dict[str, Any]]:
     for entry in found.values():
         out.append(
             {
-                "id": {"namespace": job.namespace, "name": job.name, "version": entry["version"]},
-                "name": job.name,
+                "id": {"namespace": job.namespace, "name": served, "version": entry["version"]},
+                "name": served,
                 "createdAt": instant(entry["created"]),
                 "version": entry["version"],
                 "namespace": job.namespace,
@@ -241,7 +243,7 @@ class JobRoutes:
             graph = Graph(reader)
             p = request.path_params
             limit, offset = paging(request)
-            versions = _versions(graph, find_job(graph, p["namespace"], p["job"]))
+            versions = _versions(graph, find_job(graph, p["namespace"], p["job"]), p["job"])
             return {"versions": versions[offset : offset + limit]}
 
         return await answer(self.store, work)
@@ -250,7 +252,8 @@ class JobRoutes:
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
             p = request.path_params
-            for version in _versions(graph, find_job(graph, p["namespace"], p["job"])):
+            job = find_job(graph, p["namespace"], p["job"])
+            for version in _versions(graph, job, p["job"]):
                 if version["version"] == p["version"]:
                     return version
             raise not_found(f"Job version '{p['version']}' not found.")

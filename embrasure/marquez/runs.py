@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from embrasure.marquez.model import dataset_version, instant, job_version, run_state
+from embrasure.marquez.names import marquez_name
 from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import run_views
 from embrasure.query.graph import Graph
@@ -60,7 +61,7 @@ def _run_json(graph: Graph, row: RunRow, view: dict[str, Any]) -> dict[str, Any]
         "args": {},
         "jobVersion": {
             "namespace": row.job_ns,
-            "name": row.job_name,
+            "name": marquez_name(row.job_name, row.parent_job_name),
             "version": job_version(row.job_ns, row.job_name, inputs, outputs),
         },
         "inputDatasetVersions": [

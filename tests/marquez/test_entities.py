@@ -208,3 +208,42 @@ def test_dataset_fields_and_column_lineage(api: Api, marquez: TestClient) -> Non
         "code": 404,
         "message": "Dataset 'nothing' not found.",
     }
+
+
+def parent(job: str, run: str, namespace: str = "spark") -> dict[str, Any]:
+    """A ParentRunFacet (1-1-0) naming ``job``'s run ``run``."""
+    return facet(
+        "ParentRunFacet",
+        "1-1-0",
+        run={"runId": run},
+        job={"namespace": namespace, "name": job},
+    )
+
+
+def test_a_child_job_has_marquez_name(api: Api, marquez: TestClient) -> None:
+    """Marquez serves a job whose run names a parent as ``{parent}.{job}`` unless the
+    name already starts so (marquez/names.py): both kinds, found by those names."""
+    api.ingest(
+        run_event("COMPLETE", "dag", run_id(1), at(8)),
+        run_event(
+            "COMPLETE", "load", run_id(2), at(9), run_facets={"parent": parent("dag", run_id(1))}
+        ),
+        run_event(
+            "COMPLETE",
+            "dag.report",
+            run_id(3),
+            at(10),
+            run_facets={"parent": parent("dag", run_id(1))},
+        ),
+    )
+    load = get(marquez, "/namespaces/spark/jobs/dag.load")
+    assert (load["name"], load["simpleName"], load["parentJobName"]) == ("dag.load", "load", "dag")
+    assert load["id"] == {"namespace": "spark", "name": "dag.load"}
+    assert load["latestRun"]["jobVersion"]["name"] == "dag.load"
+    report = get(marquez, "/namespaces/spark/jobs/dag.report")
+    assert (report["name"], report["simpleName"]) == ("dag.report", "report")
+    listed = {j["name"] for j in get(marquez, "/namespaces/spark/jobs")["jobs"]}
+    assert listed == {"dag", "dag.load", "dag.report"}
+    assert get(marquez, "/namespaces/spark/jobs/load", 404)["code"] == 404
+    runs = get(marquez, "/namespaces/spark/jobs/dag.load/runs")["runs"]
+    assert [r["id"] for r in runs] == [run_id(2)]
