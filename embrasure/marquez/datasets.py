@@ -28,7 +28,7 @@ from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import DatasetRow, FacetRow, FieldRow, JobRow, RunIoRow, RunRow
+from embrasure.store.rows import ColumnEdgeRow, DatasetRow, FacetRow, JobRow, RunIoRow, RunRow
 from embrasure.web.auth import requires
 from embrasure.web.responses import answer
 
@@ -125,8 +125,9 @@ def column_lineage_json(graph: Graph, node: DatasetId) -> list[dict[str, Any]] |
     """Marquez's ``columnLineage`` of a dataset: per field, the input fields it came from
     (ColumnLineageService.enrichWithColumnLineage); None when it has none, as Marquez."""
     members = graph.ids.members([node])[node]
-    named = graph.reader.rows(FieldRow, ("ns", "name"), members)
-    edges = column_edges_of(graph, sorted({(node, f.field) for f in named}), "tgt")
+    # The fields with lineage into them, read along column_edges' key (target first).
+    targets = graph.reader.pick(ColumnEdgeRow, ("tgt_field",), ("tgt_ns", "tgt_name"), members)
+    edges = column_edges_of(graph, sorted({(node, str(f)) for (f,) in targets}), "tgt")
     by_field: dict[str, list[dict[str, Any]]] = {}
     for edge, _span in sorted(edges, key=lambda e: (e[0].target_field, e[0].source_field)):
         kind, description = transformation(edge.klass, edge.kind)
