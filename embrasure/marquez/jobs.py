@@ -68,7 +68,9 @@ def find_job(graph: Graph, namespace: str, name: str) -> JobId:
     return job
 
 
-def job_jsons(graph: Graph, jobs: list[JobId]) -> list[dict[str, Any]]:
+def job_jsons(
+    graph: Graph, jobs: list[JobId], latest_runs: int = LATEST_RUNS
+) -> list[dict[str, Any]]:
     """Marquez's Job (web/src/types/api.ts ``Job``) of each job, a page in a few queries
     plus one per job for its latest runs."""
     reader = graph.reader
@@ -77,7 +79,7 @@ def job_jsons(graph: Graph, jobs: list[JobId]) -> list[dict[str, Any]]:
     edges: dict[JobId, list[EdgeRow]] = {j: [] for j in jobs}
     for row in reader.rows(EdgeRow, ("job_ns", "job_name"), keys):
         edges[JobId(row.job_ns, row.job_name)].append(row)
-    latest = {j: reader.runs_of_job((j.namespace, j.name), None, LATEST_RUNS) for j in jobs}
+    latest = {j: reader.runs_of_job((j.namespace, j.name), None, latest_runs) for j in jobs}
     runs = run_jsons(graph, [r for rows in latest.values() for r in rows])
     by_id = {run["id"]: run for run in runs}
     facets = facets_of_groups(reader, {j: [entity("job", j.namespace, j.name)] for j in jobs})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from embrasure.marquez import datasets, jobs, namespaces
+from embrasure.marquez import datasets, jobs, lineage, namespaces
 from embrasure.store import Store
 
 
@@ -13,4 +13,5 @@ def marquez_routes(store: Store) -> list[BaseRoute]:
         *namespaces.routes(store),
         *datasets.routes(store),
         *jobs.routes(store),
+        *lineage.routes(store),
     ]
