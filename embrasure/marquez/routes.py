@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from embrasure.marquez import datasets, jobs, lineage, namespaces
+from embrasure.marquez import column_lineage, datasets, jobs, lineage, namespaces
 from embrasure.store import Store
 
 
@@ -14,4 +14,5 @@ def marquez_routes(store: Store) -> list[BaseRoute]:
         *datasets.routes(store),
         *jobs.routes(store),
         *lineage.routes(store),
+        *column_lineage.routes(store),
     ]

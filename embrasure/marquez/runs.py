@@ -88,10 +88,16 @@ def _used(item: dict[str, Any], version: str, role: str) -> dict[str, Any]:
 
 
 def _input_version(graph: Graph, row: RunRow, node: DatasetId) -> str:
-    """The version of ``node`` the run read: the one its latest earlier writer made (by
-    the runs' latest eventTime, then runId), read along run_io's dataset index, one
-    row per identity of the node."""
-    before = (row.latest_key, row.run_id, "out")
+    """The version of ``node`` the run read: the one its latest earlier writer made."""
+    return writer_version(graph, node, (row.latest_key, row.run_id, "out"))
+
+
+def writer_version(
+    graph: Graph, node: DatasetId, before: tuple[str, str, str] | None = None
+) -> str:
+    """The version of ``node`` its latest writer made (before ``before`` in the runs'
+    order: latest eventTime, runId), or its first version when none wrote it; read along
+    run_io's dataset index, one row per identity of the node."""
     latest: tuple[str, str] | None = None
     for member in graph.ids.members([node])[node]:
         for use in graph.reader.runs_of_dataset((member.namespace, member.name), "out", before, 1):
