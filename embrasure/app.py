@@ -65,7 +65,8 @@ def build_app(
         settings.body_timeout_seconds,
     )
     read_api = ReadApi(store)
-    deliveries_api = DeliveriesApi(store, ArchivedBodies(settings.archive))
+    archived = ArchivedBodies(settings.archive)
+    deliveries_api = DeliveriesApi(store, archived)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
     consumer = None
     if kafka is not None:
@@ -135,7 +136,7 @@ def build_app(
     # --marquez-port` (marquez/http.py PortDispatch): its routes, and producers' POSTs.
     app.state.marquez = build_marquez_app(
         app,
-        [*marquez_routes(store), *receiver.routes(), *health.routes()],
+        [*marquez_routes(store, archived), *receiver.routes(), *health.routes()],
         settings.retry_after,
     )
     return app

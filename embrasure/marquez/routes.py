@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from embrasure.marquez import column_lineage, datasets, jobs, lineage, namespaces
+from embrasure.lifecycle.trimmed import ArchivedBodies
+from embrasure.marquez import column_lineage, datasets, events, jobs, lineage, namespaces
 from embrasure.store import Store
 
 
-def marquez_routes(store: Store) -> list[BaseRoute]:
+def marquez_routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
     return [
         *namespaces.routes(store),
         *datasets.routes(store),
         *jobs.routes(store),
         *lineage.routes(store),
         *column_lineage.routes(store),
+        *events.routes(store, archived),
     ]

@@ -296,10 +296,20 @@ class GraphReader(abc.ABC):
 
     @abc.abstractmethod
     def events(
-        self, after_key: str | None, before_key: str | None, cursor: Key | None, limit: int
+        self,
+        after_key: str | None,
+        before_key: str | None,
+        cursor: Key | None,
+        limit: int,
+        descending: bool = False,
+        offset: int = 0,
     ) -> list[EventPlace]:
         """Events with ``after_key <= time_key < before_key``, in (time_key, event_id)
-        order after ``cursor``."""
+        order (``descending``: the reverse) after ``cursor``, ``offset`` of them skipped."""
+
+    @abc.abstractmethod
+    def count_events(self, after_key: str | None, before_key: str | None) -> int:
+        """How many events have ``after_key <= time_key < before_key``."""
 
     @abc.abstractmethod
     def run_horizon(self) -> str | None:

@@ -333,22 +333,42 @@ class SQLReader(GraphReader):
         return [SearchHit._make(r) for r in self.conn.execute(sql, {"q": folded, "limit": limit})]
 
     def events(
-        self, after_key: str | None, before_key: str | None, cursor: Key | None, limit: int
+        self,
+        after_key: str | None,
+        before_key: str | None,
+        cursor: Key | None,
+        limit: int,
+        descending: bool = False,
+        offset: int = 0,
     ) -> list[EventPlace]:
-        clauses, args = [], []
-        if after_key is not None:
-            clauses.append("e.time_key >= ?")
-            args.append(after_key)
-        if before_key is not None:
-            clauses.append("e.time_key < ?")
-            args.append(before_key)
+        clauses, args = _time_range(after_key, before_key)
         if cursor is not None:
-            clauses.append("(e.time_key, e.event_id) > (?, ?)")
+            clauses.append(f"(e.time_key, e.event_id) {'<' if descending else '>'} (?, ?)")
             args += list(cursor)
+        order = " DESC" if descending else ""
         sql = (
             f"SELECT e.event_id, e.time_key, e.time_text, e.seq, e.idx, d.route"
             f" FROM {self.g}events e JOIN deliveries d ON d.seq = e.seq"
             + (" WHERE " + " AND ".join(clauses) if clauses else "")
-            + " ORDER BY e.time_key, e.event_id LIMIT ?"
+            + f" ORDER BY e.time_key{order}, e.event_id{order} LIMIT ? OFFSET ?"
         )
-        return [EventPlace._make(r) for r in self.conn.execute(sql, [*args, limit])]
+        return [EventPlace._make(r) for r in self.conn.execute(sql, [*args, limit, offset])]
+
+    def count_events(self, after_key: str | None, before_key: str | None) -> int:
+        clauses, args = _time_range(after_key, before_key)
+        where = " WHERE " + " AND ".join(clauses) if clauses else ""
+        row = self.conn.execute(f"SELECT COUNT(*) FROM {self.g}events e{where}", args).fetchone()
+        return int(row[0]) if row else 0
+
+
+def _time_range(after_key: str | None, before_key: str | None) -> tuple[list[str], list[Any]]:
+    """The WHERE clauses of ``after_key <= time_key < before_key`` (either end open)."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if after_key is not None:
+        clauses.append("e.time_key >= ?")
+        args.append(after_key)
+    if before_key is not None:
+        clauses.append("e.time_key < ?")
+        args.append(before_key)
+    return clauses, args

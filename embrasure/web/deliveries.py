@@ -18,10 +18,10 @@ from starlette.routing import Route
 from embrasure.errors import Problem
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import DELIVERY_STATES, KafkaCoordinates, Rejection, Token
-from embrasure.projector.apply import split_items
 from embrasure.projector.worker import replay_item
+from embrasure.query import raw_events
 from embrasure.store import Store
-from embrasure.store.base import GraphReader, LogEntry
+from embrasure.store.base import GraphReader
 from embrasure.store.read_rows import DeliveryRow
 from embrasure.store.rows import decode_kinds
 from embrasure.web.auth import requires
@@ -187,23 +187,11 @@ class DeliveriesApi:
             after, before = (time_param(request, name) for name in ("after", "before"))
             cursor = decode_cursor(request, TEXT_PAIR_CURSOR)
             rows = reader.events(after, before, tuple(cursor) if cursor else None, limit + 1)
-            routes = {e.seq: e.route for e in rows[:limit]}
-            stored = {seq: reader.body(seq) for seq in routes}  # each delivery once
-            archived = self.archived.bodies(s for s, b in stored.items() if b is None)
-            bodies: dict[int, list[Any]] = {}
-            for seq, route in routes.items():
-                body = stored[seq]
-                entry = LogEntry(seq, "", route, archived[seq] if body is None else body, 0, ())
-                bodies[seq] = split_items(entry)
-            out = []
-            for e in rows[:limit]:
-                out.append(
-                    {
-                        "event_id": e.event_id,
-                        "eventTime": e.time_text,
-                        "event": bodies[e.seq][e.idx],
-                    }
-                )
+            events = raw_events.documents(reader, self.archived, rows[:limit])
+            out = [
+                {"event_id": e.event_id, "eventTime": e.time_text, "event": event}
+                for e, event in zip(rows[:limit], events, strict=True)
+            ]
             last = rows[limit - 1] if len(rows) > limit else None
             return {
                 "events": out,
