@@ -84,9 +84,9 @@ class RawPathRoute(Route):
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def route(path: str, endpoint: Endpoint, method: str = "GET") -> RawPathRoute:
-    """One of Marquez's routes, under /api/v1."""
-    return RawPathRoute(f"/api/v1{path}", endpoint, methods=[method])
+def route(path: str, endpoint: Endpoint, method: str = "GET", api: str = "v1") -> RawPathRoute:
+    """One of Marquez's routes, under /api/v1 (or /api/{api}: its v2beta search)."""
+    return RawPathRoute(f"/api/{api}{path}", endpoint, methods=[method])
 
 
 class _Errors:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from embrasure.lifecycle.trimmed import ArchivedBodies
-from embrasure.marquez import column_lineage, datasets, events, jobs, lineage, namespaces
+from embrasure.marquez import (
+    column_lineage,
+    datasets,
+    events,
+    jobs,
+    lineage,
+    namespaces,
+    search,
+)
 from embrasure.store import Store
 
 
@@ -17,4 +25,5 @@ def marquez_routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
         *lineage.routes(store),
         *column_lineage.routes(store),
         *events.routes(store, archived),
+        *search.routes(store),
     ]

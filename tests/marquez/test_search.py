@@ -1,0 +1,80 @@
+"""Marquez's search, ``/api/v1/search`` and ``/api/v2beta/search/{jobs,datasets}``, from
+Embrasure's (embrasure/marquez/search.py, docs/marquez.md#search), on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from graph_api import (
+    HIVE_TABLE,
+    ORDERS,
+    REPORT,
+    WAREHOUSE_PATH,
+    Api,
+    at,
+    daily_run,
+    spark_reads_table,
+    spark_writes_path,
+)
+
+
+def get(marquez: TestClient, path: str, status: int = 200, **params: Any) -> Any:
+    r = marquez.get(path, params=params)
+    assert r.status_code == status, r.text
+    return r.json()
+
+
+def test_search_datasets_and_jobs(api: Api, marquez: TestClient) -> None:
+    api.ingest(daily_run(5, time=at(9)), spark_writes_path(), spark_reads_table())
+    found = get(marquez, "/api/v1/search", q="ORDERS")
+    node = min(HIVE_TABLE, WAREHOUSE_PATH)
+    assert found["results"] == [
+        {
+            "type": "DATASET",
+            "name": node[1],
+            "updatedAt": "2026-11-30T10:00:00Z",
+            "namespace": node[0],
+            "nodeId": f"dataset:{node[0]}:{node[1]}",
+        },
+        {
+            "type": "DATASET",
+            "name": ORDERS[1],
+            "updatedAt": "2026-11-30T09:00:00Z",
+            "namespace": ORDERS[0],
+            "nodeId": f"dataset:{ORDERS[0]}:{ORDERS[1]}",
+        },
+        {
+            "type": "JOB",
+            "name": "write_orders",
+            "updatedAt": "2026-11-30T09:00:00Z",
+            "namespace": "spark",
+            "nodeId": "job:spark:write_orders",
+        },
+    ]
+    assert found["totalCount"] == 3
+    jobs = get(marquez, "/api/v1/search", q="orders", filter="JOB")["results"]
+    assert [r["name"] for r in jobs] == ["write_orders"]
+    newest = get(marquez, "/api/v1/search", q="orders", sort="UPDATE_AT", limit=1)["results"]
+    assert [r["name"] for r in newest] == [node[1]]
+    assert get(marquez, "/api/v1/search", q="orders", namespace=ORDERS[0])["totalCount"] == 1
+    assert get(marquez, "/api/v1/search", q="orders", after="2026-12-01")["totalCount"] == 0
+    assert get(marquez, "/api/v1/search", q="orders", before="2026-12-01")["totalCount"] == 3
+    assert get(marquez, "/api/v1/search", 400, q=" ")["code"] == 400
+    assert get(marquez, "/api/v1/search", 400, q="x", filter="FIELD")["code"] == 400
+    assert get(marquez, "/api/v1/search", 400, q="x", after="01/12/2026")["code"] == 400
+
+
+def test_v2beta_search(api: Api, marquez: TestClient) -> None:
+    api.ingest(daily_run(1, time=at(9)))
+    jobs = get(marquez, "/api/v2beta/search/jobs", q="dail")
+    assert [(h["name"], h["namespace"], h["eventType"], h["type"]) for h in jobs["hits"]] == [
+        ("daily", "spark", "COMPLETE", "BATCH")
+    ]
+    assert jobs["highlights"] == [{"name": ["<em>dail</em>y"]}]
+    datasets = get(marquez, "/api/v2beta/search/datasets", q="report")
+    [hit] = datasets["hits"]
+    assert (hit["namespace"], hit["name"]) == REPORT
+    assert hit["eventType"] == "COMPLETE"
+    assert get(marquez, "/api/v2beta/search/jobs", 400)["code"] == 400
