@@ -13,6 +13,7 @@ from embrasure.marquez import (
     lineage,
     namespaces,
     search,
+    stats,
 )
 from embrasure.store import Store
 
@@ -26,4 +27,5 @@ def marquez_routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
         *column_lineage.routes(store),
         *events.routes(store, archived),
         *search.routes(store),
+        *stats.routes(store),
     ]

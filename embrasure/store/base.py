@@ -28,6 +28,7 @@ from embrasure.store.read_rows import (
     QuarantinedItem,
     RunUse,
     SearchHit,
+    TypeCount,
     SentFacet,
 )
 from embrasure.store.rows import ItemRow, LinkRow, R, RunRow
@@ -306,6 +307,15 @@ class GraphReader(abc.ABC):
     ) -> list[EventPlace]:
         """Events with ``after_key <= time_key < before_key``, in (time_key, event_id)
         order (``descending``: the reverse) after ``cursor``, ``offset`` of them skipped."""
+
+    @abc.abstractmethod
+    def event_type_counts(self, after_key: str, before_key: str) -> list[TypeCount]:
+        """Events with ``after_key <= time_key < before_key``, counted by eventType."""
+
+    @abc.abstractmethod
+    def first_seen_keys(self, kind: str) -> list[str]:
+        """The first eventTime key of each job (``kind`` "job") or dataset identity
+        ("dataset") that an edge names, from the edges table: one pass over it."""
 
     @abc.abstractmethod
     def count_events(self, after_key: str | None, before_key: str | None) -> int:

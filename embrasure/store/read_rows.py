@@ -97,6 +97,13 @@ class JobRecency(NamedTuple):
     latest_key: str | None
 
 
+class TypeCount(NamedTuple):
+    """How many events of one eventType a time range holds (the Marquez API's stats)."""
+
+    event_type: str | None
+    events: int
+
+
 class SearchHit(NamedTuple):
     kind: str  # dataset / job / field
     ns: str

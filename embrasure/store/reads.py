@@ -26,6 +26,7 @@ from embrasure.store.read_rows import (
     QuarantinedItem,
     RunUse,
     SearchHit,
+    TypeCount,
     SentFacet,
 )
 from embrasure.store.rows import INTERNED, FacetValueRow, ItemRow, R, RunRow, maker, table_of
@@ -353,6 +354,23 @@ class SQLReader(GraphReader):
             + f" ORDER BY e.time_key{order}, e.event_id{order} LIMIT ? OFFSET ?"
         )
         return [EventPlace._make(r) for r in self.conn.execute(sql, [*args, limit, offset])]
+
+    def event_type_counts(self, after_key: str, before_key: str) -> list[TypeCount]:
+        clauses, args = _time_range(after_key, before_key)
+        sql = (
+            f"SELECT e.event_type, COUNT(*) FROM {self.g}events e WHERE "
+            + " AND ".join(clauses)
+            + " GROUP BY e.event_type"
+        )
+        return [TypeCount._make(r) for r in self.conn.execute(sql, args)]
+
+    def first_seen_keys(self, kind: str) -> list[str]:
+        columns = {"job": "job_ns, job_name", "dataset": "ds_ns, ds_name"}[kind]
+        sql = (
+            f"SELECT MIN(first_key) FROM {self.g}edges WHERE first_key IS NOT NULL"
+            f" AND first_key <> '' GROUP BY {columns}"
+        )
+        return [str(r[0]) for r in self.conn.execute(sql)]
 
     def count_events(self, after_key: str | None, before_key: str | None) -> int:
         clauses, args = _time_range(after_key, before_key)
