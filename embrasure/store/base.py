@@ -28,8 +28,8 @@ from embrasure.store.read_rows import (
     QuarantinedItem,
     RunUse,
     SearchHit,
-    TypeCount,
     SentFacet,
+    TypeCount,
 )
 from embrasure.store.rows import ItemRow, LinkRow, R, RunRow
 from embrasure.store.schema import GRAPH_VERSION

@@ -26,8 +26,8 @@ from embrasure.store.read_rows import (
     QuarantinedItem,
     RunUse,
     SearchHit,
-    TypeCount,
     SentFacet,
+    TypeCount,
 )
 from embrasure.store.rows import INTERNED, FacetValueRow, ItemRow, R, RunRow, maker, table_of
 from embrasure.store.run_retention import run_horizon
