@@ -13,6 +13,7 @@ from embrasure.marquez import (
     lineage,
     namespaces,
     search,
+    sources,
     stats,
 )
 from embrasure.store import Store
@@ -28,4 +29,5 @@ def marquez_routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
         *events.routes(store, archived),
         *search.routes(store),
         *stats.routes(store),
+        *sources.routes(store),
     ]
