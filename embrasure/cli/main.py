@@ -19,6 +19,7 @@ from embrasure.cli import admin as cli_admin
 from embrasure.cli import archive as cli_archive
 from embrasure.cli import consume as cli_consume
 from embrasure.cli import graph as cli_graph
+from embrasure.cli import import_marquez as cli_import_marquez
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import retention as cli_retention
 from embrasure.cli import tokens as cli_tokens
@@ -351,6 +352,7 @@ for command in (
     + cli_archive.COMMANDS
     + cli_retention.COMMANDS
     + cli_consume.COMMANDS
+    + cli_import_marquez.COMMANDS
 ):
     main.add_command(command)
 
