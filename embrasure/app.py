@@ -136,7 +136,11 @@ def build_app(
     # --marquez-port` (marquez/http.py PortDispatch): its routes, and producers' POSTs.
     app.state.marquez = build_marquez_app(
         app,
-        [*marquez_routes(store, archived), *receiver.routes(), *health.routes()],
+        [
+            *marquez_routes(store, archived, committer, settings.body_timeout_seconds),
+            *receiver.routes(),
+            *health.routes(),
+        ],
         settings.retry_after,
     )
     return app

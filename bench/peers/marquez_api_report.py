@@ -64,7 +64,8 @@ def _compare(found: dict[str, Any], title: str) -> list[str]:
         f"- nodes only in Marquez: {found['nodes_only_marquez']:,}; only in Embrasure:"
         f" {found['nodes_only_embrasure']:,}",
         f"- edges only in Marquez: {found['edges_only_marquez']:,}; only in Embrasure:"
-        f" {found['edges_only_embrasure']:,}",
+        f" {found['edges_only_embrasure']:,}; differing once Marquez's alias identities are"
+        f" read as their Embrasure node: {found['edges_differ_once_aliases_resolved']:,}",
         f"- runs only in Marquez: {found['runs_only_marquez']:,}; only in Embrasure:"
         f" {found['runs_only_embrasure']:,}; run states that differ: "
         + (", ".join(f"{k}: {v}" for k, v in found["run_states_differ"].items()) or "none"),
@@ -72,6 +73,10 @@ def _compare(found: dict[str, Any], title: str) -> list[str]:
         "Nodes served by one side only, by cause:",
         "",
         *(f"- {cause}: {count:,}" for cause, count in sorted(found["node_causes"].items())),
+        "",
+        "Examples (at most 5 of each):",
+        "",
+        *(f"- {what}: {items}" for what, items in found["examples"].items() if items),
         "",
     ]
     if "fields" in found:
@@ -137,6 +142,13 @@ def markdown(report: dict[str, Any]) -> str:
             "```",
             "",
         ]
+        if "same_as_direct" in found:
+            same = "the same" if found["same_as_direct"] else "not the same"
+            lines += [
+                f"Nodes, edges and run states of the imported Embrasure and of the one fed"
+                f" directly: {same}.",
+                "",
+            ]
         if "vs_marquez" in found:
             lines += _compare(found["vs_marquez"], "Imported Embrasure beside Marquez")
             lines += _compare(

@@ -26,6 +26,7 @@ from embrasure.query.entities import run_views
 from embrasure.query.facets import current_facets
 from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
+from embrasure.query.tags import entity_tags, field_tags
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import ColumnEdgeRow, DatasetRow, FacetRow, JobRow, RunIoRow, RunRow
@@ -55,7 +56,9 @@ def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
     facets = current_facets(reader, [entity("dataset", m.namespace, m.name) for m in members])
     created, updated = _span(graph, node, members)
     writer = _latest_writer(graph, members)
-    tags: dict[DatasetId, list[str]] = {}  # query/tags.py, once tags are projected
+    key = (node.namespace, node.name)
+    tags = entity_tags(reader, graph.ids, "dataset", [key])[key]
+    fields_tags = field_tags(reader, graph.ids, [key])[key]
     lifecycle = facet_text(facets, "lifecycleStateChange", "lifecycleStateChange")
     dataset_type = facet_text(facets, "datasetType", "datasetType")
     return {
@@ -67,8 +70,8 @@ def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
         "updatedAt": updated,
         "namespace": node.namespace,
         "sourceName": source_name(node, facets),
-        "fields": fields_json(facets.get("schema"), {}),
-        "tags": tags.get(node, []),
+        "fields": fields_json(facets.get("schema"), fields_tags),
+        "tags": tags,
         "lastModifiedAt": (writer.ended_text or writer.started_text) if writer else None,
         "lastLifecycleState": lifecycle,
         "description": facet_text(facets, "documentation", "description"),

@@ -39,6 +39,7 @@ from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.facets import current_facets, facets_of_groups
 from embrasure.query.graph import Graph
+from embrasure.query.tags import entity_tags
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import EdgeRow, RunIoRow, RunRow
@@ -83,7 +84,7 @@ def job_jsons(
     runs = run_jsons(graph, [r for rows in latest.values() for r in rows])
     by_id = {run["id"]: run for run in runs}
     facets = facets_of_groups(reader, {j: [entity("job", j.namespace, j.name)] for j in jobs})
-    tags: dict[tuple[str, str], list[str]] = {}  # query/tags.py, once tags are projected
+    tags = entity_tags(reader, graph.ids, "job", keys)
     return [
         _job_json(graph, j, kinds[j], facets[j], edges[j], latest[j], by_id)
         | {"tags": tags.get((j.namespace, j.name), [])}

@@ -15,11 +15,15 @@ from embrasure.marquez import (
     search,
     sources,
     stats,
+    writes,
 )
 from embrasure.store import Store
+from embrasure.store.group_commit import GroupCommitter
 
 
-def marquez_routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
+def marquez_routes(
+    store: Store, archived: ArchivedBodies, committer: GroupCommitter, body_seconds: float
+) -> list[BaseRoute]:
     return [
         *namespaces.routes(store),
         *datasets.routes(store),
@@ -30,4 +34,5 @@ def marquez_routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
         *search.routes(store),
         *stats.routes(store),
         *sources.routes(store),
+        *writes.routes(store, committer, body_seconds),
     ]

@@ -46,6 +46,7 @@ from embrasure.store.rows import (
     RunIoRow,
     RunRow,
     ShapeRow,
+    TagRow,
     encode_kinds,
 )
 
@@ -67,6 +68,7 @@ class Prepared:
     items: list[ItemRow]  # one outcome per item (the plain ones get no row: commit)
     changes: Contributions
     hidden: list[HiddenRow]  # admin entries' rows, the latest per entity
+    tags: list[TagRow]  # tag entries' rows, the latest per entity and tag
 
 
 def prepare(entries: Sequence[LogEntry]) -> Prepared:
@@ -74,10 +76,11 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
     facts: list[tuple[EventFacts, int, int]] = []
     items: list[ItemRow] = []
     hidden: list[HiddenRow] = []
+    tags: list[TagRow] = []
     seen: set[str] = set()
     for entry in entries:
         if entry.route == admin.ROUTE:
-            items.append(_admin(entry, hidden))
+            items.append(_admin(entry, hidden, tags))
             continue
         rejected = {r.index: r for r in entry.rejections}
         if len(rejected) == entry.item_count:
@@ -97,17 +100,23 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
                 seen.add(result.event_id)
                 facts.append((result, entry.seq, idx))
             items.append(item_row(entry.seq, idx, result))
-    return Prepared(entries, items, graph_rows.contributions(facts), admin.latest(hidden))
+    return Prepared(
+        entries, items, graph_rows.contributions(facts), admin.latest(hidden), admin.latest(tags)
+    )
 
 
-def _admin(entry: LogEntry, hidden: list[HiddenRow]) -> ItemRow:
-    """An administrative entry's outcome row; its hidden row goes to ``hidden``."""
+def _admin(entry: LogEntry, hidden: list[HiddenRow], tags: list[TagRow]) -> ItemRow:
+    """An administrative entry's outcome row; its row goes to ``hidden`` or ``tags``."""
     try:
         parsed = admin.AdminEntry.parse(orjson.loads(entry.stored_body()))
     except (Invalid, orjson.JSONDecodeError) as exc:
         reason = exc.reason if isinstance(exc, Invalid) else f"not JSON: {exc}"
         return ItemRow.quarantined(entry.seq, 0, admin.ROUTE, reason)
-    hidden.append(parsed.row(entry.seq))
+    row = parsed.row(entry.seq)
+    if isinstance(row, TagRow):
+        tags.append(row)
+    else:
+        hidden.append(row)
     return ItemRow.projected(entry.seq, 0, admin.ROUTE)
 
 
@@ -124,6 +133,7 @@ def commit(tx: ProjectionTx, prepared: Prepared) -> None:
     commits the transaction)."""
     edges_by_seq = _apply_changes(tx, prepared.changes)
     tx.merge(HiddenRow, prepared.hidden)
+    tx.merge(TagRow, prepared.tags)
     # A plain item (projected, no warnings: nearly every one) keeps no row of its own,
     # only its kind on its delivery's row, so the outcomes do not grow by a row per event
     # (docs/architecture.md#storage).

@@ -340,6 +340,16 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        12,
+        "tags",
+        "",
+        # Empty in every existing graph: no log before this version holds a tag entry.
+        served_generation=schema.TAGS_TABLE,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

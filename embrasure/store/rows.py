@@ -363,6 +363,19 @@ class HiddenRow(NamedTuple):
     reason: str | None
 
 
+class TagRow(NamedTuple):
+    """``tags``: the latest tag or untag of an entity, or a tag's definition."""
+
+    kind: str  # dataset / field / job / tag
+    ns: str
+    name: str
+    field: str  # '' but for a field
+    tag: str
+    present: int  # 1 tagged (or defined), 0 untagged
+    seq: int
+    description: str | None
+
+
 class Table(NamedTuple):
     row: type[tuple[Any, ...]]
     keys: int  # how many of the row's lead fields are the table's key
@@ -393,6 +406,7 @@ GRAPH_ROWS: dict[str, Table] = {
     "facet_values": Table(FacetValueRow, 1),
     "column_edges": Table(ColumnEdgeRow, 9),
     "hidden": Table(HiddenRow, 3),
+    "tags": Table(TagRow, 5),
 }
 
 _TABLE_OF = {table.row: name for name, table in GRAPH_ROWS.items()}

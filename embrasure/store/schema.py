@@ -59,6 +59,24 @@ CREATE TABLE IF NOT EXISTS {g}hidden (
 ){without_rowid}
 """
 
+# Tags on datasets, fields and jobs, and tag definitions (the Marquez API's tags,
+# docs/marquez.md#sources-and-tags), from the log's administrative entries like hides:
+# the latest entry for a (kind, namespace, name, field, tag), by log position, decides.
+# Added to existing generations by migration 12.
+TAGS_TABLE = """
+CREATE TABLE IF NOT EXISTS {g}tags (
+    kind TEXT NOT NULL,                    -- dataset / field / job / tag (a definition)
+    ns TEXT NOT NULL,                      -- '' for a definition
+    name TEXT NOT NULL,                    -- the tag's own name for a definition
+    field TEXT NOT NULL,                   -- '' but for a field
+    tag TEXT NOT NULL,
+    present INTEGER NOT NULL,              -- 1 tagged (defined), 0 untagged
+    seq {bigint} NOT NULL,                 -- the deciding entry's log position
+    description TEXT,                      -- a definition's
+    PRIMARY KEY (kind, ns, name, field, tag)
+){without_rowid}
+"""
+
 GRAPH_TABLES = (
     """
 CREATE TABLE {g}position (
@@ -282,6 +300,8 @@ CREATE TABLE {g}column_edges (           -- datasets and the job: names.id; fiel
 CREATE INDEX {g}column_edges_src ON {g}column_edges (src, src_field);
 """
     + HIDDEN_TABLE
+    + ";"
+    + TAGS_TABLE
 )
 
 
@@ -310,6 +330,7 @@ TABLES = (
     "facet_values",
     "column_edges",
     "hidden",
+    "tags",
 )
 
 
@@ -517,6 +538,7 @@ MERGES: dict[str, dict[str, str]] = {
     },
     # projector/admin.py: the latest administrative entry in the log decides.
     "hidden": _later(("hidden", "seq", "at", "by_token", "reason"), ("seq",)),
+    "tags": _later(("present", "seq", "description"), ("seq",)),
     # column_lineage.merge_edges (derived is part of the key).
     "column_edges": {
         "kind": f"CASE WHEN {_MAPPING} THEN 'mapping' ELSE 'indirect' END",

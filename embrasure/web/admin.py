@@ -69,11 +69,10 @@ class AdminApi:
                 await read_body(request, MAX_BODY, self.body_seconds)
             )
             targets = await read(self.store, lambda r: _targets(r, action, kind, namespace, name))
-            token = getattr(request.state, "token", None)
-            by = None if token is None else _who(token.name, token.token_id)
+            by = who(request)
             at = utc_now()
             entries = [AdminEntry(action, kind, ns, n, at, by, reason) for ns, n in targets]
-            receipts = await asyncio.gather(*(self.committer.append(_draft(e)) for e in entries))
+            receipts = await asyncio.gather(*(self.committer.append(draft(e)) for e in entries))
         except StoreUnavailable as exc:
             # Reading the targets or appending them, nothing was stored (errors.py).
             raise LogUnavailable(f"The {action} was not stored: {exc}. Retry later.") from exc
@@ -167,7 +166,8 @@ def _known(reader: GraphReader, ids: Identities, kind: str, given: DatasetId) ->
     )
 
 
-def _draft(entry: AdminEntry) -> DeliveryDraft:
+def draft(entry: AdminEntry) -> DeliveryDraft:
+    """An administrative entry as a delivery for the log (route ``admin``)."""
     body = entry.to_json()
     return DeliveryDraft(
         provider_key=PROVIDER_KEY,
@@ -190,8 +190,12 @@ def _entry_json(entry: AdminEntry, receipt: Receipt) -> dict[str, Any]:
     }
 
 
-def _who(name: str, token_id: str) -> str:
-    return f"{name} ({token_id})" if name else token_id
+def who(request: Request) -> str | None:
+    """Who asked: the request's token as "name (id)", None while auth is off."""
+    token = getattr(request.state, "token", None)
+    if token is None:
+        return None
+    return f"{token.name} ({token.token_id})" if token.name else str(token.token_id)
 
 
 def _order(entry: dict[str, Any]) -> tuple[str, str, str]:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from embrasure.projector.worker import reproject
 from embrasure.store import migrations, open_store
-from embrasure.store.rows import HiddenRow
+from embrasure.store.rows import HiddenRow, TagRow
 
 from conftest import run_sql
 from graph_api import (
@@ -284,6 +284,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
         "delivery_bodies",
         "log_dictionaries",
         "g1_hidden",
+        "g1_tags",
         "delivery_totals",
     ):
         run_sql(db_url, f"DROP TABLE {table}")
@@ -293,6 +294,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
         assert store.schema_version() == migrations.LATEST  # type: ignore[attr-defined]
         with store.reader() as reader:
             assert reader.rows(HiddenRow) == []
+            assert reader.rows(TagRow) == []  # migration 12 made the table
             pending, items, oldest, rejected = reader.backlog()
         assert (pending, items, rejected) == (2, len(export_events()) + 1, 0)
         assert oldest is not None
