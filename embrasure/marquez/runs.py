@@ -95,14 +95,21 @@ def _input_version(graph: Graph, row: RunRow, node: DatasetId) -> str:
 def writer_version(
     graph: Graph, node: DatasetId, before: tuple[str, str, str] | None = None
 ) -> str:
-    """The version of ``node`` its latest writer made (before ``before`` in the runs'
-    order: latest eventTime, runId), or its first version when none wrote it; read along
-    run_io's dataset index, one row per identity of the node."""
+    """The version of ``node`` its latest writer made (before ``before``), or its first
+    version when none wrote it."""
+    return dataset_version(node.namespace, node.name, latest_writer(graph, node, before) or "")
+
+
+def latest_writer(
+    graph: Graph, node: DatasetId, before: tuple[str, str, str] | None = None
+) -> str | None:
+    """The runId of ``node``'s latest writer (before ``before`` in the runs' order: latest
+    eventTime, runId), read along run_io's dataset index, one row per identity."""
     latest: tuple[str, str] | None = None
     for member in graph.ids.members([node])[node]:
         for use in graph.reader.runs_of_dataset((member.namespace, member.name), "out", before, 1):
             latest = max(latest or ("", ""), (use.run_key, use.run_id))
-    return dataset_version(node.namespace, node.name, latest[1] if latest else "")
+    return latest[1] if latest else None
 
 
 def _text(value: Any) -> str | None:
