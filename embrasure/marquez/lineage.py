@@ -29,7 +29,7 @@ from embrasure.marquez import names
 from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset, source_name
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.jobs import job_jsons
-from embrasure.marquez.model import facet_text, instant
+from embrasure.marquez.model import facet_text, instant, whole
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.facets import facets_of_groups
@@ -216,14 +216,7 @@ def _dataset_data(
 
 
 def depth_param(request: Request) -> int:
-    text = request.query_params.get("depth") or str(DEFAULT_DEPTH)
-    try:
-        depth = int(text)
-    except ValueError:
-        raise bad_request(f"query param depth must be a whole number, got {text!r}") from None
-    if depth < 0:
-        raise bad_request("query param depth must be greater than or equal to 0")
-    return depth
+    return whole(request, "depth", DEFAULT_DEPTH)
 
 
 def node_param(request: Request) -> NodeId:

@@ -91,10 +91,12 @@ def entity_uuid(kind: str, namespace: str, name: str) -> str:
 
 def paging(request: Request, default: int = DEFAULT_LIMIT) -> tuple[int, int]:
     """``limit`` and ``offset`` as Marquez takes them: whole numbers ≥ 0."""
-    return _whole(request, "limit", default, MAX_LIMIT), _whole(request, "offset", 0, None)
+    return whole(request, "limit", default, MAX_LIMIT), whole(request, "offset", 0, None)
 
 
-def _whole(request: Request, name: str, default: int, cap: int | None) -> int:
+def whole(request: Request, name: str, default: int, cap: int | None = None) -> int:
+    """A whole-number query parameter ≥ 0 as Marquez takes it (``default`` when absent),
+    at most ``cap``; a 400 in Marquez's words otherwise."""
     text = request.query_params.get(name)
     if text is None or text == "":
         return default

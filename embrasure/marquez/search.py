@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute
 
 from embrasure.marquez import names
 from embrasure.marquez.http import bad_request, route
-from embrasure.marquez.model import instant
+from embrasure.marquez.model import instant, whole
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.facets import facets_of_groups
@@ -104,7 +104,7 @@ class SearchRoutes:
             raise bad_request("query param sort must be NAME or UPDATE_AT")
         namespace = request.query_params.get("namespace")
         before, after = _date(request, "before"), _date(request, "after")
-        limit = _limit(request)
+        limit = whole(request, "limit", 10, MAX_HITS)
 
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
@@ -218,17 +218,6 @@ def _highlight(name: str, q: str) -> dict[str, list[str]]:
         return {}
     text = html.escape(name[:at]) + "<em>" + html.escape(name[at : at + len(q)]) + "</em>"
     return {"name": [text + html.escape(name[at + len(q) :])]}
-
-
-def _limit(request: Request) -> int:
-    text = request.query_params.get("limit") or "10"
-    try:
-        limit = int(text)
-    except ValueError:
-        raise bad_request(f"query param limit must be a whole number, got {text!r}") from None
-    if limit < 0:
-        raise bad_request("query param limit must be greater than or equal to 0")
-    return min(limit, MAX_HITS)
 
 
 def routes(store: Store) -> list[BaseRoute]:
