@@ -103,7 +103,7 @@ JOB = obj(
         "location": S_OR_NULL,
         "description": S_OR_NULL,
         "latestRun": {"anyOf": [RUN, {"type": "null"}]},
-        "latestRuns": array(RUN),
+        "latestRuns": {"anyOf": [{"type": "array", "items": RUN, "minItems": 1}, {"type": "null"}]},
         "tags": array(S),
         "parentJobName": S_OR_NULL,
         "parentJobUuid": S_OR_NULL,

@@ -11,7 +11,7 @@ from embrasure.cli import demo
 FAILED_JOB = (demo.DBT_NS, "demo_dbt.model.refunds")
 FAILED_RUN = "01943c00-0000-7000-8000-0000000000f1"
 DATASET = (demo.WAREHOUSE, demo.CUSTOMERS)  # has fields and column lineage
-JOB = (demo.SPARK_NS, "orders_clean")
+JOB = (demo.SPARK_NS, "orders_daily.clean_orders.orders_clean")  # its Marquez name
 
 
 def failed_run() -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 VERSION = "0.50.0"
 CHROMIUM = "/usr/bin/chromium"
 SOURCE_HELP = "a Marquez git checkout (or EMBRASURE_MARQUEZ_SOURCE)"
-SETTLE_MS = 1500  # a page's requests, after the network went idle
+SETTLE_MS = 3000  # for a page's requests and drawing, after it loaded
 
 
 def cache_dir(version: str = VERSION) -> Path:
@@ -162,15 +162,24 @@ def drive(url: str, args: argparse.Namespace, shots: Path) -> list[dict[str, Any
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("response", recorder.response)
         for name, path in pages:
-            page.goto(url + path, wait_until="networkidle")
+            page.goto(url + path, wait_until="load")
             page.wait_for_timeout(SETTLE_MS)
             page.screenshot(path=str(shots / f"{name}.png"))
-        # Search: the bar on every page.
-        page.goto(url + "/", wait_until="networkidle")
-        box = page.locator("input").first
-        box.fill(ds_name.split(".")[-1][:6])
+        # Search: the bar on every page, opened with Ctrl+K as a user does.
+        page.goto(url + "/datasets", wait_until="load")
+        page.keyboard.press("Control+k")
+        page.keyboard.type(ds_name.split(".")[-1][:5], delay=50)
         page.wait_for_timeout(SETTLE_MS)
         page.screenshot(path=str(shots / "search.png"))
+        # A tag added to the dataset, through the API as marquez-web's tag dialog sends it.
+        page.evaluate(
+            "([ns, name]) => fetch(`/api/v1/namespaces/${encodeURIComponent(ns)}/datasets/"
+            "${encodeURIComponent(name)}/tags/PII`, {method: 'POST'})",
+            [ds_ns, ds_name],
+        )
+        page.goto(url + pages[4][1], wait_until="load")
+        page.wait_for_timeout(SETTLE_MS)
+        page.screenshot(path=str(shots / "tagged.png"))
         browser.close()
     return recorder.calls
 

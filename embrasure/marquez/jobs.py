@@ -133,7 +133,9 @@ def _job_json(
         "location": facet_text(facets, "sourceCodeLocation", "url"),
         "description": facet_text(facets, "documentation", "description"),
         "latestRun": runs[0] if runs else None,
-        "latestRuns": runs,
+        # None, not [], without runs, as Marquez (Optional.empty): marquez-web reduces the
+        # list without an initial value (its dashboard's JobRunItem).
+        "latestRuns": runs or None,
         "facets": facets,
         "currentVersion": runs[0]["jobVersion"]["version"] if runs else None,
         "labels": [],
