@@ -142,12 +142,12 @@ def drive(url: str, args: argparse.Namespace, shots: Path) -> list[dict[str, Any
     recorder = Recorder()
     ds_ns, ds_name = args.dataset
     job_ns, job_name = args.job
+    ds_lineage = f"/lineage/dataset/{quote(ds_ns, safe='')}/{quote(ds_name, safe='')}"
     pages = [
         ("home", "/"),
-        ("jobs", "/jobs"),
         ("datasets", "/datasets"),
         ("events", "/events"),
-        ("dataset-lineage", f"/lineage/dataset/{quote(ds_ns, safe='')}/{quote(ds_name, safe='')}"),
+        ("dataset-lineage", ds_lineage),
         ("job-lineage", f"/lineage/job/{quote(job_ns, safe='')}/{quote(job_name, safe='')}"),
         (
             "column-level",
@@ -156,7 +156,14 @@ def drive(url: str, args: argparse.Namespace, shots: Path) -> list[dict[str, Any
     ]
     if args.failed_job:
         ns, name = args.failed_job
-        pages.append(("failed-run", f"/lineage/job/{quote(ns, safe='')}/{quote(name, safe='')}"))
+        # The job's drawer (its runs, the failed one's error, its facets), as a click on
+        # the node opens it: the lineage page's ?tableLevelNode=.
+        node = quote(f"job:{ns}:{name}", safe="")
+        lineage = f"/lineage/job/{quote(ns, safe='')}/{quote(name, safe='')}"
+        pages.append(("failed-run", lineage))
+        pages.append(("failed-run-drawer", f"{lineage}?tableLevelNode={node}"))
+    node = quote(f"dataset:{ds_ns}:{ds_name}", safe="")
+    pages.append(("dataset-drawer", f"{ds_lineage}?tableLevelNode={node}"))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -165,6 +172,19 @@ def drive(url: str, args: argparse.Namespace, shots: Path) -> list[dict[str, Any
             page.goto(url + path, wait_until="load")
             page.wait_for_timeout(SETTLE_MS)
             page.screenshot(path=str(shots / f"{name}.png"))
+        # The jobs page, by its link in the side bar: marquez-web's own server does not
+        # serve /jobs to a browser asking for it directly (setupProxy.js lists the other
+        # pages' paths, not that one), so it is reached as a user does, from another page.
+        page.goto(url + "/", wait_until="load")
+        page.wait_for_timeout(SETTLE_MS)
+        page.locator('a[href="/jobs"]').first.click()
+        page.wait_for_timeout(SETTLE_MS)
+        page.screenshot(path=str(shots / "jobs.png"))
+        # The namespace picker: the job's namespace picked.
+        page.locator("#namespace-select").click()
+        page.get_by_role("option", name=job_ns, exact=True).click()
+        page.wait_for_timeout(SETTLE_MS)
+        page.screenshot(path=str(shots / "jobs-picked.png"))
         # Search: the bar on every page, opened with Ctrl+K as a user does.
         page.goto(url + "/datasets", wait_until="load")
         page.keyboard.press("Control+k")
@@ -177,7 +197,7 @@ def drive(url: str, args: argparse.Namespace, shots: Path) -> list[dict[str, Any
             "${encodeURIComponent(name)}/tags/PII`, {method: 'POST'})",
             [ds_ns, ds_name],
         )
-        page.goto(url + pages[4][1], wait_until="load")
+        page.goto(url + ds_lineage, wait_until="load")
         page.wait_for_timeout(SETTLE_MS)
         page.screenshot(path=str(shots / "tagged.png"))
         browser.close()
