@@ -72,7 +72,7 @@ def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
         "sourceName": source_name(node, facets),
         "fields": fields_json(facets.get("schema"), fields_tags),
         "tags": tags,
-        "lastModifiedAt": (writer.ended_text or writer.started_text) if writer else None,
+        "lastModifiedAt": instant(writer.ended_key or writer.started_key) if writer else None,
         "lastLifecycleState": lifecycle,
         "description": facet_text(facets, "documentation", "description"),
         "currentVersion": dataset_version(
@@ -173,10 +173,11 @@ def _latest_writer(graph: Graph, members: list[DatasetId]) -> RunRow | None:
     return rows[0] if rows else None
 
 
-def version_json(graph: Graph, node: DatasetId, row: RunRow | None) -> dict[str, Any]:
+def version_json(
+    graph: Graph, node: DatasetId, row: RunRow | None, base: dict[str, Any]
+) -> dict[str, Any]:
     """Marquez's DatasetVersion: what run ``row`` wrote (None: the dataset as first
-    seen, which no run wrote)."""
-    base = dataset_json(graph, node)
+    seen, which no run wrote); ``base`` is the dataset's ``dataset_json``."""
     version = dataset_version(node.namespace, node.name, row.run_id if row else "")
     sent: dict[str, Any] = base["facets"]
     created = base["createdAt"]
@@ -255,10 +256,15 @@ class DatasetRoutes:
             limit, offset = paging(request)
             total = _writer_count(graph, node)
             if total == 0:  # the one version of a dataset no run wrote
-                versions = [version_json(graph, node, None)][offset : offset + limit]
+                versions = [version_json(graph, node, None, dataset_json(graph, node))]
+                versions = versions[offset : offset + limit]
                 return {"totalCount": 1, "versions": versions}
             rows = _writers(graph, node, offset, limit)
-            return {"totalCount": total, "versions": [version_json(graph, node, r) for r in rows]}
+            base = dataset_json(graph, node)
+            return {
+                "totalCount": total,
+                "versions": [version_json(graph, node, r, base) for r in rows],
+            }
 
         return await answer(self.store, work)
 
@@ -274,9 +280,9 @@ class DatasetRoutes:
             for (run_id,) in writers:
                 if dataset_version(node.namespace, node.name, str(run_id)) == wanted:
                     row = reader.rows(RunRow, ("run_id",), [(run_id,)])[0]
-                    return version_json(graph, node, row)
+                    return version_json(graph, node, row, dataset_json(graph, node))
             if not writers and wanted == dataset_version(node.namespace, node.name, ""):
-                return version_json(graph, node, None)
+                return version_json(graph, node, None, dataset_json(graph, node))
             raise not_found(f"Dataset version '{wanted}' not found.")
 
         return await answer(self.store, work)
