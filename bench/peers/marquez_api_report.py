@@ -40,12 +40,19 @@ def _speed(report: dict[str, Any]) -> list[str]:
     for name, group in report["speed"].items():
         for side, label in SIDES:
             s = group[side]
+            if s.get("timed_out") is not None:
+                asked = s["timed_out"].get("nodeId", s["timed_out"])
+                lines.append(
+                    f"| {group['title']} | {label} | no answer in 60 s (asked of {asked};"
+                    " not asked again) | - | - | - |"
+                )
+                continue
             not_ok = f" (not 200: {s['not_200']})" if s["not_200"] else ""
             lines.append(
                 f"| {group['title']} | {label} | {_ms(s['p50_ms'])} / {_ms(s['p99_ms'])}{not_ok}"
                 f" | {s['calls']} | {s['median_bytes']:,.0f} | {s['others_busy_cores_before']} |"
             )
-        m, c, n = (group[k]["p50_ms"] for k in ("marquez", "compat", "native"))
+        m, c, n = (group[k].get("p50_ms") for k in ("marquez", "compat", "native"))
         ratios.append(f"| {name} | {_ratio(c, m)} | {_ratio(c, n)} |")
     return [*lines, *ratios, ""]
 
