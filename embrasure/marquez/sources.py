@@ -1,16 +1,30 @@
 """Marquez's sources (``GET /api/v1/sources``, ``/api/v1/sources/{source}``, its
 SourceResource; docs/marquez.md#sources-and-tags).
 
-Marquez makes a source per OpenLineage dataset namespace (named by the ``datasource``
-facet when a dataset carries one). Here every namespace that holds a dataset is a
-source: ``name`` and ``connectionUrl`` the namespace, ``type`` its URI scheme in capitals
-(``POSTGRES``, ``S3``; ``DEFAULT`` without one), times those of the namespace. The
-``datasource`` facet's own name is served on each dataset as ``sourceName``
-(datasets.py), not listed here: listing it would read every dataset's facets.
+Marquez records a source for each OpenLineage dataset it reads: the ``datasource``
+facet's name and URI (OpenLineage DatasourceDatasetFacet 1-0-0), or one source named
+``default`` for every dataset without the facet. Here a dataset's source is what its
+Dataset answers as ``sourceName`` (datasets.py ``source_name``): the facet's name, else
+the dataset's namespace, so that every ``sourceName`` a client reads can be looked up
+here. A source is listed while a shown dataset names it:
+
+- ``connectionUrl``: the facet's ``uri`` (the first by value when the datasets naming
+  the source disagree), else the namespace;
+- ``type``: the connection URL's scheme in capitals (``POSTGRES``, ``S3``; ``DEFAULT``
+  without one). Marquez answers ``POSTGRESQL`` for every source an OpenLineage event
+  made, which says nothing;
+- ``createdAt``, ``updatedAt``: the first and last eventTime of the namespaces its
+  datasets are in (GraphReader.namespace_spans), as a namespace's;
+- ``description``: null (OpenLineage has no source description).
+
+A listing reads every dataset's ``datasource`` facet (a key lookup each): the route is
+for clients' occasional listing (marquez-python ``list_sources``), not a page marquez-web
+polls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -18,36 +32,72 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez.http import not_found, route
-from embrasure.marquez.model import instant, paging
-from embrasure.query.hidden import Hidden
+from embrasure.marquez.model import facet_text, instant, paging
+from embrasure.model import DatasetId
+from embrasure.projector.graph_rows import entity
+from embrasure.query.facets import facets_of_groups
+from embrasure.query.graph import Graph
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
+from embrasure.store.rows import DatasetRow
 from embrasure.web.auth import requires
 from embrasure.web.responses import answer
 
-MAX_SOURCES = 100_000
+FACET = "datasource"
+BATCH = 1000  # dataset nodes whose facets one read asks for
 
 
 def source_jsons(reader: GraphReader) -> list[dict[str, Any]]:
-    hidden = Hidden.of(reader).namespaces
+    """Every source a shown dataset names, as Marquez's Source, by name."""
+    graph = Graph(reader)
+    urls: dict[str, set[str]] = {}
+    namespaces: dict[str, set[str]] = {}
+    for node, facets in _datasources(graph):
+        named = facet_text(facets, FACET, "name")
+        # As datasets.source_name: the facet's name, else the namespace.
+        name = named or node.namespace
+        url = (facet_text(facets, FACET, "uri") or "") if named else node.namespace
+        urls.setdefault(name, set()).add(url)
+        namespaces.setdefault(name, set()).add(node.namespace)
     spans = {s.namespace: s for s in reader.namespace_spans()}
     out = []
-    for row in reader.namespaces(None, MAX_SOURCES):
-        if not row.datasets or row.namespace in hidden:
-            continue
-        scheme, sep, _ = row.namespace.partition("://")
-        span = spans.get(row.namespace)
+    for name in sorted(urls):
+        url = min((u for u in urls[name] if u), default="")
+        scheme, sep, _ = url.partition("://")
+        known = [spans[n] for n in namespaces[name] if n in spans]
+        first = [s.first_key for s in known if s.first_key]
+        last = [s.last_key for s in known if s.last_key]
         out.append(
             {
                 "type": scheme.upper() if sep and scheme else "DEFAULT",
-                "name": row.namespace,
-                "createdAt": instant(span.first_key) if span else None,
-                "updatedAt": instant(span.last_key) if span else None,
-                "connectionUrl": row.namespace,
+                "name": name,
+                "createdAt": instant(min(first)) if first else None,
+                "updatedAt": instant(max(last)) if last else None,
+                "connectionUrl": url,
                 "description": None,
             }
         )
     return out
+
+
+def _datasources(graph: Graph) -> list[tuple[DatasetId, dict[str, Any]]]:
+    """Each shown dataset node with its facets, of which only ``datasource``."""
+    sent = [DatasetId(r.ns, r.name) for r in graph.reader.rows(DatasetRow)]
+    canonical = graph.ids.canonical(sent)
+    nodes = [d for d in sent if canonical[d] == d]
+    hidden = graph.hidden.datasets_hidden(nodes)
+    shown = [d for d in nodes if d not in hidden]
+    out: list[tuple[DatasetId, dict[str, Any]]] = []
+    for start in range(0, len(shown), BATCH):
+        out += _facets(graph, shown[start : start + BATCH])
+    return out
+
+
+def _facets(graph: Graph, nodes: Sequence[DatasetId]) -> list[tuple[DatasetId, dict[str, Any]]]:
+    members = graph.ids.members(nodes)
+    groups = {n: [entity("dataset", m.namespace, m.name) for m in members[n]] for n in nodes}
+    found = facets_of_groups(graph.reader, groups, names=[FACET])
+    return [(node, found[node]) for node in nodes]
 
 
 class SourceRoutes:

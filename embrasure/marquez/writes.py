@@ -13,9 +13,17 @@ Soft delete is the admin hide (docs/operations.md#hiding-datasets-jobs-and-names
 answered, as Marquez does, with the entity as it was. Marquez un-deletes an entity on
 its next event; a hide lasts until an unhide (``POST /api/v1/admin/unhide``).
 
-A field's tag is stored in capitals, as Marquez stores it. The writes need the ``admin``
-scope once tokens exist (docs/security.md); with none, on loopback, they are open, as
-Marquez's are.
+A tag is stored under the dataset node's canonical identity, whichever identity the
+path names; an untag writes an entry for every identity of the node that carries the tag
+(a symlink may have joined identities tagged apart), so the node loses it. A field's tag
+is stored in capitals, as Marquez stores it, and names a field of the dataset's current
+schema (404 otherwise, as Marquez's ``Field '…' not found``). ``PUT /tags/{tag}`` without
+a description keeps the tag's (Marquez's upsert does): the entry carries the description
+settled on when it was written.
+
+The writes need the ``admin`` scope once tokens exist (docs/security.md): they change
+what every reader sees. With none (the server then binds loopback only, or was told
+``--insecure``) they are open, as Marquez's are; marquez-web sends no token.
 """
 
 from __future__ import annotations
@@ -37,9 +45,9 @@ from embrasure.marquez.jobs import find_job, job_json
 from embrasure.marquez.model import paging
 from embrasure.marquez.namespaces import namespace_jsons
 from embrasure.model import DatasetId, JobId, utc_now
-from embrasure.projector.admin import MAX_TAG, AdminEntry
+from embrasure.projector.admin import MAX_REASON, MAX_TAG, AdminEntry
 from embrasure.query.graph import Graph
-from embrasure.query.tags import definitions
+from embrasure.query.tags import definitions, holders
 from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
@@ -111,16 +119,12 @@ class WriteRoutes:
 
     async def define_tag(self, request: Request) -> Response:
         name = _tag(request.path_params["tag"])
-        body = await read_body(request, MAX_BODY, self.body_seconds)
-        description = None
-        if body.strip():
-            try:
-                doc = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise bad_request(f"the body is not JSON: {exc}") from None
-            description = doc.get("description") if isinstance(doc, dict) else None
-            if description is not None and not isinstance(description, str):
-                raise bad_request("description must be a string")
+        description = _description(await read_body(request, MAX_BODY, self.body_seconds))
+        if description is None:
+            # Marquez keeps a tag's description when a PUT gives none (its TagDao upsert
+            # without one). The entry carries the description it settles on, so the
+            # projection needs no rule of its own for a missing one.
+            description = await read(self.store, lambda r: definitions(r).get(name))
         entry = self._entry(request, "tag", "tag", "", name, tag=name, description=description)
         return await self._write(
             request, [entry], lambda r: {"name": name, "description": definitions(r).get(name)}
@@ -131,15 +135,26 @@ class WriteRoutes:
 
     async def _tag_dataset(self, request: Request, action: str) -> Response:
         p = request.path_params
-        node = await read(self.store, lambda r: _dataset(r, p["namespace"], p["dataset"]))
-        field = p.get("field")
+        field: str = p.get("field") or ""
         tag = _tag(p["tag"])
-        if field is not None:
+        if field:
             tag = tag.upper()  # Marquez's field tags are in capitals (DatasetResource)
-            entry = self._entry(request, action, "field", *node, tag=tag, field=field)
-        else:
-            entry = self._entry(request, action, "dataset", *node, tag=tag)
-        return await self._write(request, [entry], lambda r: dataset_json(Graph(r), node))
+
+        def targets(reader: GraphReader) -> tuple[DatasetId, list[DatasetId]]:
+            node = _dataset(reader, p["namespace"], p["dataset"], field)
+            if action == "tag":
+                return node, [node]  # under the node's canonical identity
+            # Every identity that carries the tag, so that the node loses it (a symlink
+            # may have joined identities tagged apart; query/tags.py).
+            graph = Graph(reader)
+            return node, sorted({node, *holders(reader, graph.ids, node, tag, field)})
+
+        node, identities = await read(self.store, targets)
+        kind = "field" if field else "dataset"
+        entries = [
+            self._entry(request, action, kind, *i, tag=tag, field=field or None) for i in identities
+        ]
+        return await self._write(request, entries, lambda r: dataset_json(Graph(r), node))
 
     async def tag_job(self, request: Request) -> Response:
         p = request.path_params
@@ -188,11 +203,36 @@ class WriteRoutes:
         return await self._write(request, [entry], lambda r: was)
 
 
-def _dataset(reader: GraphReader, namespace: str, name: str) -> DatasetId:
+def _dataset(reader: GraphReader, namespace: str, name: str, field: str = "") -> DatasetId:
+    """The node a path names, and with ``field`` one of its fields: 404 as Marquez says.
+    A field is one of the dataset's current schema's (the fields its Dataset lists);
+    Marquez knows every field any version had."""
     graph = Graph(reader)
     if not any(n["name"] == namespace for n in namespace_jsons(reader)):
         raise not_found(f"Namespace '{namespace}' not found.")
-    return find_dataset(graph, namespace, name)
+    node = find_dataset(graph, namespace, name)
+    if field and field not in {f["name"] for f in dataset_json(graph, node)["fields"]}:
+        raise not_found(f"Field '{field}' not found for dataset '{name}'.")
+    return node
+
+
+def _description(body: bytes) -> str | None:
+    """The description of a ``PUT /tags/{tag}`` body (Marquez's TagDescription):
+    ``{"description": …}``, or an empty body for none."""
+    if not body.strip():
+        return None
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"the body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise bad_request('the body is a JSON object: {"description": …}')
+    description = doc.get("description")
+    if description is not None and (
+        not isinstance(description, str) or len(description) > MAX_REASON
+    ):
+        raise bad_request(f"description must be a string of at most {MAX_REASON} characters")
+    return description
 
 
 def _tag(name: str) -> str:

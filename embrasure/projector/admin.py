@@ -11,7 +11,9 @@ Hiding is not deleting: the entity's events are still projected, and its node, e
 runs are kept, only left out of what the read API serves (query/hidden.py). The
 latest entry for an entity, by log position, decides. Each hidden row keeps the position
 of the entry that set it, and a merge takes the later one (schema.MERGES), so
-projectors committing out of log order (PostgreSQL) reach the same table.
+projectors committing out of log order (PostgreSQL) reach the same table. Tag entries
+fill the ``tags`` table by the same rule, one row per (kind, namespace, name, field,
+tag); how the Marquez port reads them is query/tags.py.
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ MAX_REASON = 1000  # characters
 
 @dataclasses.dataclass(frozen=True)
 class AdminEntry:
-    """One hide or unhide, as stored in the log (``to_json``) and read back (``parse``)."""
+    """One hide, unhide, tag or untag, as stored in the log (``to_json``) and read back
+    (``parse``). Entries stored before tags have no ``tag``, ``field`` or ``description``
+    keys: they read as None."""
 
-    action: str  # hide / unhide
-    kind: str  # dataset / job / namespace
+    action: str  # hide / unhide / tag / untag
+    kind: str  # hide, unhide: dataset / job / namespace; tag, untag: TAG_KINDS
     namespace: str
     name: str  # '' for a namespace
     at: str  # when the admin asked: RFC 3339 UTC

@@ -3,7 +3,9 @@ docs/marquez.md#sources-and-tags), as one request's reads see them: the ``tags``
 the projector writes from administrative entries (projector/admin.py).
 
 A dataset's tags are those put on any of its identities (symlinked identities are one
-node, tagged through whichever name the user had), a field's likewise.
+node, tagged through whichever name the user had), a field's likewise. The routes store
+a tag under the node's canonical identity (marquez/writes.py), so this union matters only
+when a symlink joins two nodes that were tagged apart: the node keeps both sets.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ def field_tags(
 
 
 def definitions(reader: GraphReader) -> dict[str, str | None]:
-    """Every tag defined or in use, with its description (None: none given)."""
+    """Every tag defined or ever put on something, with its description (None: none
+    given), by name. Marquez creates a tag when it is first put on something and keeps it
+    when it is taken off (its TagDao upserts and never deletes), and marquez-web offers
+    the tags it lists to pick from: a tag taken off its last dataset stays pickable."""
     out: dict[str, str | None] = {}
     for row in reader.rows(TagRow):
         if row.kind == "tag":
-            if row.present:
-                out[row.tag] = row.description
-        elif row.present:
+            out[row.tag] = row.description
+        else:
             out.setdefault(row.tag, None)
     return dict(sorted(out.items()))
 
@@ -63,3 +67,17 @@ def _owners(
     nodes = [DatasetId(*k) for k in keys]
     members = ids.members(nodes)
     return {(m.namespace, m.name): (n.namespace, n.name) for n in nodes for m in members[n]}
+
+
+def holders(
+    reader: GraphReader, ids: Resolver, node: DatasetId, tag: str, field: str = ""
+) -> list[DatasetId]:
+    """The identities of a dataset node that carry ``tag`` (on ``field`` when given):
+    an untag writes an entry for each, so that the node loses the tag whichever
+    identity it was put on."""
+    kind = "field" if field else "dataset"
+    members = ids.members([node])[node]
+    rows = reader.rows(TagRow, ("kind", "ns", "name"), [(kind, *m) for m in members])
+    return sorted(
+        DatasetId(r.ns, r.name) for r in rows if r.present and r.tag == tag and r.field == field
+    )

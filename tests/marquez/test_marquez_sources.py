@@ -1,0 +1,81 @@
+"""Marquez's sources on the Marquez port (embrasure/marquez/sources.py,
+docs/marquez.md#sources-and-tags): a source per ``datasource`` facet name, else per
+namespace, so that every dataset's ``sourceName`` is a source; on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from starlette.testclient import TestClient
+
+from graph_api import ORDERS, REPORT, Api, at, ds, facet, run_event, run_id
+
+LAKE = ("s3://lake", "raw/orders")
+SPARK_TMP = ("file", "/tmp/report")
+
+
+def datasource(name: str, uri: str | None = None) -> dict[str, Any]:
+    fields = {"name": name} | ({"uri": uri} if uri else {})
+    return facet("DatasourceDatasetFacet", "1-0-0", **fields)
+
+
+def load(api: Api) -> None:
+    """orders and the report in postgres://db:5432, the first naming its source; a
+    lake file and a local file, neither naming one."""
+    api.ingest(
+        run_event(
+            "COMPLETE",
+            "daily",
+            run_id(1),
+            at(9),
+            inputs=[
+                ds(*ORDERS, datasource=datasource("shop", "postgres://db:5432/shop")),
+                ds(*LAKE),
+            ],
+            outputs=[ds(*REPORT), ds(*SPARK_TMP)],
+        )
+    )
+
+
+def get(marquez: TestClient, url: str, status: int = 200) -> Any:
+    r = marquez.get(url)
+    assert r.status_code == status, r.text
+    return r.json()
+
+
+def test_sources_are_the_datasource_facets_and_namespaces(api: Api, marquez: TestClient) -> None:
+    load(api)
+    sources = get(marquez, "/api/v1/sources")["sources"]
+    assert [(s["name"], s["type"], s["connectionUrl"]) for s in sources] == [
+        ("file", "DEFAULT", "file"),
+        ("postgres://db:5432", "POSTGRES", "postgres://db:5432"),  # the report's
+        ("s3://lake", "S3", "s3://lake"),
+        ("shop", "POSTGRES", "postgres://db:5432/shop"),
+    ]
+    assert all(s["createdAt"] and s["updatedAt"] and s["description"] is None for s in sources)
+    assert get(marquez, "/api/v1/sources/shop") == sources[-1]
+    assert get(marquez, f"/api/v1/sources/{quote('s3://lake', safe='')}")["type"] == "S3"
+    assert get(marquez, "/api/v1/sources?limit=2&offset=1")["sources"] == sources[1:3]
+    missing = get(marquez, "/api/v1/sources/nothing", 404)
+    assert missing == {"code": 404, "message": "Source 'nothing' not found."}
+
+
+def test_every_datasets_source_name_is_a_source(api: Api, marquez: TestClient) -> None:
+    load(api)
+    names = {s["name"] for s in get(marquez, "/api/v1/sources")["sources"]}
+    for namespace in get(marquez, "/api/v1/namespaces")["namespaces"]:
+        ns = quote(namespace["name"], safe="")
+        for dataset in get(marquez, f"/api/v1/namespaces/{ns}/datasets")["datasets"]:
+            assert dataset["sourceName"] in names
+
+
+def test_a_source_goes_with_its_last_shown_dataset(api: Api, marquez: TestClient) -> None:
+    load(api)
+    api.client.post(
+        "/api/v1/admin/hide", json={"type": "dataset", "namespace": ORDERS[0], "name": ORDERS[1]}
+    )
+    api.project()
+    names = [s["name"] for s in get(marquez, "/api/v1/sources")["sources"]]
+    assert names == ["file", "postgres://db:5432", "s3://lake"]
+    get(marquez, "/api/v1/sources/shop", 404)
