@@ -19,7 +19,7 @@ import http
 import os
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -37,6 +37,19 @@ LOCAL_BASE = "http://embrasure.local"
 POLL_SECONDS = 0.1
 
 Params = Mapping[str, str | int | None]
+# How many requests ``request_many`` has in flight at once.
+CONCURRENT_REQUESTS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One request of ``Client.request_many``."""
+
+    method: str
+    path: str
+    params: Params | None = None
+    content: bytes | None = None
+    headers: Mapping[str, str] | None = None
 
 
 class ClientError(EmbrasureError):
@@ -100,6 +113,16 @@ class Client(abc.ABC):
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
         """Send one request; raise ClientError only when no answer came back."""
+
+    def request_many(self, requests: Sequence[Request]) -> list[Reply]:
+        """Send ``requests`` together, up to CONCURRENT_REQUESTS at a time, and return
+        their replies in the same order. Deliveries that arrive together are committed
+        together by the receiver's group commit (docs/receiver.md), one fsync for many,
+        where one at a time each waits for its own."""
+        return [
+            self.request(r.method, r.path, params=r.params, content=r.content, headers=r.headers)
+            for r in requests
+        ]
 
     @abc.abstractmethod
     def wait_for_projection(self, delivery_id: str, timeout: float) -> bool:
@@ -183,6 +206,17 @@ class HttpClient(Client):
         except httpx.HTTPError as exc:
             raise ClientError(f"request to {self.target} failed: {exc}") from None
         return Reply(r.status_code, r.headers, r.content)
+
+    def request_many(self, requests: Sequence[Request]) -> list[Reply]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(r: Request) -> Reply:
+            return self.request(
+                r.method, r.path, params=r.params, content=r.content, headers=r.headers
+            )
+
+        with ThreadPoolExecutor(min(CONCURRENT_REQUESTS, max(len(requests), 1))) as pool:
+            return list(pool.map(one, requests))
 
     def where(self, path: str) -> str:
         return f"{self.target}{path}"
@@ -288,6 +322,22 @@ class LocalClient(Client):
             )
         )
         return Reply(r.status_code, r.headers, r.content)
+
+    def request_many(self, requests: Sequence[Request]) -> list[Reply]:
+        http = self._http
+        assert http is not None
+        slots = asyncio.Semaphore(CONCURRENT_REQUESTS)
+
+        async def one(r: Request) -> httpx.Response:
+            async with slots:
+                return await http.request(
+                    r.method, r.path, params=_clean(r.params), content=r.content, headers=r.headers
+                )
+
+        async def every() -> list[httpx.Response]:
+            return await asyncio.gather(*(one(r) for r in requests))
+
+        return [Reply(r.status_code, r.headers, r.content) for r in self._runner.run(every())]
 
     def where(self, path: str) -> str:
         return f"{path} on --db {self.target}"

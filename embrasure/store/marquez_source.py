@@ -12,6 +12,11 @@ Marquez that goes on writing meanwhile only adds rows after the position, which 
 run picks up. ``ctid`` moves only if the table is rewritten (VACUUM FULL, CLUSTER); the
 import is idempotent, so a rerun from the start after that is safe, if slower.
 
+A row's ``created_at`` is its transaction's start (``now()``), not its commit: a row
+whose INSERT committed a moment after a later-stamped one was read is behind the
+position once it shows. So a rerun starts ``Position.rewound`` (a minute before the kept
+``created_at``) and sends that minute again, as duplicates, and the late row with it.
+
 jsonb keeps neither the producer's key order nor its whitespace: the bytes imported are
 ``event::text``, PostgreSQL's rendering of the value. Embrasure identifies an event by
 its canonical JSON (docs/projection.md), which jsonb does not change, so an event also
@@ -52,6 +57,13 @@ class Position:
             "ctid": self.ctid,
         }
 
+    def rewound(self, by: datetime.timedelta) -> Position:
+        """Where a rerun starts: ``by`` before this position's ``created_at`` (the
+        undated rows have no later writers: they start where they were)."""
+        if self.created_at is None:
+            return self
+        return Position(self.created_at - by, "(0,0)")  # (0,0): before any row's ctid
+
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Position:
         created = doc.get("created_at")
@@ -59,7 +71,12 @@ class Position:
 
 
 class NotMarquez(Exception):
-    """The database has no ``lineage_events`` table."""
+    """The database has no ``lineage_events`` table, or not Marquez 0.50's."""
+
+
+def _one_line(exc: psycopg.Error) -> str:
+    # libpq's message is several lines (a hint on its own): one line, as the CLI says.
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 _COLUMNS = "created_at, ctid::text, event_time, event::text"
@@ -72,17 +89,38 @@ class MarquezSource:
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            # libpq's message is several lines (a hint on its own): one line, as the CLI says.
-            why = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-            raise StoreUnavailable(f"cannot connect to the Marquez database: {why}") from exc
-        row = self.conn.execute("SELECT to_regclass('lineage_events') IS NOT NULL").fetchone()
-        if not row or not row[0]:
+            raise StoreUnavailable(
+                f"cannot connect to the Marquez database: {_one_line(exc)}"
+            ) from exc
+        columns = {
+            name
+            for (name,) in self._rows(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass('lineage_events')"
+                " AND attnum > 0 AND NOT attisdropped"
+            )
+        }
+        if not columns:
             self.conn.close()
             raise NotMarquez("it has no lineage_events table: not a Marquez database")
+        if not {"event", "created_at"} <= columns:
+            self.conn.close()
+            raise NotMarquez(
+                "its lineage_events has no created_at column (added by Marquez's migration"
+                " V54): upgrade Marquez first"
+            )
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """One statement, its own short transaction (autocommit); a failure, the
+        connection lost among them, as one line."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                f"reading the Marquez database failed: {_one_line(exc)}"
+            ) from exc
 
     def count(self) -> int:
-        row = self.conn.execute("SELECT COUNT(*) FROM lineage_events").fetchone()
-        return int(row[0]) if row else 0
+        return int(self._rows("SELECT COUNT(*) FROM lineage_events")[0][0])
 
     def count_after(self, after: Position | None) -> int:
         """How many rows come after ``after`` (all of them when None)."""
@@ -92,14 +130,14 @@ class MarquezSource:
             sql = (
                 "SELECT COUNT(*) FROM lineage_events WHERE created_at IS NOT NULL OR ctid > %s::tid"
             )
-            row = self.conn.execute(sql, (after.ctid,)).fetchone()
+            args: tuple[Any, ...] = (after.ctid,)
         else:
             sql = (
                 "SELECT COUNT(*) FROM lineage_events WHERE created_at IS NOT NULL"
                 " AND (created_at, ctid) > (%s, %s::tid)"
             )
-            row = self.conn.execute(sql, (after.created_at, after.ctid)).fetchone()
-        return int(row[0]) if row else 0
+            args = (after.created_at, after.ctid)
+        return int(self._rows(sql, args)[0][0])
 
     def page(self, after: Position | None, limit: int) -> list[MarquezRow]:
         """Up to ``limit`` rows after ``after``, in the module's order."""
@@ -111,7 +149,7 @@ class MarquezSource:
                 + " ORDER BY ctid LIMIT %s"
             )
             args: tuple[Any, ...] = (after.ctid, limit) if after is not None else (limit,)
-            rows = [MarquezRow._make(r) for r in self.conn.execute(sql, args)]
+            rows = [MarquezRow._make(r) for r in self._rows(sql, args)]
             if len(rows) == limit:
                 return rows
             after = None  # the undated rows are done: the dated ones from their start
@@ -121,7 +159,7 @@ class MarquezSource:
             sql += " AND (created_at, ctid) > (%s, %s::tid)"
             args = (after.created_at, after.ctid)
         sql += " ORDER BY created_at, ctid LIMIT %s"
-        rows += [MarquezRow._make(r) for r in self.conn.execute(sql, (*args, limit - len(rows)))]
+        rows += [MarquezRow._make(r) for r in self._rows(sql, (*args, limit - len(rows)))]
         return rows
 
     def pages(self, after: Position | None, limit: int) -> Iterator[list[MarquezRow]]:
