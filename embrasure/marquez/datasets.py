@@ -309,10 +309,11 @@ def listed_datasets(graph: Graph, namespace: str) -> list[DatasetId]:
 
 
 def namespace_known(reader: GraphReader, namespace: str) -> bool:
-    """Whether any dataset or job is in the namespace, and it is not hidden."""
+    """Whether any dataset or job is in the namespace, and it is not hidden; Marquez's
+    ``default`` always is (marquez/namespaces.py)."""
     if namespace in Hidden.of(reader).namespaces:
         return False
-    return bool(
+    return namespace == "default" or bool(
         reader.page(DatasetRow, None, 1, namespace) or reader.page(JobRow, None, 1, namespace)
     )
 

@@ -7,7 +7,8 @@ sent them, read back from Embrasure's log, filtered on eventTime (``after`` ≤ 
 Marquez defaults ``before`` to 2030-01-01 and ``after`` to 1970-01-01; here either end is
 open when not given, so an event dated after 2029 is listed too. An event without an
 eventTime (Embrasure keeps it, docs/projection.md#validation) is in no time range, as in
-Marquez, which refuses it.
+Marquez, which refuses it. JobEvents and DatasetEvents are counted in ``totalCount`` but
+not listed, as Marquez does (marquez-web reads each listed event's ``run``).
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ class EventRoutes:
         def work(reader: GraphReader) -> Any:
             limit, offset = paging(request)
             places = reader.events(after, before, None, limit, direction == "desc", offset)
+            documents = raw_events.documents(reader, self.archived, places)
             return {
-                "events": raw_events.documents(reader, self.archived, places),
+                # Marquez lists RunEvents only (its LineageEvent), and counts them all:
+                # marquez-web reads every listed event's run.runId, and a JobEvent's
+                # absence left its events page blank.
+                "events": [d for d in documents if isinstance(d, dict) and "run" in d],
                 "totalCount": reader.count_events(after, before),
             }
 

@@ -26,23 +26,27 @@ from embrasure.web.responses import answer
 # Namespaces a listing reads at most: Marquez lists with limit/offset, and the graph's
 # namespaces are few (a handful per platform), so one read serves any page.
 MAX_NAMESPACES = 100_000
+# Marquez always has this namespace (its migrations create it), and marquez-web opens on
+# it: its datasets and jobs pages ask for /namespaces/default/… before any other.
+DEFAULT = "default"
 
 
 def namespace_jsons(reader: GraphReader) -> list[dict[str, Any]]:
-    """Every shown namespace as Marquez's Namespace, by name."""
+    """Every shown namespace as Marquez's Namespace, by name, ``default`` among them
+    (empty unless producers use it)."""
     hidden = Hidden.of(reader).namespaces
     spans = {s.namespace: s for s in reader.namespace_spans()}
+    names = {row.namespace for row in reader.namespaces(None, MAX_NAMESPACES)} | {DEFAULT}
+    # An unused default is dated by the graph's first edge, as if made before it.
+    first = min((s.first_key for s in spans.values() if s.first_key), default=None)
     out = []
-    for row in reader.namespaces(None, MAX_NAMESPACES):
-        if row.namespace in hidden:
-            continue
-        span = spans.get(row.namespace)
-        created = instant(span.first_key) if span else None
+    for name in sorted(names - hidden):
+        span = spans.get(name)
         out.append(
             {
-                "name": row.namespace,
-                "createdAt": created,
-                "updatedAt": instant(span.last_key) if span else None,
+                "name": name,
+                "createdAt": instant(span.first_key if span else first),
+                "updatedAt": instant(span.last_key if span else first),
                 "ownerName": "anonymous",
                 "description": None,
                 "isHidden": False,

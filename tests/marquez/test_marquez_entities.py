@@ -44,7 +44,9 @@ def test_namespaces_list_what_the_graph_names(api: Api, marquez: TestClient) -> 
     api.ingest(daily_run(1, time=at(9)), daily_run(2, time=at(11)))
     body = get(marquez, "/namespaces")
     names = [n["name"] for n in body["namespaces"]]
-    assert names == sorted({ORDERS[0], REPORT[0], "spark"})
+    # Marquez's default namespace is always there (marquez-web opens on it).
+    assert names == sorted({ORDERS[0], REPORT[0], "spark", "default"})
+    assert get(marquez, "/namespaces/default/datasets") == {"totalCount": 0, "datasets": []}
     spark = next(n for n in body["namespaces"] if n["name"] == "spark")
     assert spark == {
         "name": "spark",

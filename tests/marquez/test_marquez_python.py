@@ -73,7 +73,7 @@ def client(marquez_server: tuple[str, str]) -> MarquezClient:
 
 def test_namespaces(client: MarquezClient) -> None:
     names = [n["name"] for n in client.list_namespaces()["namespaces"]]
-    assert names == sorted({ORDERS[0], "spark"})
+    assert names == sorted({ORDERS[0], "spark", "default"})
     assert client.get_namespace(ORDERS[0])["name"] == ORDERS[0]  # "postgres://db:5432"
     with pytest.raises(errors.APIError):
         client.get_namespace("nowhere")
