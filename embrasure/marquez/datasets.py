@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez.http import not_found, route
-from embrasure.marquez.model import dataset_version, facet_text, instant, paging
+from embrasure.marquez.model import dataset_version, facet_text, instant, lifecycle_state, paging
 from embrasure.marquez.runs import run_json, shown_run
 from embrasure.model import DatasetId
 from embrasure.projector.graph_rows import entity
@@ -59,7 +59,7 @@ def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
     key = (node.namespace, node.name)
     tags = entity_tags(reader, graph.ids, "dataset", [key])[key]
     fields_tags = field_tags(reader, graph.ids, [key])[key]
-    lifecycle = facet_text(facets, "lifecycleStateChange", "lifecycleStateChange")
+    lifecycle = lifecycle_state(facets)
     dataset_type = facet_text(facets, "datasetType", "datasetType")
     return {
         "id": {"namespace": node.namespace, "name": node.name},
@@ -200,7 +200,7 @@ def version_json(
         "sourceName": source_name(node, sent) if sent else base["sourceName"],
         "fields": fields_json(sent.get("schema"), {}) if "schema" in sent else base["fields"],
         "tags": base["tags"],
-        "lifecycleState": facet_text(sent, "lifecycleStateChange", "lifecycleStateChange"),
+        "lifecycleState": lifecycle_state(sent),
         "description": facet_text(sent, "documentation", "description") or base["description"],
         "currentSchemaVersion": None,
         "createdByRun": run,

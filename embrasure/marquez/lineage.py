@@ -29,7 +29,7 @@ from embrasure.marquez import names
 from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset, source_name
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.jobs import job_jsons
-from embrasure.marquez.model import facet_text, instant, whole
+from embrasure.marquez.model import facet_text, instant, lifecycle_state, whole
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.facets import facets_of_groups
@@ -210,7 +210,7 @@ def _dataset_data(
             "tags": [],
             "lastModifiedAt": instant(written.get(d)),
             "description": facet_text(f, "documentation", "description"),
-            "lastLifecycleState": facet_text(f, "lifecycleStateChange", "lifecycleStateChange"),
+            "lastLifecycleState": lifecycle_state(f),
         }
     return out
 

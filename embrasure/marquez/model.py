@@ -127,3 +127,9 @@ def instant(key: str | None) -> str | None:
         if fraction[digits:] == "0" * (9 - digits):
             return f"{base}.{fraction[:digits]}Z" if digits else f"{base}Z"
     return f"{base}.{fraction}Z"
+
+
+def lifecycle_state(facets: dict[str, Any]) -> str:
+    """The lifecycleStateChange facet's state (OpenLineage LifecycleStateChangeDatasetFacet),
+    or "" when none was sent: Marquez answers "" there, not null (seen beside it)."""
+    return facet_text(facets, "lifecycleStateChange", "lifecycleStateChange") or ""

@@ -204,6 +204,7 @@ def test_dataset_fields_and_column_lineage(api: Api, marquez: TestClient) -> Non
     ]
     assert report["lastModifiedAt"] == "2026-11-30T09:00:00Z"
     assert report["deleted"] is False
+    assert report["lastLifecycleState"] == ""  # Marquez's, when no facet said one
     orders = get(marquez, f"/namespaces/{enc(ORDERS[0])}/datasets/{enc(ORDERS[1])}")
     assert orders["columnLineage"] is None
     assert get(marquez, f"/namespaces/{enc(ORDERS[0])}/datasets/nothing", 404) == {
