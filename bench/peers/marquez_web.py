@@ -26,11 +26,13 @@ browser against any Marquez API: Embrasure's ``serve --marquez-port`` or Marquez
   started on a new database of the local PostgreSQL and loaded with
   tests/marquez_web_platform.py's events; the dataset, jobs and day default to that
   platform's. Stopped, and its database dropped, afterwards.
+- ``embrasure``: the same against this checkout's ``serve --marquez-port`` on a new
+  SQLite file (how tests/data/marquez_web_requests.json is recorded).
 
 Run: ``.venv/bin/python bench/peers/marquez_web.py drive --marquez-source PATH
 --api http://127.0.0.1:5002 --dataset NS NAME --job NS NAME --failed-job NS NAME
 --column-dataset NS NAME --events-day YYYY-MM-DD --shots DIR --record FILE``, or
-``marquez --marquez-source PATH --shots DIR --record FILE``.
+``marquez --marquez-source PATH --shots DIR --record FILE`` (``embrasure`` likewise).
 """
 
 from __future__ import annotations
@@ -372,45 +374,75 @@ def drive(url: str, args: argparse.Namespace, shots: Path) -> tuple[Recorder, Wa
     return recorder, walk
 
 
-@contextlib.contextmanager
-def marquez_loaded(work: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Marquez itself (bench/peers/marquez_server.py) on a new database, with
-    tests/marquez_web_platform.py's events POSTed one at a time; the API's URL and the
-    drive's defaults for that platform."""
+def _platform() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """tests/marquez_web_platform.py's events, and the drive's defaults for them."""
     bench, tests = Path(__file__).resolve().parents[1], Path(__file__).resolve().parents[2]
     for folder in (bench, tests / "tests"):
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
-    import httpx
-
     from embrasure.cli import demo
-    from peers import marquez_server
 
     import marquez_web_platform as platform  # tests/marquez_web_platform.py
+
+    defaults = {
+        "dataset": list(platform.DATASET),
+        "job": list(platform.JOB),
+        "failed_job": list(platform.FAILED_JOB),
+        # Marquez draws a dataset's column graph from the columns it was made from: a
+        # source table (platform.DATASET) has an empty one.
+        "column_dataset": [demo.WAREHOUSE, "analytics.customers_masked"],
+        "events_day": demo.DAY,
+    }
+    return platform.events(), defaults
+
+
+@contextlib.contextmanager
+def marquez_loaded(work: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Marquez itself (bench/peers/marquez_server.py) on a new database, with the
+    platform's events POSTed one at a time; the API's URL and the drive's defaults."""
+    events, defaults = _platform()
+    import httpx
+
+    from peers import marquez_server
 
     with marquez_server.marquez_database(work) as db_url:
         server = marquez_server.start_marquez(work, db_url)
         try:
             with httpx.Client(base_url=server.url, timeout=60) as client:
-                for event in platform.events():
+                for event in events:
                     client.post("/api/v1/lineage", json=event).raise_for_status()
-            defaults = {
-                "dataset": list(platform.DATASET),
-                "job": list(platform.JOB),
-                "failed_job": list(platform.FAILED_JOB),
-                # Marquez draws a dataset's column graph from the columns it was made
-                # from: a source table (platform.DATASET) has an empty one.
-                "column_dataset": [demo.WAREHOUSE, "analytics.customers_masked"],
-                "events_day": demo.DAY,
-            }
             yield server.url, defaults
         finally:
             server.stop()
 
 
+@contextlib.contextmanager
+def embrasure_loaded(work: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``embrasure serve --marquez-port`` of this checkout on a new SQLite file, with the
+    platform's events POSTed as one batch and projected; the Marquez port's URL and the
+    drive's defaults."""
+    events, defaults = _platform()
+    import httpx
+    import servers  # bench/servers.py
+    import storage_sizes  # bench/storage_sizes.py
+
+    port = servers.free_port()
+    source = Path(__file__).resolve().parents[2]
+    server = servers.start_embrasure(
+        work, work / "embrasure.db", source, projector=True, extra=["--marquez-port", str(port)]
+    )
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            client.post("/api/v1/lineage/batch", json=events).raise_for_status()
+        storage_sizes.wait_projected(server.url, 60.0)
+        yield f"http://127.0.0.1:{port}", defaults
+    finally:
+        server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("command", choices=("build", "drive", "marquez"))
+    parser.add_argument("command", choices=("build", "drive", "marquez", "embrasure"))
     parser.add_argument("--marquez-source", type=Path, default=None, help=SOURCE_HELP)
     parser.add_argument("--api", default="http://127.0.0.1:5002", help="the Marquez API")
     parser.add_argument("--dataset", nargs=2, default=None, metavar=("NS", "NAME"))
@@ -443,9 +475,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with contextlib.ExitStack() as stack:
         api = args.api
-        if args.command == "marquez":
+        if args.command in ("marquez", "embrasure"):
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="marquez-web-")))
-            api, defaults = stack.enter_context(marquez_loaded(work))
+            loaded = marquez_loaded if args.command == "marquez" else embrasure_loaded
+            api, defaults = stack.enter_context(loaded(work))
             for key, value in defaults.items():
                 if getattr(args, key) is None:
                     setattr(args, key, value)

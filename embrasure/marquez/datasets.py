@@ -16,7 +16,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez.http import not_found, route
-from embrasure.marquez.model import dataset_version, facet_text, instant, lifecycle_state, paging
+from embrasure.marquez.model import (
+    dataset_version,
+    facet_text,
+    instant,
+    lifecycle_state,
+    paging,
+    schema_version,
+)
 from embrasure.marquez.runs import run_json, shown_run
 from embrasure.model import DatasetId
 from embrasure.projector.graph_rows import entity
@@ -50,7 +57,18 @@ def find_dataset(graph: Graph, namespace: str, name: str) -> DatasetId:
 
 
 def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
-    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of a canonical node."""
+    return dataset_jsons(graph, [node])[0]
+
+
+def dataset_jsons(graph: Graph, nodes: list[DatasetId]) -> list[dict[str, Any]]:
+    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of each canonical node."""
+    lineage = column_lineage_jsons(graph, nodes)
+    return [_dataset_json(graph, node, lineage[node]) for node in nodes]
+
+
+def _dataset_json(
+    graph: Graph, node: DatasetId, column_lineage: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     reader = graph.reader
     members = graph.ids.members([node])[node]
     facets = current_facets(reader, [entity("dataset", m.namespace, m.name) for m in members])
@@ -78,7 +96,7 @@ def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
         "currentVersion": dataset_version(
             node.namespace, node.name, writer.run_id if writer else ""
         ),
-        "columnLineage": column_lineage_json(graph, node),
+        "columnLineage": column_lineage,
         "facets": facets,
         "deleted": False,  # hidden datasets are not served (marquez/model.py)
     }
@@ -125,16 +143,28 @@ def transformation(klass: str | None, kind: str) -> tuple[str, str]:
 
 
 def column_lineage_json(graph: Graph, node: DatasetId) -> list[dict[str, Any]] | None:
-    """Marquez's ``columnLineage`` of a dataset: per field, the input fields it came from
-    (ColumnLineageService.enrichWithColumnLineage); None when it has none, as Marquez."""
-    members = graph.ids.members([node])[node]
+    return column_lineage_jsons(graph, [node])[node]
+
+
+def column_lineage_jsons(
+    graph: Graph, nodes: list[DatasetId]
+) -> dict[DatasetId, list[dict[str, Any]] | None]:
+    """Marquez's ``columnLineage`` of each dataset: per field, the input fields it came
+    from (ColumnLineageService.enrichWithColumnLineage); None when it has none, as
+    Marquez. One read for a page of datasets."""
+    members = graph.ids.members(nodes)
+    node_of = {m: node for node in nodes for m in members[node]}
     # The fields with lineage into them, read along column_edges' key (target first).
-    targets = graph.reader.pick(ColumnEdgeRow, ("tgt_field",), ("tgt_ns", "tgt_name"), members)
-    edges = column_edges_of(graph, sorted({(node, str(f)) for (f,) in targets}), "tgt")
-    by_field: dict[str, list[dict[str, Any]]] = {}
+    keys = [(m.namespace, m.name) for m in node_of]
+    targets = graph.reader.pick(
+        ColumnEdgeRow, ("tgt_ns", "tgt_name", "tgt_field"), ("tgt_ns", "tgt_name"), keys
+    )
+    fields = sorted({(node_of[DatasetId(ns, n)], str(f)) for ns, n, f in targets})
+    by_field: dict[DatasetId, dict[str, list[dict[str, Any]]]] = {n: {} for n in nodes}
+    edges = column_edges_of(graph, fields, "tgt")
     for edge, _span in sorted(edges, key=lambda e: (e[0].target_field, e[0].source_field)):
         kind, description = transformation(edge.klass, edge.kind)
-        by_field.setdefault(edge.target_field, []).append(
+        by_field[edge.target].setdefault(edge.target_field, []).append(
             {
                 "namespace": edge.source.namespace,
                 "dataset": edge.source.name,
@@ -143,17 +173,19 @@ def column_lineage_json(graph: Graph, node: DatasetId) -> list[dict[str, Any]] |
                 "transformationType": kind,
             }
         )
-    if not by_field:
-        return None
-    return [
-        {
-            "name": field,
-            "inputFields": inputs,
-            "transformationDescription": inputs[0]["transformationDescription"],
-            "transformationType": inputs[0]["transformationType"],
-        }
-        for field, inputs in sorted(by_field.items())
-    ]
+    return {
+        node: [
+            {
+                "name": field,
+                "inputFields": inputs,
+                "transformationDescription": inputs[0]["transformationDescription"],
+                "transformationType": inputs[0]["transformationType"],
+            }
+            for field, inputs in sorted(by_field[node].items())
+        ]
+        or None
+        for node in nodes
+    }
 
 
 def _span(graph: Graph, node: DatasetId, members: list[DatasetId]) -> tuple[str | None, str | None]:
@@ -189,6 +221,7 @@ def version_json(
         mine = next((o for o in view["outputs"] if (o["namespace"], o["name"]) == node), None)
         sent = mine["facets"] if mine is not None else {}
         created = run["updatedAt"]
+    fields = fields_json(sent.get("schema"), {}) if "schema" in sent else base["fields"]
     return {
         "id": base["id"],
         "type": base["type"],
@@ -198,11 +231,15 @@ def version_json(
         "version": version,
         "namespace": node.namespace,
         "sourceName": source_name(node, sent) if sent else base["sourceName"],
-        "fields": fields_json(sent.get("schema"), {}) if "schema" in sent else base["fields"],
+        "fields": fields,
         "tags": base["tags"],
         "lifecycleState": lifecycle_state(sent),
         "description": facet_text(sent, "documentation", "description") or base["description"],
-        "currentSchemaVersion": None,
+        "currentSchemaVersion": schema_version(
+            node.namespace, node.name, [(f["name"], f["type"]) for f in fields]
+        )
+        if fields
+        else None,
         "createdByRun": run,
         "facets": sent,
     }
@@ -232,13 +269,10 @@ class DatasetRoutes:
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
             limit, offset = paging(request)
-            nodes = listed_datasets(graph, namespace)
-            if not nodes and not namespace_known(reader, namespace):
+            total, nodes = listed_datasets(graph, namespace, offset, limit)
+            if not total and not namespace_known(reader, namespace):
                 raise not_found(f"Namespace '{namespace}' not found.")
-            return {
-                "totalCount": len(nodes),
-                "datasets": [dataset_json(graph, n) for n in nodes[offset : offset + limit]],
-            }
+            return {"totalCount": total, "datasets": dataset_jsons(graph, nodes)}
 
         return await answer(self.store, work)
 
@@ -294,18 +328,19 @@ class DatasetRoutes:
         return find_dataset(graph, namespace, request.path_params["dataset"])
 
 
-def listed_datasets(graph: Graph, namespace: str) -> list[DatasetId]:
-    """A namespace's datasets as Marquez lists them: canonical identities only (an alias
-    is found through its node), hidden ones left out, by name."""
-    reader = graph.reader
-    sent = [
-        DatasetId(ns, n)
-        for ns, n in reader.pick(DatasetRow, ("ns", "name"), ("ns",), [(namespace,)])
-    ]
-    canonical = graph.ids.canonical(sent)
-    nodes = [d for d in sent if canonical[d] == d]
-    hidden = graph.hidden.datasets_hidden(nodes)
-    return [d for d in nodes if d not in hidden]
+def listed_datasets(
+    graph: Graph, namespace: str, offset: int, limit: int
+) -> tuple[int, list[DatasetId]]:
+    """How many datasets a namespace lists as Marquez does, and the page from
+    ``offset``: canonical identities only (an alias is found through its node), hidden
+    ones left out, by name. A node of a shown namespace is hidden only by name (one of
+    its identities hidden: query/hidden.py), so those few are skipped by the store."""
+    if namespace in graph.hidden.namespaces:
+        return 0, []
+    named = graph.ids.canonical(graph.hidden.datasets)
+    skip = sorted({(c.namespace, c.name) for c in named.values() if c.namespace == namespace})
+    total, rows = graph.reader.dataset_nodes(namespace, skip, offset, limit)
+    return total, [DatasetId(r.ns, r.name) for r in rows]
 
 
 def namespace_known(reader: GraphReader, namespace: str) -> bool:

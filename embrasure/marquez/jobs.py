@@ -27,12 +27,12 @@ from embrasure.marquez.datasets import namespace_known
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.model import (
     MARQUEZ_RUN_STATES,
+    embrasure_states,
     entity_uuid,
     facet_text,
     instant,
     job_version,
     paging,
-    run_state,
 )
 from embrasure.marquez.runs import run_json, run_jsons
 from embrasure.model import DatasetId, JobId
@@ -50,13 +50,23 @@ LATEST_RUNS = 10  # the runs a job carries in ``latestRuns``
 RUNS_PAGE = 1000  # a job's runs read at a time for its versions
 
 
-def listed_jobs(graph: Graph, namespace: str | None) -> list[JobId]:
-    """The shown jobs of a namespace (of every namespace when None), the most recently
-    run first, as Marquez lists them (its JobDao orders by updated_at), then by name."""
-    rows = sorted(graph.reader.job_recency(namespace), key=lambda r: (r.ns, r.name))
-    rows.sort(key=lambda r: r.latest_key or "", reverse=True)
-    jobs = [JobId(r.ns, r.name) for r in rows]
-    return [j for j in jobs if not graph.hidden.job(j)]
+def listed_jobs(
+    graph: Graph, namespace: str | None, states: list[str], offset: int, limit: int
+) -> tuple[int, list[JobId]]:
+    """How many shown jobs a namespace has (every namespace when None), and the page
+    from ``offset``: the most recently run first, as Marquez lists them (its JobDao
+    orders by updated_at), then by name; with ``states`` (Marquez's), only jobs whose
+    latest run is in one of them. Ordered, filtered and paged by the store."""
+    hidden = graph.hidden
+    total, rows = graph.reader.jobs_by_recency(
+        namespace,
+        sorted(hidden.namespaces),
+        sorted((j.namespace, j.name) for j in hidden.jobs),
+        embrasure_states(states) if states else None,
+        offset,
+        limit,
+    )
+    return total, [JobId(r.ns, r.name) for r in rows]
 
 
 def find_job(graph: Graph, namespace: str, name: str) -> JobId:
@@ -74,6 +84,46 @@ def job_jsons(
 ) -> list[dict[str, Any]]:
     """Marquez's Job (web/src/types/api.ts ``Job``) of each job, a page in a few queries
     plus one per job for its latest runs."""
+    keys = [(j.namespace, j.name) for j in jobs]
+    tags = entity_tags(graph.reader, graph.ids, "job", keys)
+    return [
+        job | {"tags": tags.get(key, [])}
+        for job, key in zip(_job_jsons(graph, jobs, latest_runs, ()), keys, strict=True)
+    ]
+
+
+# What Marquez's JobData (a lineage node's ``data``: web/src/types/lineage.ts
+# ``LineageJob``) has of a Job, and the facets those fields come from.
+JOB_DATA = (
+    "id",
+    "type",
+    "name",
+    "simpleName",
+    "parentJobName",
+    "parentJobUuid",
+    "createdAt",
+    "updatedAt",
+    "namespace",
+    "inputs",
+    "outputs",
+    "location",
+    "description",
+    "latestRun",
+)
+JOB_DATA_FACETS = ("jobType", "sourceCodeLocation", "documentation")
+
+
+def job_data_jsons(graph: Graph, jobs: list[JobId]) -> list[dict[str, Any]]:
+    """Marquez's JobData of each job: its Job less facets, tags, versions and all but
+    the latest run (Marquez's service/models/JobData.java)."""
+    found = _job_jsons(graph, jobs, 1, JOB_DATA_FACETS)
+    return [{key: job[key] for key in JOB_DATA} for job in found]
+
+
+def _job_jsons(
+    graph: Graph, jobs: list[JobId], latest_runs: int, facet_names: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Jobs without their tags, with only the facets ``facet_names`` (all when empty)."""
     reader = graph.reader
     kinds = graph.job_types(jobs)
     keys = [(j.namespace, j.name) for j in jobs]
@@ -83,13 +133,9 @@ def job_jsons(
     latest = {j: reader.runs_of_job((j.namespace, j.name), None, latest_runs) for j in jobs}
     runs = run_jsons(graph, [r for rows in latest.values() for r in rows])
     by_id = {run["id"]: run for run in runs}
-    facets = facets_of_groups(reader, {j: [entity("job", j.namespace, j.name)] for j in jobs})
-    tags = entity_tags(reader, graph.ids, "job", keys)
-    return [
-        _job_json(graph, j, kinds[j], facets[j], edges[j], latest[j], by_id)
-        | {"tags": tags.get((j.namespace, j.name), [])}
-        for j in jobs
-    ]
+    owners = {j: [entity("job", j.namespace, j.name)] for j in jobs}
+    facets = facets_of_groups(reader, owners, names=facet_names)
+    return [_job_json(graph, j, kinds[j], facets[j], edges[j], latest[j], by_id) for j in jobs]
 
 
 def job_json(graph: Graph, job: JobId) -> dict[str, Any]:
@@ -137,7 +183,11 @@ def _job_json(
         # list without an initial value (its dashboard's JobRunItem).
         "latestRuns": runs or None,
         "facets": facets,
-        "currentVersion": runs[0]["jobVersion"]["version"] if runs else None,
+        # A job no run ran (a JobEvent's) has one version, of its declared inputs and
+        # outputs, as Marquez makes one for it.
+        "currentVersion": runs[0]["jobVersion"]["version"]
+        if runs
+        else job_version(job.namespace, job.name, used["in"], used["out"]),
         "labels": [],
     }
 
@@ -155,7 +205,8 @@ def _id(d: DatasetId) -> dict[str, str]:
 
 def _versions(graph: Graph, job: JobId, served: str) -> list[dict[str, Any]]:
     """The job's versions, newest first: one per distinct (inputs, outputs) of its runs,
-    each with its earliest run's time as ``createdAt`` and its latest run."""
+    each with its earliest run's time as ``createdAt`` and its latest run; a job without
+    runs has the one its declared inputs and outputs make (``currentVersion``)."""
     reader = graph.reader
     found: dict[str, dict[str, Any]] = {}
     before = None
@@ -178,22 +229,46 @@ def _versions(graph: Graph, job: JobId, served: str) -> list[dict[str, Any]]:
         if len(rows) < RUNS_PAGE:
             break
         before = (rows[-1].latest_key, rows[-1].run_id)
-    out = []
-    for entry in found.values():
-        out.append(
+    if not found:
+        declared = job_json(graph, job)
+        version = declared["currentVersion"]
+        return [_version_json(job, served, version, declared["createdAt"], declared, None)]
+    return [
+        _version_json(
+            job,
+            served,
+            entry["version"],
+            instant(entry["created"]),
             {
-                "id": {"namespace": job.namespace, "name": served, "version": entry["version"]},
-                "name": served,
-                "createdAt": instant(entry["created"]),
-                "version": entry["version"],
-                "namespace": job.namespace,
-                "location": None,
                 "inputs": [_id(d) for d in entry["inputs"]],
                 "outputs": [_id(d) for d in entry["outputs"]],
-                "latestRun": run_json(graph, entry["latest"]),
-            }
+            },
+            run_json(graph, entry["latest"]),
         )
-    return out
+        for entry in found.values()
+    ]
+
+
+def _version_json(
+    job: JobId,
+    served: str,
+    version: str,
+    created: str | None,
+    sides: dict[str, Any],
+    latest_run: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Marquez's JobVersion; ``sides`` has its ``inputs`` and ``outputs``."""
+    return {
+        "id": {"namespace": job.namespace, "name": served, "version": version},
+        "name": served,
+        "createdAt": created,
+        "version": version,
+        "namespace": job.namespace,
+        "location": None,
+        "inputs": sides["inputs"],
+        "outputs": sides["outputs"],
+        "latestRun": latest_run,
+    }
 
 
 def _run(graph: Graph, request: Request) -> RunRow:
@@ -225,13 +300,8 @@ class JobRoutes:
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
             limit, offset = paging(request)
-            jobs = listed_jobs(graph, namespace)
-            if states:
-                jobs = [j for j in jobs if _latest_state(reader, j) in states]
-            return {
-                "totalCount": len(jobs),
-                "jobs": job_jsons(graph, jobs[offset : offset + limit]),
-            }
+            total, jobs = listed_jobs(graph, namespace, states, offset, limit)
+            return {"totalCount": total, "jobs": job_jsons(graph, jobs)}
 
         return await answer(self.store, work)
 
@@ -303,11 +373,6 @@ class JobRoutes:
             return {"runId": row.run_id, "facets": facets}
 
         return await answer(self.store, work)
-
-
-def _latest_state(reader: GraphReader, job: JobId) -> str | None:
-    rows = reader.runs_of_job((job.namespace, job.name), None, 1)
-    return run_state(rows[0].state) if rows else None
 
 
 def routes(store: Store) -> list[BaseRoute]:

@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute
 from embrasure.marquez import names
 from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset, source_name
 from embrasure.marquez.http import bad_request, not_found, route
-from embrasure.marquez.jobs import job_jsons
+from embrasure.marquez.jobs import job_data_jsons
 from embrasure.marquez.model import facet_text, instant, lifecycle_state, whole
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
@@ -116,7 +116,7 @@ def lineage_graph(graph: Graph, root: DatasetId | JobId, depth: int) -> dict[str
         DatasetId(n["namespace"], n["name"]) for n in found["nodes"] if n["type"] == "dataset"
     ]
     jobs = [JobId(n["namespace"], n["name"]) for n in found["nodes"] if n["type"] != "dataset"]
-    job_data = dict(zip(jobs, job_jsons(graph, jobs, latest_runs=1), strict=True))
+    job_data = dict(zip(jobs, job_data_jsons(graph, jobs), strict=True))
     ids: dict[DatasetId | JobId, str] = {d: dataset_node_id(d) for d in datasets}
     ids |= {j: job_node_id(j, job_data[j]["name"]) for j in jobs}
     merged = _merged_edges(graph, datasets, jobs)
@@ -142,13 +142,11 @@ def lineage_graph(graph: Graph, root: DatasetId | JobId, depth: int) -> dict[str
         for d in datasets
     ]
     for job in jobs:
-        job_json = dict(job_data[job])
-        job_json.pop("latestRuns", None)
         nodes.append(
             {
                 "id": ids[job],
                 "type": "JOB",
-                "data": job_json,
+                "data": job_data[job],
                 "inEdges": _sorted(in_edges[job]),
                 "outEdges": _sorted(out_edges[job]),
             }

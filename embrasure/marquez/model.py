@@ -58,6 +58,14 @@ def run_state(state: str | None) -> str:
     return "NEW" if state is None else RUN_STATES.get(state, "RUNNING")
 
 
+def embrasure_states(states: Iterable[str]) -> list[str | None]:
+    """The Embrasure run states (None: no state) that are Marquez's ``states``: the
+    inverse of ``run_state``."""
+    wanted = set(states)
+    out: list[str | None] = [s for s, marquez in RUN_STATES.items() if marquez in wanted]
+    return [*out, None] if "NEW" in wanted else out
+
+
 def version_id(*parts: str) -> str:
     """A name-based UUID of ``parts`` (the module's docstring, Versions)."""
     return str(uuid.uuid5(_VERSIONS, "\x1f".join(parts)))
@@ -66,6 +74,15 @@ def version_id(*parts: str) -> str:
 def dataset_version(namespace: str, name: str, run_id: str) -> str:
     """The version of a dataset that run ``run_id`` wrote."""
     return version_id("dataset", namespace, name, run_id)
+
+
+def schema_version(namespace: str, name: str, fields: Iterable[tuple[str, str | None]]) -> str:
+    """The version of a dataset's schema: its top-level fields' names and types in order
+    (Marquez keeps a schema version per distinct set of fields)."""
+    parts = ["schema", namespace, name]
+    for field, kind in fields:
+        parts += [field, kind or ""]
+    return version_id(*parts)
 
 
 def job_version(

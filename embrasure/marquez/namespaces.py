@@ -29,6 +29,11 @@ MAX_NAMESPACES = 100_000
 # Marquez always has this namespace (its migrations create it), and marquez-web opens on
 # it: its datasets and jobs pages ask for /namespaces/default/… before any other.
 DEFAULT = "default"
+# Its description there (Marquez's V1 migration), which marquez-web shows.
+DEFAULT_DESCRIPTION = (
+    "The default global namespace for dataset, job, and run metadata not belonging to a"
+    " user-specified namespace."
+)
 
 
 def namespace_jsons(reader: GraphReader) -> list[dict[str, Any]]:
@@ -48,7 +53,7 @@ def namespace_jsons(reader: GraphReader) -> list[dict[str, Any]]:
                 "createdAt": instant(span.first_key if span else first),
                 "updatedAt": instant(span.last_key if span else first),
                 "ownerName": "anonymous",
-                "description": None,
+                "description": DEFAULT_DESCRIPTION if name == DEFAULT else None,
                 "isHidden": False,
             }
         )

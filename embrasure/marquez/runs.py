@@ -5,6 +5,7 @@ docs/marquez.md#runs), shaped from Embrasure's run views (query/entities.run_vie
   ``updatedAt`` its latest; ``durationMs`` from start to end.
 - ``nominalStartTime``/``nominalEndTime``: the nominalTime run facet (OpenLineage
   NominalTimeRunFacet 1-0-1).
+- ``args``: the parent run (``_args``).
 - ``jobVersion``: the job's version of what this run read and wrote (model.job_version).
 - ``outputDatasetVersions``: the versions this run made (model.dataset_version);
   ``inputDatasetVersions``: for each input, the version the latest earlier writer made,
@@ -35,6 +36,8 @@ def run_jsons(graph: Graph, rows: Sequence[RunRow]) -> list[dict[str, Any]]:
     """Marquez's Run (web/src/types/api.ts ``Run``) of each row, in a few queries for the
     page plus one per input dataset (its version as of the run)."""
     views = run_views(graph.reader, rows, 0, graph.ids, sent=False)  # type: ignore[arg-type]
+    # Every input's identities in one read (Identities caches them for latest_writer).
+    graph.ids.members({DatasetId(i["namespace"], i["name"]) for v in views for i in v["inputs"]})
     return [_run_json(graph, row, view) for row, view in zip(rows, views, strict=True)]
 
 
@@ -58,7 +61,7 @@ def _run_json(graph: Graph, row: RunRow, view: dict[str, Any]) -> dict[str, Any]
         "startedAt": instant(started),
         "endedAt": instant(ended),
         "durationMs": _millis(view.get("duration_s")),
-        "args": {},
+        "args": _args(row),
         "jobVersion": {
             "namespace": row.job_ns,
             "name": marquez_name(row.job_name, row.parent_job_name),
@@ -73,6 +76,19 @@ def _run_json(graph: Graph, row: RunRow, view: dict[str, Any]) -> dict[str, Any]
             for o in view["outputs"]
         ],
         "facets": view["facets"],
+    }
+
+
+def _args(row: RunRow) -> dict[str, str]:
+    """Marquez's run ``args``: empty, but for a run with a parent (OpenLineage
+    ParentRunFacet) the parent's run id, job name and namespace, as Marquez fills them
+    (seen beside it: its OpenLineageDao keeps the parent there)."""
+    if row.parent_run_id is None:
+        return {}
+    return {
+        "run_id": row.parent_run_id,
+        "name": row.parent_job_name or "",
+        "namespace": row.parent_job_ns or "",
     }
 
 

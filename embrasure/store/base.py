@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from embrasure.errors import BodyArchived, IdempotencyConflict
@@ -31,7 +31,7 @@ from embrasure.store.read_rows import (
     SentFacet,
     TypeCount,
 )
-from embrasure.store.rows import ItemRow, LinkRow, R, RunRow
+from embrasure.store.rows import DatasetRow, ItemRow, LinkRow, R, RunRow
 from embrasure.store.schema import GRAPH_VERSION
 
 AppendResult = Receipt | IdempotencyConflict
@@ -277,9 +277,30 @@ class GraphReader(abc.ABC):
         first, each once (so fewer than ``limit`` when a run has several)."""
 
     @abc.abstractmethod
-    def job_recency(self, namespace: str | None) -> list[JobRecency]:
-        """Every job of ``namespace`` (of all when None) with its runs' latest eventTime
-        key, read along the runs' job index: one seek per job."""
+    def jobs_by_recency(
+        self,
+        namespace: str | None,
+        skip_namespaces: Collection[str],
+        skip_jobs: Collection[tuple[str, str]],
+        states: Collection[str | None] | None,
+        offset: int,
+        limit: int,
+    ) -> tuple[int, list[JobRecency]]:
+        """The jobs of ``namespace`` (of all when None, less ``skip_namespaces``), the
+        most recently run first (their runs' latest eventTime key; jobs without runs
+        last), then by namespace and name, less ``skip_jobs`` (hidden ones): how many
+        there are, and the page from ``offset``. With ``states``, only jobs whose latest
+        run is in one of them (None: a run without a state). Ordered and paged in the
+        database: a seek per job along the runs' job index, no rows to the caller but
+        the page."""
+
+    @abc.abstractmethod
+    def dataset_nodes(
+        self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
+    ) -> tuple[int, list[DatasetRow]]:
+        """The dataset nodes of ``namespace`` (canonical identities: an alias is left
+        out, its node stands for it), less ``skip``, by name: how many there are, and the
+        page from ``offset``; paged in the database."""
 
     @abc.abstractmethod
     def namespace_spans(self) -> list[NamespaceSpan]:

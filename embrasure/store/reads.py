@@ -7,7 +7,7 @@ typed rows (store/rows.py); shaping them is the read API's job (embrasure/query/
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from embrasure.store.base import GraphReader, Key, Record
@@ -29,7 +29,16 @@ from embrasure.store.read_rows import (
     SentFacet,
     TypeCount,
 )
-from embrasure.store.rows import INTERNED, FacetValueRow, ItemRow, R, RunRow, maker, table_of
+from embrasure.store.rows import (
+    INTERNED,
+    DatasetRow,
+    FacetValueRow,
+    ItemRow,
+    R,
+    RunRow,
+    maker,
+    table_of,
+)
 from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import MAX_PARAMS, Connection, select_records, select_where_in
@@ -284,14 +293,69 @@ class SQLReader(GraphReader):
 
     # -- listings and search ---------------------------------------------------------------
 
-    def job_recency(self, namespace: str | None) -> list[JobRecency]:
+    def jobs_by_recency(
+        self,
+        namespace: str | None,
+        skip_namespaces: Collection[str],
+        skip_jobs: Collection[tuple[str, str]],
+        states: Collection[str | None] | None,
+        offset: int,
+        limit: int,
+    ) -> tuple[int, list[JobRecency]]:
+        g = self.g
+        clauses, args = [], []
+        if namespace is not None:
+            clauses.append("j.ns = ?")
+            args.append(namespace)
+        if skip_namespaces:
+            clauses.append(f"j.ns NOT IN ({', '.join('?' for _ in skip_namespaces)})")
+            args += list(skip_namespaces)
+        for job in skip_jobs:
+            clauses.append("NOT (j.ns = ? AND j.name = ?)")
+            args += list(job)
+        of_job = f"FROM {g}runs r WHERE r.job_ns = j.ns AND r.job_name = j.name"
+        jobs = f"SELECT j.ns, j.name, (SELECT MAX(r.latest_key) {of_job}) AS latest"
+        if states is not None:
+            jobs += f", (SELECT r.state {of_job} ORDER BY r.latest_key DESC, r.run_id DESC LIMIT 1)"
+            jobs += " AS state"
+        filters = " WHERE " + " AND ".join(clauses) if clauses else ""
+        jobs += f" FROM {g}jobs j{filters}"
+        if states is None:
+            count, where = f"SELECT COUNT(*) FROM {g}jobs j{filters}", ""
+        else:
+            # Only jobs with runs, whose latest run's state is one of ``states``.
+            known = [s for s in states if s is not None]
+            either = [f"state IN ({', '.join('?' for _ in known)})"] if known else []
+            either += ["state IS NULL"] if None in states else []
+            where = f" WHERE latest IS NOT NULL AND ({' OR '.join(either) or '0 = 1'})"
+            args += known
+            count = f"SELECT COUNT(*) FROM ({jobs}) AS x{where}"
+        (total,) = self.conn.execute(count, args).fetchone()
         sql = (
-            f"SELECT j.ns, j.name, (SELECT MAX(r.latest_key) FROM {self.g}runs r"
-            f" WHERE r.job_ns = j.ns AND r.job_name = j.name) FROM {self.g}jobs j"
-            + (" WHERE j.ns = ?" if namespace is not None else "")
+            f"SELECT ns, name, latest FROM ({jobs}) AS x{where}"
+            " ORDER BY latest DESC NULLS LAST, ns, name LIMIT ? OFFSET ?"
         )
-        args = [namespace] if namespace is not None else []
-        return [JobRecency._make(r) for r in self.conn.execute(sql, args)]
+        rows = self.conn.execute(sql, [*args, limit, offset])
+        return int(total), [JobRecency._make(r) for r in rows]
+
+    def dataset_nodes(
+        self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
+    ) -> tuple[int, list[DatasetRow]]:
+        g = self.g
+        # An identity with a canonical row naming another identity is an alias.
+        sql = (
+            f" FROM {g}datasets d WHERE d.ns = ? AND NOT EXISTS (SELECT 1 FROM {g}canonical c"
+            " WHERE c.ns = d.ns AND c.name = d.name AND NOT (c.c_ns = d.ns AND c.c_name = d.name))"
+        )
+        args: list[Any] = [namespace]
+        for ns, name in skip:
+            sql += " AND NOT (d.ns = ? AND d.name = ?)"
+            args += [ns, name]
+        (total,) = self.conn.execute("SELECT COUNT(*)" + sql, args).fetchone()
+        page = self.conn.execute(
+            f"SELECT d.ns, d.name{sql} ORDER BY d.name LIMIT ? OFFSET ?", [*args, limit, offset]
+        )
+        return int(total), [DatasetRow._make(r) for r in page]
 
     def namespace_spans(self) -> list[NamespaceSpan]:
         sql = (

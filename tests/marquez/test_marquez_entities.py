@@ -21,6 +21,7 @@ from graph_api import (
     daily_run,
     ds,
     facet,
+    job_event,
     run_event,
     run_id,
     schema,
@@ -250,3 +251,55 @@ def test_a_child_job_has_marquez_name(api: Api, marquez: TestClient) -> None:
     assert get(marquez, "/namespaces/spark/jobs/load", 404)["code"] == 404
     runs = get(marquez, "/namespaces/spark/jobs/dag.load/runs")["runs"]
     assert [r["id"] for r in runs] == [run_id(2)]
+
+
+def _pages(marquez: TestClient, path: str, key: str, size: int, **params: Any) -> Any:
+    """Every page of a Marquez listing, ``size`` at a time: the names in order, and
+    each page's totalCount."""
+    names, totals, offset = [], set(), 0
+    while True:
+        page = get(marquez, path, limit=size, offset=offset, **params)
+        totals.add(page["totalCount"])
+        names += [item["name"] for item in page[key]]
+        if len(page[key]) < size:
+            return names, totals
+        offset += size
+
+
+def test_listings_are_ordered_and_paged_in_the_store(api: Api, marquez: TestClient) -> None:
+    """Jobs by their latest run (jobs without runs last, ties by name), hidden ones out
+    of the pages and the count; datasets by name, aliases and hidden ones out."""
+    runs = [("b", "COMPLETE", 9), ("a", "COMPLETE", 9), ("c", "START", 11), ("d", "COMPLETE", 8)]
+    runs += [("e", "ABORT", 10), ("gone", "COMPLETE", 12), ("a", "FAIL", 7)]
+    events = [
+        run_event(state, name, run_id(100 + n), at(hour), outputs=[ds("db", f"t_{name}")])
+        for n, (name, state, hour) in enumerate(runs)
+    ]
+    events.append(job_event("never_ran", at(6), namespace="spark"))
+    events.append(run_event("COMPLETE", "other", run_id(99), at(13), namespace="hidden-ns"))
+    api.ingest(*events, spark_writes_path(), spark_reads_table())
+    for hide in (
+        {"type": "job", "namespace": "spark", "name": "gone"},
+        {"type": "namespace", "namespace": "hidden-ns"},
+        {"type": "dataset", "namespace": "db", "name": "t_d"},
+    ):
+        assert api.client.post("/api/v1/admin/hide", json=hide).status_code == 202
+    api.project()
+    order = ["c", "e", "a", "b", "d", "never_ran"]
+    for size in (1, 2, 3, 100):
+        names, totals = _pages(marquez, "/namespaces/spark/jobs", "jobs", size)
+        assert [n for n in names if n in order] == order and totals == {len(names)}
+        everywhere, totals = _pages(marquez, "/jobs", "jobs", size)
+        assert everywhere == names and totals == {len(names)}
+        assert len(names) == len(set(names)) == 8  # and spark_*'s write_orders, build_report
+    failed, totals = _pages(marquez, "/jobs", "jobs", 1, lastRunStates=["FAILED", "ABORTED"])
+    assert failed == ["e"] and totals == {1}  # a's 7:00 run failed, its latest did not
+    running, _ = _pages(marquez, "/jobs", "jobs", 2, lastRunStates="RUNNING")
+    assert running == ["c"]
+    datasets, totals = _pages(marquez, "/namespaces/db/datasets", "datasets", 2)
+    assert datasets == ["t_a", "t_b", "t_c", "t_e", "t_gone"] and totals == {5}
+    get(marquez, "/namespaces/hidden-ns/datasets", 404)
+    # The table is an alias of the Spark path (the node: the least identity): listed
+    # under the path only.
+    hive = _pages(marquez, f"/namespaces/{enc(HIVE_TABLE[0])}/datasets", "datasets", 1)
+    assert hive == ([HIVE_REPORT[1]], {1})
