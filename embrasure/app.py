@@ -16,6 +16,14 @@ from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.marquez.http import build_marquez_app
 from embrasure.marquez.routes import marquez_routes
+from embrasure.processes.status import (
+    KafkaView,
+    Processes,
+    RemoteKafka,
+    RemoteRetention,
+    RetentionView,
+    StatusBoard,
+)
 from embrasure.projector.worker import Projector
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, MiB
@@ -75,7 +83,18 @@ def build_app(
         consumer = KafkaConsumer(
             kafka, committer, limits or Limits(), backpressure.refusing_now, settings.retry_after
         )
-    health = Health(store, settings.retry_after, backpressure, retention, consumer)
+    # Under serve's supervisor, retention and the consumer are processes of their own:
+    # what they report comes from the board (processes/status.py).
+    board = StatusBoard.from_environment()
+    processes = Processes(board) if board is not None else None
+    retention_view: RetentionView | None = retention
+    kafka_view: KafkaView | None = consumer
+    if board is not None:
+        retention_view = retention_view or RemoteRetention(board)
+        kafka_view = kafka_view or RemoteKafka(board)
+    health = Health(
+        store, settings.retry_after, backpressure, retention_view, kafka_view, processes
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -112,7 +131,7 @@ def build_app(
         HTTPException: errors.http_error,  # no such route (404) or method (405)
         Exception: errors.internal_error,
     }
-    metrics = Metrics(store, backpressure, retention, consumer)
+    metrics = Metrics(store, backpressure, retention_view, kafka_view, processes)
     routes: list[BaseRoute] = [
         *receiver.routes(),
         *deliveries_api.routes(),

@@ -143,6 +143,12 @@ SETTINGS: tuple[Setting, ...] = (
         "serve: run the receiver only; run `embrasure project` beside it (docs/postgres.md).",
     ),
     Setting(
+        "single_process",
+        False,
+        "serve: run the receiver, the projector, retention and the Kafka consumer as threads"
+        " of one process, not a process each (docs/operations.md#processes).",
+    ),
+    Setting(
         "upgrade",
         False,
         "serve: upgrade an older database schema first (else it refuses to start on one).",
@@ -319,6 +325,7 @@ class Settings:
     port: int = BY_NAME["port"].default
     marquez_port: int = BY_NAME["marquez_port"].default
     no_projector: bool = BY_NAME["no_projector"].default
+    single_process: bool = BY_NAME["single_process"].default
     upgrade: bool = BY_NAME["upgrade"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default
     group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default
@@ -364,6 +371,15 @@ class Settings:
             self.kafka_client()
         except ValueError as exc:
             raise ValueError(f"--kafka-config (EMBRASURE_KAFKA_CONFIG): {exc}") from None
+
+    def environment(self) -> dict[str, str]:
+        """Every setting as its EMBRASURE_* variable: what ``serve`` hands the processes
+        it starts (processes/supervisor.py), so they run with its settings."""
+        return {
+            s.env: ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for s in SETTINGS
+            for v in [getattr(self, s.name)]
+        }
 
     def kafka_client(self) -> dict[str, str]:
         """--kafka-config's KEY=VALUE entries (one per line) as librdkafka settings;

@@ -51,6 +51,7 @@ def consume(**flags: Any) -> None:
     """Consume OpenLineage events from Kafka topics into the log until stopped (SIGTERM,
     Ctrl-C); offsets are committed once their deliveries are durable. Projection is
     serve's or `embrasure project`'s, beside it."""
+    from embrasure.processes.status import Publisher, StatusBoard, kafka_doc
     from embrasure.receiver.backpressure import Backpressure
     from embrasure.receiver.bounds import Limits, MiB
     from embrasure.receiver.kafka import KafkaConsumer
@@ -74,11 +75,18 @@ def consume(**flags: Any) -> None:
     )
     for sig in (signal.SIGTERM, signal.SIGINT):  # the batch in hand commits, then it ends
         signal.signal(sig, lambda signum, frame: consumer.request_stop())
+    # Under serve, what it does is published for serve's /readyz and /metrics.
+    board = StatusBoard.from_environment()
+    publisher = Publisher(board, "kafka", lambda: kafka_doc(consumer.status)) if board else None
     committer.start()
+    if publisher is not None:
+        publisher.start()
     try:
         consumer.run()
     finally:
         committer.stop()
+        if publisher is not None:
+            publisher.stop()
         store.close()
 
 

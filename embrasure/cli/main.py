@@ -61,6 +61,7 @@ def main() -> None:
     "db",
     "marquez_port",
     "no_projector",
+    "single_process",
     "upgrade",
     "group_commit_max",
     "group_commit_max_bytes",
@@ -82,30 +83,37 @@ def main() -> None:
     "retention_interval",
     *cli_consume.KAFKA_SETTINGS,
 )
-def serve(**flags: Any) -> None:
-    """Run the server (receiver) on --host:--port."""
-    import uvicorn
-    from starlette.types import ASGIApp
-
-    from embrasure.app import build_app
-    from embrasure.lifecycle.trimmed import ArchivedBodies
-    from embrasure.marquez.http import PortDispatch
-    from embrasure.projector.worker import Projector
-    from embrasure.web.auth import is_loopback
-
+# The sockets a supervising serve bound (processes/supervisor.py): its receiver serves them.
+@click.option("--listen-fd", "listen_fds", type=int, multiple=True, hidden=True)
+def serve(listen_fds: tuple[int, ...], **flags: Any) -> None:
+    """Run the server on --host:--port: the receiver, the projector, retention and the
+    Kafka consumer, each in a process of its own (--single-process: threads of this one)."""
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
-    sock = listen(settings.host, settings.port)  # first: a bad address creates no database
-    sockets = [sock]
-    if settings.marquez_port:
-        sockets.append(listen(settings.host, settings.marquez_port))
+    if listen_fds:
+        sockets = [socket.socket(fileno=fd) for fd in listen_fds]
+    else:
+        sockets = [listen(settings.host, settings.port)]  # a bad address creates no database
+        if settings.marquez_port:
+            sockets.append(listen(settings.host, settings.marquez_port))
     try:
         store = open_log_store(settings)
     except EmbrasureError as exc:
         for s in sockets:
             s.close()
         fail(str(exc))
-    # docs/security.md: no token means auth is off, which only loopback may get away with.
+    refuse_auth_off(settings, store, sockets)
+    if settings.single_process or listen_fds:
+        serve_here(settings, store, sockets)
+    else:
+        store.close()  # upgraded and checked: the processes open their own
+        supervise(settings, sockets)
+
+
+def refuse_auth_off(settings: Settings, store: Any, sockets: list[socket.socket]) -> None:
+    """docs/security.md: no token means auth is off, which only loopback may get away with."""
+    from embrasure.web.auth import is_loopback
+
     if not (is_loopback(settings.host) or settings.insecure or store.tokens()):
         store.close()
         for s in sockets:
@@ -115,6 +123,70 @@ def serve(**flags: Any) -> None:
             "create one with `embrasure tokens create --scope ... --db ...`, or pass "
             "--insecure to serve anyone who can reach this address"
         )
+
+
+def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
+    """The processes of docs/operations.md#processes, until SIGTERM/SIGINT."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from embrasure.processes.status import STATUS_DIR_ENV, StatusBoard
+    from embrasure.processes.supervisor import Stage, Supervisor
+
+    for s in sockets:
+        s.listen(LISTEN_BACKLOG)  # connections wait here while a receiver (re)starts
+    board_dir = Path(tempfile.mkdtemp(prefix="embrasure-processes-"))
+    env = {**os.environ, **settings.environment(), STATUS_DIR_ENV: str(board_dir)}
+    off = {"EMBRASURE_RETAIN_LOG": "", "EMBRASURE_RETAIN_RUNS": ""}
+    fds = [s.fileno() for s in sockets]
+    receiver_args = ["serve", "--no-projector", *(f"--listen-fd={fd}" for fd in fds)]
+    stages = [
+        Stage(
+            "receiver",
+            receiver_args,
+            {**env, **off, "EMBRASURE_KAFKA_BOOTSTRAP": ""},
+            tuple(fds),
+            settings.graceful_shutdown_seconds,
+        )
+    ]
+    if not settings.no_projector:
+        stages.append(Stage("projector", ["project"], {**env, **off}))
+    if settings.retain_log or settings.retain_runs:
+        stages.append(Stage("retention", ["retention", "--loop"], env))
+    if settings.kafka_bootstrap:
+        stages.append(Stage("kafka", ["consume"], env))
+    shown = show_address(sockets[0])
+    log.info("listening on http://%s", shown)
+    if settings.marquez_port:
+        log.info("Marquez's API on http://%s", show_address(sockets[1]))
+    try:
+        Supervisor(stages, StatusBoard(board_dir)).run()
+    finally:
+        for s in sockets:
+            s.close()
+        shutil.rmtree(board_dir, ignore_errors=True)
+
+
+LISTEN_BACKLOG = 2048  # uvicorn's own default
+
+
+def show_address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # RFC 3986: IPv6 in []
+
+
+def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> None:
+    """The server in this process: the receiver, and unless --no-projector the projector,
+    retention and the Kafka consumer as its threads."""
+    import uvicorn
+    from starlette.types import ASGIApp
+
+    from embrasure.app import build_app
+    from embrasure.lifecycle.trimmed import ArchivedBodies
+    from embrasure.marquez.http import PortDispatch
+    from embrasure.projector.worker import Projector
+
     archived = ArchivedBodies(settings.archive)
     projector = (
         None
@@ -151,11 +223,9 @@ def serve(**flags: Any) -> None:
     # graceful shutdown the end of it: we close the store and exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: None)
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host  # RFC 3986: IPv6 in []
-    log.info("listening on http://%s:%d", shown, bound_port)
+    log.info("listening on http://%s", show_address(sockets[0]))
     if settings.marquez_port:
-        log.info("Marquez's API on http://%s:%d", shown, sockets[1].getsockname()[1])
+        log.info("Marquez's API on http://%s", show_address(sockets[1]))
     try:
         uvicorn.Server(config).run(sockets=sockets)
     finally:

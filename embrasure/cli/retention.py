@@ -37,14 +37,29 @@ def retention_loop(settings: Settings, store: Store) -> Any:
 
 @click.command()
 @setting_options(
-    "db", "retain_log", "archive", "retain_runs", "db_pool_size", "log_level", "log_format"
+    "db",
+    "retain_log",
+    "archive",
+    "retain_runs",
+    "retention_interval",
+    "db_pool_size",
+    "log_level",
+    "log_format",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what the pass did as JSON.")
-def retention(as_json: bool, **flags: Any) -> None:
+@click.option(
+    "--loop",
+    is_flag=True,
+    help="Run a pass every --retention-interval until SIGTERM (serve's retention process).",
+)
+def retention(as_json: bool, loop: bool, **flags: Any) -> None:
     """Run one retention pass: move the bodies of projected deliveries received before
     now - --retain-log to --archive, then give the space back; with --retain-runs, remove
     the runs whose latest eventTime is before now - --retain-runs. Exits 1 when the pass
     stopped early (the reason is printed; no body it had not archived was deleted)."""
+    if loop:
+        retention_process(flags)
+        return
     from embrasure import logs
     from embrasure.lifecycle.archive import Archive
     from embrasure.lifecycle.retention import run_pass
@@ -88,6 +103,45 @@ def retention(as_json: bool, **flags: Any) -> None:
                 click.echo(done.summary())
     if report is not None and report.error is not None:
         fail(f"retention pass stopped: {report.error}")
+
+
+def retention_process(flags: dict[str, Any]) -> None:
+    """``retention --loop``: the passes of RetentionLoop until SIGTERM/SIGINT, what they
+    did published for serve's /readyz and /metrics (processes/status.py)."""
+    import signal
+    import threading
+
+    from embrasure import logs
+    from embrasure.processes.status import Publisher, StatusBoard, retention_doc
+    from embrasure.store import open_store, redact
+
+    settings = load_settings(flags)
+    logs.configure(settings.log_level, settings.log_format)
+    try:
+        store = open_store(settings.db, pool_size=settings.db_pool_size, create=False)
+    except EmbrasureError as exc:
+        fail(f"--db {redact(settings.db)}: {exc}")
+    loop = retention_loop(settings, store)
+    if loop is None:
+        store.close()
+        fail("retention --loop needs --retain-log or --retain-runs")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    board = StatusBoard.from_environment()
+    publisher = (
+        Publisher(board, "retention", lambda: retention_doc(loop.snapshot()))
+        if board is not None
+        else None
+    )
+    loop.start()
+    if publisher is not None:
+        publisher.start()
+    stop.wait()
+    loop.stop()  # between two segments: what it archived is recorded
+    if publisher is not None:
+        publisher.stop()
+    store.close()
 
 
 COMMANDS = (retention,)

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from embrasure.errors import Problem, StoreUnavailable
-from embrasure.lifecycle.retention import RetentionLoop
+from embrasure.processes.status import KafkaView, Processes, RetentionView
 from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
 from embrasure.web.auth import public
 from embrasure.web.responses import json_response
-
-if TYPE_CHECKING:  # librdkafka loads only in a server that consumes
-    from embrasure.receiver.kafka import KafkaConsumer
 
 
 class Health:
@@ -26,22 +21,24 @@ class Health:
         store: Store,
         retry_after: int,
         backpressure: Backpressure,
-        retention: RetentionLoop | None = None,
-        kafka: KafkaConsumer | None = None,
+        retention: RetentionView | None = None,
+        kafka: KafkaView | None = None,
+        processes: Processes | None = None,
     ) -> None:
         self.store = store
         self.retry_after = retry_after
         self.backpressure = backpressure
         self.retention = retention
         self.kafka = kafka
+        self.processes = processes
 
     def kafka_check(self) -> dict[str, object] | None:
         """docs/producers/kafka.md: this process's consumer. An unreachable broker fails
         this check but not readiness: HTTP ingest still works, and the consumer resumes
         from its committed offsets when the broker is back."""
-        if self.kafka is None:
+        status = None if self.kafka is None else self.kafka.status
+        if status is None:
             return None
-        status = self.kafka.status
         reason = status.broker_error
         return {
             "status": "unreachable" if reason else ("paused" if status.paused else "ok"),
@@ -53,9 +50,9 @@ class Health:
         """docs/operations.md#retention-and-the-archive: this process's last pass. A
         failing archive fails this check but not readiness: ingest still works, and no
         body leaves the database until the archive takes it."""
-        if self.retention is None:
+        state = None if self.retention is None else self.retention.snapshot()
+        if state is None:
             return None
-        state = self.retention.snapshot()
         last = state.last
         return {
             "status": "failing" if state.last_error else "ok",
@@ -98,6 +95,8 @@ class Health:
         kafka = self.kafka_check()
         if kafka is not None:
             doc["kafka"] = kafka
+        if self.processes is not None:  # docs/operations.md#processes
+            doc["processes"] = self.processes.table()
         return json_response(doc)
 
     def routes(self) -> list[Route]:

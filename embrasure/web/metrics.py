@@ -1,17 +1,21 @@
 """``GET /metrics`` (docs/operations.md#metrics): Prometheus text format, every name
 prefixed ``embrasure_``.
 
-Four sources:
+Five sources:
 - the database, read at scrape time (deliveries by state, items by outcome, backlog,
   projection lag, free disk): the deployment's truth, so with several receivers and
   projectors on one PostgreSQL every process reports the same figures;
 - this process: request latency histograms by method, route template and status (the
   ingest routes' 202/429/503 included), from an ASGI middleware; on SQLite, the memory
   its page caches hold.
-- this process's retention passes, when it runs them (``serve --retain-log``): passes,
-  failures, bodies archived, bytes freed (docs/operations.md#retention-and-the-archive);
-- this process's Kafka consumer, when it runs one (``serve --kafka-bootstrap``): messages
-  by outcome, lag per partition, paused (docs/producers/kafka.md).
+- the retention passes (``--retain-log``): passes, failures, bodies archived, bytes freed
+  (docs/operations.md#retention-and-the-archive);
+- the Kafka consumer (``--kafka-bootstrap``): messages by outcome, lag per partition,
+  paused (docs/producers/kafka.md);
+- serve's processes: up, restarts (docs/operations.md#processes).
+
+The last three are this process's threads' under ``serve --single-process``, else what
+serve's other processes publish (processes/status.py).
 
 A registry per app, not prometheus_client's global one: tests build many apps in one
 process, and each server reports only its own traffic.
@@ -22,7 +26,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,14 +38,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from embrasure.lifecycle.retention import RetentionLoop
+from embrasure.processes.status import KafkaView, Processes, RetentionView
 from embrasure.query.entities import ingest_totals
 from embrasure.receiver.backpressure import Backpressure
 from embrasure.store import Store
 from embrasure.web.auth import requires
-
-if TYPE_CHECKING:  # librdkafka loads only in a server that consumes
-    from embrasure.receiver.kafka import KafkaConsumer
 
 # Seconds; an ingest answer is a few ms, a hub lineage tens, an export minutes.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -108,13 +108,16 @@ class GraphCollector(Collector):
 
 
 class RetentionCollector(Collector):
-    """This process's retention passes (docs/operations.md#retention-and-the-archive)."""
+    """The retention passes (docs/operations.md#retention-and-the-archive): this
+    process's, or serve's retention process's."""
 
-    def __init__(self, retention: RetentionLoop) -> None:
+    def __init__(self, retention: RetentionView) -> None:
         self.retention = retention
 
     def collect(self) -> Iterator[Metric]:
         state = self.retention.snapshot()
+        if state is None:
+            return
         yield CounterMetricFamily(
             "embrasure_retention_passes",
             "Retention passes this process ran.",
@@ -156,13 +159,16 @@ class RetentionCollector(Collector):
 
 
 class KafkaCollector(Collector):
-    """This process's Kafka consumer (docs/producers/kafka.md)."""
+    """The Kafka consumer (docs/producers/kafka.md): this process's, or serve's
+    consumer process's."""
 
-    def __init__(self, consumer: KafkaConsumer) -> None:
+    def __init__(self, consumer: KafkaView) -> None:
         self.consumer = consumer
 
     def collect(self) -> Iterator[Metric]:
         status = self.consumer.status
+        if status is None:
+            return
         messages = CounterMetricFamily(
             "embrasure_kafka_messages",
             "Kafka messages stored, by outcome: accepted, quarantined (stored with the"
@@ -192,6 +198,31 @@ class KafkaCollector(Collector):
         )
 
 
+class ProcessCollector(Collector):
+    """serve's processes (docs/operations.md#processes): up, and restarts so far."""
+
+    def __init__(self, processes: Processes) -> None:
+        self.processes = processes
+
+    def collect(self) -> Iterator[Metric]:
+        table = self.processes.table()
+        up = GaugeMetricFamily(
+            "embrasure_process_up",
+            "1 while the process runs, 0 while the supervisor starts it again.",
+            labels=["process"],
+        )
+        restarts = CounterMetricFamily(
+            "embrasure_process_restarts",
+            "Times the supervisor started the process again after it died.",
+            labels=["process"],
+        )
+        for name, row in sorted(table.items()):
+            up.add_metric([name], 1 if row["state"] == "running" else 0)
+            restarts.add_metric([name], row["restarts"])
+        yield up
+        yield restarts
+
+
 class Metrics:
     """The app's registry, its request histogram, and the /metrics route (scope read)."""
 
@@ -199,8 +230,9 @@ class Metrics:
         self,
         store: Store,
         backpressure: Backpressure,
-        retention: RetentionLoop | None = None,
-        kafka: KafkaConsumer | None = None,
+        retention: RetentionView | None = None,
+        kafka: KafkaView | None = None,
+        processes: Processes | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests = Histogram(
@@ -215,6 +247,8 @@ class Metrics:
             self.registry.register(RetentionCollector(retention))
         if kafka is not None:
             self.registry.register(KafkaCollector(kafka))
+        if processes is not None:
+            self.registry.register(ProcessCollector(processes))
 
     async def endpoint(self, request: Request) -> Response:
         body = await run_in_threadpool(generate_latest, self.registry)

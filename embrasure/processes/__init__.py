@@ -1,0 +1,1 @@
+"""The processes ``serve`` runs, supervised (docs/operations.md#processes)."""
