@@ -276,7 +276,10 @@ class ServerProcess:
             *self.extra,
         ]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+            # A session of its own: kill() ends serve and every process it started at once.
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -288,9 +291,11 @@ class ServerProcess:
         raise RuntimeError(f"server did not start:\n{self.log_path.read_text()}")
 
     def kill(self) -> None:
-        """SIGKILL: a crash, no chance to clean up."""
+        """SIGKILL to serve and every process it runs (docs/operations.md#processes): a
+        crash, no chance to clean up."""
         assert self.proc is not None
-        self.proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
     def terminate(self, timeout: float = 60.0) -> int:
@@ -301,8 +306,7 @@ class ServerProcess:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.kill()
 
 
 @pytest.fixture
