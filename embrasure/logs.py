@@ -5,6 +5,8 @@ json``) for a log pipeline, with the fields a line carries as ``extra`` (``deliv
 from __future__ import annotations
 
 import logging
+import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,3 +48,33 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class Repeats(logging.Filter):
+    """Lets the first line of a kind through, then drops that kind's lines for
+    ``window`` seconds; the first one after says how many it stood for. A kind is the
+    logger, the level and the message with its numbers blanked (a port, an offset, a
+    duration), so a broker refusing connections 20 times a second is one line a minute,
+    not 1,200 (docs/producers/kafka.md#logs)."""
+
+    MAX_KINDS = 1000  # past it, the oldest kinds are forgotten
+
+    def __init__(self, window: float = 60.0) -> None:
+        super().__init__()
+        self.window = window
+        self._kinds: dict[tuple[str, int, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        kind = (record.name, record.levelno, re.sub(r"\d+", "#", text))
+        now = time.monotonic()
+        shown, dropped = self._kinds.get(kind, (None, 0))
+        if shown is not None and now - shown < self.window:
+            self._kinds[kind] = (shown, dropped + 1)
+            return False
+        if len(self._kinds) >= self.MAX_KINDS:
+            del self._kinds[next(iter(self._kinds))]
+        self._kinds[kind] = (now, 0)
+        if dropped:
+            record.msg, record.args = f"{text} ({dropped} more like it since)", None
+        return True

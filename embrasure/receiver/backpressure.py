@@ -7,9 +7,7 @@ nothing is stored.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
 from embrasure.errors import Problem
@@ -35,36 +33,67 @@ def _overloaded(detail: str, retry_after: int, **extra: Any) -> Problem:
 
 class BodyBudget:
     """A bound on the request bodies held in memory at once: a body reserves its
-    Content-Length (a chunked one, the body cap) from arrival until its receipt is sent."""
+    Content-Length (a chunked one, the body cap) from arrival until its receipt is sent.
+
+    The event loop is one thread, so a body that fits while nobody waits takes its room
+    with no lock and no timer (each asyncio primitive costs a request time on the hot
+    path: docs/receiver.md#speed); only a body that must wait queues on the condition,
+    for at most BODY_WAIT_SECONDS, and waiters go first, so a large body is not starved
+    by small ones."""
 
     def __init__(self, limit_bytes: int, retry_after: int) -> None:
         self.limit = limit_bytes
         self.held = 0
         self.retry_after = retry_after
+        self._waiting = 0
         self._room = asyncio.Condition()
 
-    @contextlib.asynccontextmanager
-    async def hold(self, size: int) -> AsyncIterator[None]:
-        size = min(size, self.limit)  # one body alone is always let through
-        async with self._room:
-            try:
+    def hold(self, size: int) -> _Held:
+        return _Held(self, min(size, self.limit))  # one body alone is always let through
+
+    async def _take(self, size: int) -> None:
+        if self._waiting or self.held + size > self.limit:
+            await self._wait(size)
+        self.held += size
+
+    async def _wait(self, size: int) -> None:
+        self._waiting += 1
+        try:
+            async with self._room:
                 fits = lambda: self.held + size <= self.limit  # noqa: E731
                 await asyncio.wait_for(self._room.wait_for(fits), BODY_WAIT_SECONDS)
-            except TimeoutError:
-                raise _overloaded(
-                    f"The server holds {self.held:,} bytes of request bodies, its bound is "
-                    f"{self.limit:,} and this one needs {size:,} more.",
-                    self.retry_after,
-                    limit=self.limit,
-                    actual=self.held + size,
-                ) from None
-            self.held += size
-        try:
-            yield
+        except TimeoutError:
+            raise _overloaded(
+                f"The server holds {self.held:,} bytes of request bodies, its bound is "
+                f"{self.limit:,} and this one needs {size:,} more.",
+                self.retry_after,
+                limit=self.limit,
+                actual=self.held + size,
+            ) from None
         finally:
+            self._waiting -= 1
+
+    async def _give_back(self, size: int) -> None:
+        self.held -= size
+        if self._waiting:
             async with self._room:
-                self.held -= size
                 self._room.notify_all()
+
+
+class _Held:
+    """``async with budget.hold(size)``: the room, taken on entry and given back on exit."""
+
+    __slots__ = ("budget", "size")
+
+    def __init__(self, budget: BodyBudget, size: int) -> None:
+        self.budget = budget
+        self.size = size
+
+    async def __aenter__(self) -> None:
+        await self.budget._take(self.size)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.budget._give_back(self.size)
 
 
 @dataclasses.dataclass(frozen=True)

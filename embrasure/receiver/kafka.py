@@ -35,12 +35,20 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from embrasure.errors import Problem, StoreUnavailable
+from embrasure.logs import Repeats
 from embrasure.model import DeliveryDraft, KafkaCoordinates, Receipt, Rejection, utc_now
 from embrasure.receiver.bounds import Limits, check_body
 from embrasure.settings import Settings
 from embrasure.store.group_commit import GroupCommitter
 
 log = logging.getLogger("embrasure.kafka")
+# librdkafka's own lines (connection failures, rebalances…), through Embrasure's logging
+# (one format, --log-format json included) instead of its own stderr text; both loggers
+# collapse repeats (a broker down: a line a minute, not twenty a second).
+librdkafka_log = logging.getLogger("embrasure.kafka.librdkafka")
+for _logger in (log, librdkafka_log):
+    _logger.addFilter(Repeats())
+PROGRESS_SECONDS = 30.0  # how often a consumer that took messages says what it did
 
 ROUTE = "kafka"
 BATCH_MESSAGES = 500  # most messages one consume call hands over: one offset commit
@@ -155,6 +163,7 @@ class KafkaConsumer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._rewound: set[tuple[str, int]] = set()  # partitions sought back (_settle)
+        self._outage_since = 0.0  # time.monotonic() when no broker was reachable
 
     def start(self) -> None:
         self._stop.clear()
@@ -181,7 +190,7 @@ class KafkaConsumer:
         config = self.source.consumer_config()
         config["error_cb"] = self._on_error
         config["stats_cb"] = self._on_stats
-        consumer = Consumer(config)
+        consumer = Consumer(config, logger=librdkafka_log)
         consumer.subscribe(list(self.source.topics))
         log.info(
             "consuming %s from %s as group %s",
@@ -190,12 +199,14 @@ class KafkaConsumer:
             self.source.group,
         )
         checked = 0.0
+        progress = Progress(self.status)
         in_flight: _Batch | None = None
         try:
             while not self._stop.is_set():
                 if time.monotonic() - checked > LOAD_SECONDS:
                     checked = time.monotonic()
                     self._pace(consumer)
+                    progress.maybe_report()
                 batch = self._submit(_next(consumer, wait=in_flight is None))
                 if in_flight is not None:
                     self._settle(consumer, in_flight)
@@ -256,7 +267,16 @@ class KafkaConsumer:
                 retry[tp] = where.offset
                 log.error("Kafka message %s[%d]@%d not stored: %s", *tp, where.offset, exc)
                 continue
-            self.status.outcomes[_outcome(receipt, draft)] += 1
+            outcome = _outcome(receipt, draft)
+            self.status.outcomes[outcome] += 1
+            if outcome == "quarantined":
+                log.warning(
+                    "Kafka message %s[%d]@%d quarantined: %s",
+                    *tp,
+                    where.offset,
+                    draft.rejections[0].reason if draft.rejections else "",
+                    extra={"delivery_id": receipt.delivery_id},
+                )
             commit[tp] = where.offset + 1
         if commit:
             offsets = [TopicPartition(t, p, o) for (t, p), o in commit.items()]
@@ -275,20 +295,24 @@ class KafkaConsumer:
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
+            if self.status.broker_error is None:  # a state change: said once
+                self._outage_since = time.monotonic()
+                log.warning("Kafka: no broker reachable: %s", error.str())
             self.status.broker_error = error.str()
+            return
         log.warning("Kafka: %s", error.str())
 
     def _on_stats(self, stats_json: str) -> None:
         """librdkafka's statistics (statistics.interval.ms): the lag of each partition it
         consumes, and brokers reachable again."""
         stats = json.loads(stats_json)
-        lag: dict[tuple[str, int], int] = {}
-        for topic, about in stats.get("topics", {}).items():
-            for partition, p in about.get("partitions", {}).items():
-                if int(partition) >= 0 and p.get("consumer_lag", -1) >= 0:
-                    lag[(topic, int(partition))] = int(p["consumer_lag"])
-        self.status.lag = lag
-        if any(b.get("state") == "UP" for b in stats.get("brokers", {}).values()):
+        self.status.lag = partition_lag(stats)
+        up = any(b.get("state") == "UP" for b in stats.get("brokers", {}).values())
+        if up and self.status.broker_error is not None:
+            log.info(
+                "Kafka: brokers reachable again after %.0f s",
+                time.monotonic() - self._outage_since,
+            )
             self.status.broker_error = None
 
 
@@ -311,6 +335,56 @@ def _next(consumer: Consumer, wait: bool) -> list[Message]:
         return messages
     first = consumer.poll(POLL_SECONDS)
     return [] if first is None else [first, *consumer.consume(BATCH_MESSAGES - 1, 0)]
+
+
+def partition_lag(stats: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """The lag of each partition this consumer is assigned, from librdkafka's statistics.
+    Its ``consumer_lag`` counts from the group's committed offset, so a group that has
+    committed nothing yet has none: then from what this consumer has read, or the
+    partition's start (where ``earliest`` begins)."""
+    lag: dict[tuple[str, int], int] = {}
+    for topic, about in stats.get("topics", {}).items():
+        for partition, p in about.get("partitions", {}).items():
+            if int(partition) < 0 or p.get("fetch_state", "none") == "none":
+                continue  # librdkafka's internal partition, or one not assigned here
+            behind = int(p.get("consumer_lag", -1))
+            if behind < 0:
+                end = int(p.get("hi_offset", -1))
+                at = max(int(p.get("app_offset", -1)), int(p.get("committed_offset", -1)))
+                at = at if at >= 0 else int(p.get("lo_offset", -1))
+                if end < 0 or at < 0:
+                    continue  # the broker's offsets are not known yet
+                behind = max(0, end - at)
+            lag[(topic, int(partition))] = behind
+    return lag
+
+
+class Progress:
+    """Every PROGRESS_SECONDS in which messages came: how many, by outcome, and the lag
+    (what serve's log says of HTTP ingest and projection, for the consumer)."""
+
+    def __init__(self, status: KafkaStatus) -> None:
+        self.status = status
+        self.since = time.monotonic()
+        self.seen = collections.Counter(status.outcomes)
+
+    def maybe_report(self) -> None:
+        now = time.monotonic()
+        if now - self.since < PROGRESS_SECONDS:
+            return
+        done = self.status.outcomes - self.seen
+        if done:
+            log.info(
+                "Kafka: %d messages in %.0f s (%d accepted, %d quarantined, %d duplicate); lag %d",
+                sum(done.values()),
+                now - self.since,
+                done["accepted"],
+                done["quarantined"],
+                done["duplicate"],
+                sum(self.status.lag.values()),
+                extra={"messages": dict(done), "lag": sum(self.status.lag.values())},
+            )
+        self.since, self.seen = now, collections.Counter(self.status.outcomes)
 
 
 def _outcome(receipt: Receipt, draft: DeliveryDraft) -> str:

@@ -24,7 +24,7 @@ JSON = {"Content-Type": "application/json"}
 
 
 def event(n: int) -> bytes:
-    doc = copy.deepcopy(MINIMAL_EVENT)
+    doc: dict[str, Any] = copy.deepcopy(MINIMAL_EVENT)
     doc["run"]["runId"] = f"01943c00-0000-7000-8000-{n:012x}"
     return orjson.dumps(doc)
 
@@ -49,7 +49,7 @@ def wait_for(check: Any, timeout: float = 60.0) -> Any:
 
 def projected(server: ServerProcess) -> bool:
     backlog = httpx.get(server.url + "/api/v1/overview", params={"runs": 0}).json()["backlog"]
-    return backlog["deliveries"] == 0 and backlog["items"] == 0
+    return bool(backlog["deliveries"] == 0 and backlog["items"] == 0)
 
 
 def delivery_ids(db_url: str) -> set[str]:
