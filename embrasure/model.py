@@ -40,8 +40,9 @@ class DeliveryIds:
 
 
 def utc_now() -> str:
-    """Now as an RFC 3339 UTC string with microseconds (sorts as text)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Now as an RFC 3339 UTC string with microseconds (sorts as text). isoformat, not
+    strftime: a third of the time, on every delivery's path (2026-12-05, this machine)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
