@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-SERVER_LABEL = {"null": "null receiver", "embrasure": "Embrasure"}
+SERVER_LABEL = {
+    "null": "null receiver",
+    "embrasure": "receiver alone (serve --no-projector --single-process)",
+    "serve": "serve (a process per stage)",
+    "serve-1p": "serve --single-process (threads)",
+}
 WORKLOAD_LABEL = {"single": "single event", "batch": "500-event batch"}
 
 
@@ -66,6 +71,7 @@ def _result_rows(results: dict[str, Any]) -> list[list[str]]:
                     f"{cell['wrk_cpu_cores']:.2f}",
                     f"{cell['other_cpu_cores']:.2f}",
                     _disk(cell),
+                    _drain(cell),
                 ]
             )
     return rows
@@ -84,7 +90,15 @@ RESULT_HEADER = [
     "wrk CPU",
     "other CPU",
     "disk B/event: files, written",
+    "backlog after, drained in s",
 ]
+
+
+def _drain(cell: dict[str, float]) -> str:
+    if "backlog_after" not in cell:
+        return "-"
+    drained = f"{cell['drain_s']:.1f}" if "drain_s" in cell else "not within 120 s"
+    return f"{_n(cell['backlog_after'])}, {drained}"
 
 
 def _disk(cell: dict[str, float]) -> str:
@@ -114,6 +128,31 @@ def _target_rows(results: dict[str, Any]) -> list[list[str]]:
             f"≥ {_pct(batch['target'])}",
             _verdict_text(batch),
         ],
+        *(_serve_row(summary, name) for name in ("single", "batch")),
+        _drain_row(summary["targets"]["drain"]),
+    ]
+
+
+def _serve_row(summary: dict[str, Any], workload: str) -> list[str]:
+    verdict, cells = summary["targets"][f"serve_{workload}"], summary["cells"][workload]
+    return [
+        f"serve / receiver alone, {WORKLOAD_LABEL[workload]}s (events/s)",
+        f"{_n(cells['serve']['events_per_s'])} / {_n(cells['embrasure']['events_per_s'])}"
+        f" = {_pct(verdict['ratio'])}",
+        ", ".join(_pct(r) for r in verdict["per_repeat"]),
+        f"≥ {_pct(verdict['target'])}",
+        _verdict_text(verdict),
+    ]
+
+
+def _drain_row(drain: dict[str, Any]) -> list[str]:
+    runs = ", ".join("over 120" if d is None else f"{d:.1f}" for d in drain["per_run"])
+    return [
+        "serve: seconds from the end of the load until the backlog is empty",
+        f"slowest {drain['seconds']:.1f} s",
+        runs,
+        f"≤ {drain['target']:.0f} s",
+        "met" if drain["met"] else "MISSED",
     ]
 
 
@@ -249,11 +288,18 @@ def markdown(results: dict[str, Any], json_name: str, readme: str) -> str:
         "## Targets",
         _md_table(TARGET_HEADER, _target_rows(results)),
         f"## Results (medians of {cfg['repeats']} runs)",
+        "Four servers, each measured in turn within a repeat: the null receiver; the "
+        "receiver alone (`serve --no-projector --single-process`: what the receiver "
+        "targets compare); `serve` as users run it (a process per stage: receiver, "
+        "projector); and `serve --single-process` (the same stages as threads of one "
+        "process, as serve ran before). For the two that project: the backlog when the "
+        "load stopped, and the seconds until the projector had it all. "
         f"Each run: a fresh server, {cfg['warmup_s']} s warm-up, {cfg['duration_s']} s "
         "measured by wrk. Throughput counts 202 responses only. Latency is wrk's, per "
-        "request (for a batch, per 500 events). RSS is VmRSS / VmHWM after the run. CPU is "
-        "in cores over the measured window: the server (its main event-loop thread in "
-        "brackets), wrk, and every other process on the machine (this machine is shared: "
+        "request (for a batch, per 500 events). RSS is VmRSS / VmHWM after the run, summed "
+        "over the server's processes. CPU is in cores over the measured window: the server's "
+        "processes (the receiver's main event-loop thread in brackets), wrk, and every "
+        "other process on the machine (this machine is shared: "
         "other CPU above 0.1 means someone else's job ran during the measurement). The "
         "main thread's CPU per request is what caps a one-process server. Disk: "
         "the DB + WAL file sizes after the run over the events the log holds; and the "

@@ -46,22 +46,27 @@ CEILING_PARSERS: dict[str, Parser] = {
 
 def load_receiver_parse(source: Path) -> tuple[str, Parser]:
     """The receiver's own strict parse of a bare-array batch, imported from the source
-    being measured, at the receiver's depth bound: ``jsonguard.parse_array`` (item by
-    item) where that code has it, else ``jsonguard.parse_strict`` (the whole body)."""
+    being measured, at the receiver's depth bound: ``jsonguard.iter_array`` (one pass,
+    each item let go, as the receiver's check_body runs it) where that code has it, else
+    ``jsonguard.parse_array`` (item by item, every item kept), else
+    ``jsonguard.parse_strict`` (the whole body)."""
     sys.path.insert(0, str(source))
     # Where the receiver's modules are since the package per stage, then before it.
     jsonguard = servers.moved("embrasure.receiver.jsonguard", "embrasure.jsonguard")
     bounds = servers.moved("embrasure.receiver.bounds", "embrasure.receiver")
     depth = bounds.Limits().json_depth
-    parse_array = getattr(jsonguard, "parse_array", None)
+    name = next(
+        n for n in ("iter_array", "parse_array", "parse_strict") if hasattr(jsonguard, n)
+    )
+    chosen = getattr(jsonguard, name)
 
     def parse(body: bytes) -> None:
-        if parse_array is not None:
-            parse_array(body, depth)
+        if name == "iter_array":
+            for _ in chosen(body, depth):
+                pass
         else:
-            jsonguard.parse_strict(body, depth)
+            chosen(body, depth)
 
-    name = "parse_array" if parse_array is not None else "parse_strict"
     return f"receiver's jsonguard.{name} (context)", parse
 
 

@@ -94,11 +94,13 @@ def start_embrasure(
     projector: bool = False,
     db_url: str | None = None,
     extra: Sequence[str] = (),
+    single_process: bool = False,
 ) -> Server:
     """``embrasure serve`` importing the package from ``source`` (a copy of it taken at
     the start of the run), so every repeat measures the same code while people edit.
     ``db_url`` replaces the SQLite file ``db_path`` (PostgreSQL); ``extra`` are more
-    ``serve`` flags (bench/storage.py's retention flags)."""
+    ``serve`` flags (bench/storage.py's retention flags); ``single_process`` runs its
+    stages as threads of one process (``--single-process``), not a process each."""
     if db_url is None:
         if db_path is None:
             raise ValueError("start_embrasure needs db_path or db_url")
@@ -118,6 +120,7 @@ def start_embrasure(
         "--port",
         str(port),
         *([] if projector else ["--no-projector"]),
+        *(["--single-process"] if single_process else []),
         "--log-level",
         "warning",
         *extra,
@@ -175,11 +178,52 @@ def _system_busy_seconds() -> float:
     return (sum(ticks[:8]) - idle) / CLOCK_TICKS  # guest time is already in user
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process under it: ``embrasure serve`` runs a process per stage
+    (docs/operations.md#processes), and a server's cost is all of theirs."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+def receiver_pid(pid: int) -> int:
+    """The process that serves HTTP: serve's receiver process (the one given the listening
+    sockets), or ``pid`` itself (one process, or another server)."""
+    for child in process_tree(pid)[1:]:
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        if any(a.startswith(b"--listen-fd") for a in argv):
+            return child
+    return pid
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    total = 0.0
+    for member in process_tree(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            total += _task_cpu_seconds(Path(f"/proc/{member}/stat"))
+    return total
+
+
 def cpu_snapshot(pid: int) -> CpuSnapshot:
+    """CPU of ``pid`` and its processes; the main thread is the receiver's."""
+    receiver = receiver_pid(pid)
     return CpuSnapshot(
         wall=time.monotonic(),
-        process=_task_cpu_seconds(Path(f"/proc/{pid}/stat")),
-        main_thread=_task_cpu_seconds(Path(f"/proc/{pid}/task/{pid}/stat")),
+        process=_tree_cpu_seconds(pid),
+        main_thread=_task_cpu_seconds(Path(f"/proc/{receiver}/task/{receiver}/stat")),
         system_busy=_system_busy_seconds(),
     )
 
@@ -202,22 +246,29 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
 
 
 def memory_kib(pid: int) -> dict[str, int]:
-    """VmRSS (now) and VmHWM (peak resident set) in KiB."""
+    """VmRSS (now) and VmHWM (peak resident set) in KiB, summed over ``pid``'s processes
+    (the peaks of each: an upper bound on the tree's peak)."""
     wanted = {"VmRSS", "VmHWM"}
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in wanted:
-            found[key] = int(value.split()[0])
+    found = dict.fromkeys(wanted, 0)
+    for member in process_tree(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in wanted:
+                    found[key] += int(value.split()[0])
     return found
 
 
 def write_bytes(pid: int) -> int:
-    """Bytes this process caused to be sent to the block layer (its WAL, DB, checkpoints)."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("write_bytes:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"/proc/{pid}/io has no write_bytes")
+    """Bytes ``pid``'s processes caused to be sent to the block layer (WAL, DB,
+    checkpoints)."""
+    total = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for line in Path(f"/proc/{member}/io").read_text().splitlines():
+                if line.startswith("write_bytes:"):
+                    total += int(line.split()[1])
+    return total
 
 
 def busy_cores(seconds: float = 1.0) -> float:

@@ -238,6 +238,20 @@ def fresh_db(backend: str, tmp_path: Path) -> Iterator[Callable[[], str]]:
         yield lambda: pg_reset(next(turns))
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process under it (serve's processes are in groups of their own)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            parent = int(stat.read_text().rpartition(")")[2].split()[1])
+            children.setdefault(parent, []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += children.get(tree[-1], [])
+    return tree
+
+
 class ServerProcess:
     """`embrasure serve` in a child process, on a free port, with its own database (a
     SQLite file's path, or any database URL)."""
@@ -276,10 +290,7 @@ class ServerProcess:
             *self.extra,
         ]
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            # A session of its own: kill() ends serve and every process it started at once.
-            self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
-            )
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -294,8 +305,9 @@ class ServerProcess:
         """SIGKILL to serve and every process it runs (docs/operations.md#processes): a
         crash, no chance to clean up."""
         assert self.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in process_tree(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait()
 
     def terminate(self, timeout: float = 60.0) -> int:

@@ -119,8 +119,15 @@ class Supervisor:
 
     def _start(self, stage: Stage) -> None:
         argv = [sys.executable, "-m", "embrasure", *stage.args]
+        # A process group of its own: Ctrl-C in a terminal reaches the supervisor alone,
+        # which stops the processes in order (a receiver signalled twice would skip its
+        # graceful shutdown).
         stage.proc = subprocess.Popen(
-            argv, env=stage.env, pass_fds=stage.pass_fds, preexec_fn=_die_with_parent
+            argv,
+            env=stage.env,
+            pass_fds=stage.pass_fds,
+            preexec_fn=_die_with_parent,
+            process_group=0,
         )
         stage.started, stage.restart_at = time.monotonic(), None
         stage.started_at = utc_now()
