@@ -55,9 +55,7 @@ def load_receiver_parse(source: Path) -> tuple[str, Parser]:
     jsonguard = servers.moved("embrasure.receiver.jsonguard", "embrasure.jsonguard")
     bounds = servers.moved("embrasure.receiver.bounds", "embrasure.receiver")
     depth = bounds.Limits().json_depth
-    name = next(
-        n for n in ("iter_array", "parse_array", "parse_strict") if hasattr(jsonguard, n)
-    )
+    name = next(n for n in ("iter_array", "parse_array", "parse_strict") if hasattr(jsonguard, n))
     chosen = getattr(jsonguard, name)
 
     def parse(body: bytes) -> None:
