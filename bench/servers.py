@@ -229,19 +229,26 @@ def cpu_snapshot(pid: int) -> CpuSnapshot:
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds so far of ``pid``'s threads by kind: ``main`` (the event loop),
-    ``rdk`` (librdkafka's, named ``rdk:…`` in ``/proc/…/comm``) and ``other`` (the other
-    Python threads: Python 3.11 names none of them apart). A thread that has ended is in
-    none of them."""
+    """CPU seconds so far of the threads of ``pid``'s processes by kind: ``main`` (the
+    receiver's event loop), ``rdk`` (librdkafka's, named ``rdk:…`` in ``/proc/…/comm``)
+    and ``other`` (every other thread, the other processes' main threads included:
+    Python 3.11 names none of them apart). A thread that has ended is in none of them."""
     kinds = dict.fromkeys(("main", "rdk", "other"), 0.0)
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text()
-            seconds = _task_cpu_seconds(task / "stat")
-        except FileNotFoundError:  # ended meanwhile
-            continue
-        kind = "main" if task.name == str(pid) else "rdk" if name.startswith("rdk:") else "other"
-        kinds[kind] += seconds
+    receiver = receiver_pid(pid)
+    for member in process_tree(pid):
+        tasks: list[Path] = []
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            tasks = list(Path(f"/proc/{member}/task").iterdir())
+        for task in tasks:
+            try:
+                name = (task / "comm").read_text()
+                seconds = _task_cpu_seconds(task / "stat")
+            except FileNotFoundError:  # ended meanwhile
+                continue
+            if task.name == str(receiver):
+                kinds["main"] += seconds
+            else:
+                kinds["rdk" if name.startswith("rdk:") else "other"] += seconds
     return kinds
 
 
