@@ -66,7 +66,7 @@ class Stage:
     started: float = 0.0  # time.monotonic() at its start
     started_at: str | None = None  # the same, for people (UTC)
     restarts: int = 0
-    backoff: float = FIRST_BACKOFF_S
+    quick_deaths: int = 0  # deaths in a row within QUICK_DEATH_S of a start
     restart_at: float | None = None
     last_exit: int | None = None
 
@@ -149,10 +149,9 @@ class Supervisor:
         if code is None:
             return
         ran = now - stage.started
-        stage.backoff = (
-            min(stage.backoff * 2, MAX_BACKOFF_S) if ran < QUICK_DEATH_S else FIRST_BACKOFF_S
-        )
-        stage.last_exit, stage.restart_at = code, now + stage.backoff
+        stage.quick_deaths = stage.quick_deaths + 1 if ran < QUICK_DEATH_S else 0
+        wait = min(FIRST_BACKOFF_S * 2 ** max(0, stage.quick_deaths - 1), MAX_BACKOFF_S)
+        stage.last_exit, stage.restart_at = code, now + wait
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
         log.error(
             "the %s (pid %d) %s after %.1f s; starting it again in %.0f s",
@@ -160,7 +159,7 @@ class Supervisor:
             stage.proc.pid,
             how,
             ran,
-            stage.backoff,
+            wait,
             extra={"stage": stage.name, "pid": stage.proc.pid, "exit_status": code},
         )
 
