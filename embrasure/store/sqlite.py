@@ -83,7 +83,9 @@ class SQLiteStore(Store):
             raise StoreError(f"cannot open {path}: directory {parent} does not exist")
         # This process's writers take turns at the write lock (store/write_turns.py), and
         # the WAL is checkpointed after each turn, outside it (store/checkpoints.py).
-        self._turns = WriteTurns(after=lambda: self._checkpoints.wrote())
+        self._turns = WriteTurns(
+            after=lambda: self._checkpoints.wrote(), lock_path=path + "-writelock"
+        )
         self._checkpoints = Checkpointer(lambda: _connect(path), self._turns.turn)
         try:
             self._writer = _connect(path)
@@ -449,3 +451,4 @@ class SQLiteStore(Store):
             if self._projector is not None:
                 self._projector.close()
         self._writer.close()
+        self._turns.close()
