@@ -142,10 +142,6 @@ def transformation(klass: str | None, kind: str) -> tuple[str, str]:
     return TRANSFORMATIONS.get(klass, TRANSFORMATIONS["expression"])
 
 
-def column_lineage_json(graph: Graph, node: DatasetId) -> list[dict[str, Any]] | None:
-    return column_lineage_jsons(graph, [node])[node]
-
-
 def column_lineage_jsons(
     graph: Graph, nodes: list[DatasetId]
 ) -> dict[DatasetId, list[dict[str, Any]] | None]:

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.requests import Request
@@ -231,12 +232,7 @@ def check_items(
         raws = [None] * len(events)
     else:
         raws = [body] if single else jsonguard.split_items(body)
-    rejections = []
-    for index, (event, raw) in enumerate(zip(events, raws, strict=True)):
-        reason = _event_bound_reason(event, raw, limits)
-        if reason is not None:
-            rejections.append(Rejection(index, event_kind(event), reason))
-    return tuple(rejections)
+    return _rejections(zip(events, raws, strict=True), limits)[1]
 
 
 def _check_array(body: bytes, limits: Limits) -> tuple[int, tuple[Rejection, ...]]:
@@ -244,14 +240,25 @@ def _check_array(body: bytes, limits: Limits) -> tuple[int, tuple[Rejection, ...
     checked and let go before the next (jsonguard.iter_array), so a 500-event batch never
     holds its 500 parsed events at once."""
     small = len(body) <= min(limits.values_per_event, limits.facet_bytes_per_event)
+    items = jsonguard.iter_array(body, limits.json_depth)
+    count, rejections = _rejections(
+        ((event, None if small else bytes(raw)) for event, raw in items), limits
+    )
+    _check_batch_size(count, limits)
+    return count, rejections
+
+
+def _rejections(
+    items: Iterable[tuple[Any, bytes | None]], limits: Limits
+) -> tuple[int, tuple[Rejection, ...]]:
+    """How many items there are, and those to reject (``_event_bound_reason``)."""
     rejections = []
     count = 0
-    for index, (event, raw) in enumerate(jsonguard.iter_array(body, limits.json_depth)):
-        reason = _event_bound_reason(event, None if small else bytes(raw), limits)
+    for index, (event, raw) in enumerate(items):
+        reason = _event_bound_reason(event, raw, limits)
         if reason is not None:
             rejections.append(Rejection(index, event_kind(event), reason))
         count += 1
-    _check_batch_size(count, limits)
     return count, tuple(rejections)
 
 
