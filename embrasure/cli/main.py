@@ -25,7 +25,7 @@ from embrasure.cli import retention as cli_retention
 from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, open_log_store, setting_options
 from embrasure.errors import EmbrasureError
-from embrasure.settings import Settings, markdown_table
+from embrasure.settings import BY_NAME, Settings, markdown_table
 from embrasure.store import migrations
 
 log = logging.getLogger("embrasure.server")
@@ -138,14 +138,14 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
         s.listen(LISTEN_BACKLOG)  # connections wait here while a receiver (re)starts
     board_dir = Path(tempfile.mkdtemp(prefix="embrasure-processes-"))
     env = {**os.environ, **settings.environment(), STATUS_DIR_ENV: str(board_dir)}
-    off = {"EMBRASURE_RETAIN_LOG": "", "EMBRASURE_RETAIN_RUNS": ""}
+    off = {BY_NAME["retain_log"].env: "", BY_NAME["retain_runs"].env: ""}
     fds = [s.fileno() for s in sockets]
     receiver_args = ["serve", "--no-projector", *(f"--listen-fd={fd}" for fd in fds)]
     stages = [
         Stage(
             "receiver",
             receiver_args,
-            {**env, **off, "EMBRASURE_KAFKA_BOOTSTRAP": ""},
+            {**env, **off, BY_NAME["kafka_bootstrap"].env: ""},
             tuple(fds),
             settings.graceful_shutdown_seconds,
         )
