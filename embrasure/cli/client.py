@@ -181,7 +181,17 @@ class HttpClient(Client):
         self.target = url.rstrip("/")
         self._token = token
         auth = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.target, timeout=TIMEOUT, headers=auth)
+        # As many kept-alive connections as request_many's threads. With fewer (httpx
+        # keeps 20 by default) httpcore 1.0.9 closes an idle connection whenever the
+        # pool holds more connections than that, possibly one it has just handed to
+        # another thread, whose request then fails with EBADF (encode/httpcore#1110;
+        # seen once in CI in `import marquez --url`).
+        limits = httpx.Limits(
+            max_connections=CONCURRENT_REQUESTS, max_keepalive_connections=CONCURRENT_REQUESTS
+        )
+        self._http = httpx.Client(
+            base_url=self.target, timeout=TIMEOUT, headers=auth, limits=limits
+        )
 
     def request(
         self,

@@ -164,6 +164,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> Any:
 
 def summary(result: Any) -> dict[str, Any]:
     assert result.exit_code in (0, 1), result.output
+    assert result.stdout, result.output  # exit code 1 and no summary: the import failed
     return dict(json.loads(result.stdout))
 
 
