@@ -99,9 +99,16 @@ class WrkResult:
         return self.statuses.get(status, 0)
 
 
+SEEDS = 16  # bench/ingest.lua: the seed is the counter's top 4 bits
+
+
 def wrk_argv(
     wrk: str, url: str, workload: Workload, seconds: int, seed: int, template: Path
 ) -> list[str]:
+    if not 0 <= seed < SEEDS:
+        # A wider seed widens the counter past the runId's 12 hex digits: every event
+        # is then quarantined, and a server's projector has nothing to do.
+        raise ValueError(f"wrk seed {seed} is not in 0-{SEEDS - 1} (bench/ingest.lua)")
     return [
         wrk,
         f"-t{workload.threads}",
