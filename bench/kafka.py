@@ -23,7 +23,8 @@ topic of 4 partitions. Events: bench/events.py's (~4.7 KB, unique runIds).
   produced; lag = the delivery's ``received_at`` - that time, p50/p99/max (the delivery
   is durable a commit later: a few ms, bench/ingest.py's receipt latency).
 
-Results: bench/results/kafka.{md,json}. Usage: ``bench/kafka.py [--events N] [--rounds R]``.
+Results: bench/results/kafka.{md,json}.
+Usage: ``bench/kafka.py [--events N] [--rounds R] [--rev REV]``.
 """
 
 from __future__ import annotations
@@ -343,10 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lag-seconds", type=int, default=30)
     p.add_argument("--lag-warmup", type=int, default=5, help="seconds sent first, not measured")
     p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--rev", default="HEAD", help="the git revision measured")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="embrasure-kafka-bench-"))
     source = work / "src"
-    code = servers.copy_source(source, "HEAD")
+    code = servers.copy_source(source, args.rev)
     busy = servers.busy_cores(2.0)
     broker = Broker(work / "broker", partitions=4)
     broker.start()
