@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
 
 from embrasure import ui
+from embrasure.access.jwt_bearer import JwtVerifier
 from embrasure.errors import ArchiveError, LogUnavailable, Problem, ReplayError, StoreUnavailable
 from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.trimmed import ArchivedBodies
@@ -150,7 +151,7 @@ def build_app(
     app.state.store = store
     app.state.committer = committer
     app.state.kafka = consumer
-    app.state.guard = Guard(store, enforce=enforce_auth)
+    app.state.guard = Guard(store, enforce=enforce_auth, jwt=jwt_verifier(settings))
     # Marquez's API (docs/marquez.md), served on a port of its own by `serve
     # --marquez-port` (marquez/http.py PortDispatch): its routes, and producers' POSTs.
     app.state.marquez = build_marquez_app(
@@ -163,3 +164,16 @@ def build_app(
         settings.retry_after,
     )
     return app
+
+
+def jwt_verifier(settings: Settings) -> JwtVerifier | None:
+    """The identity provider's JWTs, when --oidc-issuer names one
+    (docs/security.md#jwts-from-the-identity-provider)."""
+    if not settings.oidc_issuer:
+        return None
+    return JwtVerifier(
+        settings.oidc_issuer,
+        settings.oidc_audience,
+        settings.oidc_groups_claim,
+        settings.oidc_leeway_seconds,
+    )

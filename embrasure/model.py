@@ -118,6 +118,46 @@ class Token:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Grant:
+    """A rule of the grants table (docs/security.md#grants): ``who`` may use ``scope`` on
+    the namespaces matching ``namespaces``, a glob (``airflow-prod/*``, ``finance.*``)."""
+
+    grant_id: str
+    who: str  # group:NAME, subject:SUB, client:ID or token:ID
+    scope: str  # ingest, read or admin
+    namespaces: str
+    created_at: str
+    created_by: str | None  # who added it, as Principal.who
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Principal:
+    """Who made a request (web/auth.py): a static token of this server, or a JWT its
+    identity provider signed; and the (scope, namespace glob) pairs it may use."""
+
+    kind: str  # "token" or "jwt"
+    subject: str  # the token's id, or the JWT's sub
+    issuer: str  # "embrasure" for a static token, else the JWT's iss
+    token_id: str  # the static token's id, or the JWT's jti ("" when it has none)
+    name: str  # the token's name, or the JWT's client (azp or client_id)
+    groups: frozenset[str]
+    provider_key: str | None  # a static token bound to one (web/auth.py)
+    scopes: tuple[tuple[str, str], ...]
+
+    def allows(self, scope: str) -> bool:
+        """Whether ``scope`` (or admin) is granted on some namespace."""
+        return any(s in (scope, "admin") for s, _ in self.scopes)
+
+    @property
+    def who(self) -> str:
+        """How logs and the admin journal name it: a token as "name (id)", a JWT as
+        "subject (issuer)"."""
+        if self.kind == "token":
+            return f"{self.name} ({self.token_id})" if self.name else self.token_id
+        return f"{self.subject} ({self.issuer})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Receipt:
     """The 202 body (docs/receiver.md#the-receipt)."""
 

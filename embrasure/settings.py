@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -127,6 +128,31 @@ SETTINGS: tuple[Setting, ...] = (
         False,
         "Serve a non-loopback address with no bearer token created (auth off): only for a"
         " network you trust.",
+    ),
+    Setting(
+        "oidc_issuer",
+        "",
+        "The identity provider's issuer URL (OpenID Connect): JWTs it signs are accepted as"
+        " bearer tokens beside static ones (docs/security.md#jwts-from-the-identity-provider)."
+        " Empty: off.",
+    ),
+    Setting(
+        "oidc_audience",
+        "",
+        "The audience (aud) a JWT must be for: this API's identifier at the provider.",
+    ),
+    Setting(
+        "oidc_groups_claim",
+        "groups",
+        "The JWT claim listing the bearer's groups or roles; a dotted path reaches into"
+        " objects (Keycloak: realm_access.roles).",
+    ),
+    Setting(
+        "oidc_leeway_seconds",
+        60,
+        "Clock skew allowed between this server and the provider on exp, nbf and iat.",
+        low=0,
+        high=3600,
     ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
@@ -313,6 +339,23 @@ def parse_duration(text: str) -> datetime.timedelta:
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
+def _check_issuer(issuer: str, audience: str) -> None:
+    """--oidc-issuer is an https URL (http only on loopback: a test provider), and comes
+    with --oidc-audience: a token for any audience would be a token for any API."""
+    parts = urllib.parse.urlsplit(issuer)
+    loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
+    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        raise ValueError(
+            f"--oidc-issuer (EMBRASURE_OIDC_ISSUER) {issuer!r}: must be an https:// URL"
+            " (http:// only on loopback)"
+        )
+    if not audience:
+        raise ValueError(
+            "--oidc-issuer needs --oidc-audience (EMBRASURE_OIDC_AUDIENCE): the aud claim"
+            " the provider puts in tokens for this API"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Resolved settings; build with ``Settings.load`` so env and flags apply."""
@@ -322,6 +365,10 @@ class Settings:
     token: str = BY_NAME["token"].default
     host: str = BY_NAME["host"].default
     insecure: bool = BY_NAME["insecure"].default
+    oidc_issuer: str = BY_NAME["oidc_issuer"].default
+    oidc_audience: str = BY_NAME["oidc_audience"].default
+    oidc_groups_claim: str = BY_NAME["oidc_groups_claim"].default
+    oidc_leeway_seconds: int = BY_NAME["oidc_leeway_seconds"].default
     port: int = BY_NAME["port"].default
     marquez_port: int = BY_NAME["marquez_port"].default
     no_projector: bool = BY_NAME["no_projector"].default
@@ -367,6 +414,8 @@ class Settings:
                 "--retain-log needs --archive (EMBRASURE_ARCHIVE): the bodies it trims move"
                 " to the archive, a directory or an fsspec URL such as s3://bucket/prefix"
             )
+        if self.oidc_issuer:
+            _check_issuer(self.oidc_issuer, self.oidc_audience)
         try:
             self.kafka_client()
         except ValueError as exc:

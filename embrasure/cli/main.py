@@ -18,6 +18,7 @@ from embrasure import logs
 from embrasure.cli import admin as cli_admin
 from embrasure.cli import archive as cli_archive
 from embrasure.cli import consume as cli_consume
+from embrasure.cli import grants as cli_grants
 from embrasure.cli import graph as cli_graph
 from embrasure.cli import import_marquez as cli_import_marquez
 from embrasure.cli import ingest as cli_ingest
@@ -58,6 +59,10 @@ def main() -> None:
     "host",
     "port",
     "insecure",
+    "oidc_issuer",
+    "oidc_audience",
+    "oidc_groups_claim",
+    "oidc_leeway_seconds",
     "db",
     "marquez_port",
     "no_projector",
@@ -111,10 +116,12 @@ def serve(listen_fds: tuple[int, ...], **flags: Any) -> None:
 
 
 def refuse_auth_off(settings: Settings, store: Any, sockets: list[socket.socket]) -> None:
-    """docs/security.md: no token means auth is off, which only loopback may get away with."""
+    """docs/security.md: no token and no issuer means auth is off, which only loopback may
+    get away with."""
     from embrasure.web.auth import is_loopback
 
-    if not (is_loopback(settings.host) or settings.insecure or store.tokens()):
+    auth_on = settings.oidc_issuer or store.tokens()
+    if not (is_loopback(settings.host) or settings.insecure or auth_on):
         store.close()
         for s in sockets:
             s.close()
@@ -418,6 +425,7 @@ for command in (
     cli_ingest.COMMANDS
     + cli_graph.COMMANDS
     + cli_tokens.COMMANDS
+    + cli_grants.COMMANDS
     + cli_admin.COMMANDS
     + cli_archive.COMMANDS
     + cli_retention.COMMANDS

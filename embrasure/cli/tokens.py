@@ -7,14 +7,15 @@ from typing import Any
 
 import click
 
+from embrasure.access.grants import SCOPES
 from embrasure.cli.options import console, fail, load_settings, print_json, setting_options
 from embrasure.errors import EmbrasureError
 from embrasure.model import Token, utc_now
 from embrasure.store import Store, open_store, redact
-from embrasure.web.auth import SCOPES, check_scopes, digest, new_token
+from embrasure.web.auth import check_scopes, digest, new_token
 
 
-def _store(flags: dict[str, Any], create: bool = False) -> Store:
+def database(flags: dict[str, Any], create: bool = False) -> Store:
     """The database's store; only ``tokens create`` may create one (a token made before
     the first `serve`, docs/security.md)."""
     db = load_settings(flags).db
@@ -45,7 +46,7 @@ def create(scopes: tuple[str, ...], provider_key: str | None, name: str, **flags
     """Create a token; it is printed once, alone on the last line."""
     token_id, text = new_token()
     token = Token(token_id, digest(text), check_scopes(scopes), provider_key, name, utc_now(), None)
-    store = _store(flags, create=True)
+    store = database(flags, create=True)
     try:
         store.add_token(token)
     except EmbrasureError as exc:
@@ -62,7 +63,7 @@ def create(scopes: tuple[str, ...], provider_key: str | None, name: str, **flags
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_tokens(as_json: bool, **flags: Any) -> None:
     """Every token, revoked ones too (never their text)."""
-    store = _store(flags)
+    store = database(flags)
     try:
         found = sorted(store.tokens(), key=lambda t: (t.created_at, t.token_id))
     except EmbrasureError as exc:
@@ -103,7 +104,7 @@ def list_tokens(as_json: bool, **flags: Any) -> None:
 @click.argument("token_id")
 def revoke(token_id: str, **flags: Any) -> None:
     """Revoke a token by its id (servers stop accepting it within 2 s)."""
-    store = _store(flags)
+    store = database(flags)
     try:
         revoked = store.revoke_token(token_id, utc_now())
     except EmbrasureError as exc:

@@ -17,8 +17,9 @@ from typing import Any
 
 from starlette.requests import Request
 
+from embrasure.access.grants import NamespaceGrants
 from embrasure.errors import Problem
-from embrasure.model import DeliveryDraft, Rejection, Token, event_kind, utc_now
+from embrasure.model import DeliveryDraft, Principal, Rejection, event_kind, utc_now
 from embrasure.receiver import jsonguard
 
 MiB = 1024 * 1024
@@ -114,10 +115,10 @@ def check_headers(request: Request, limits: Limits) -> tuple[str, str | None]:
             limit=limits.idempotency_key_chars,
             actual=len(key),
         )
-    token: Token | None = getattr(request.state, "token", None)
-    if token is not None and token.provider_key is not None:
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is not None and principal.provider_key is not None:
         # docs/security.md: a bound token's key, whatever the query says
-        provider = token.provider_key
+        provider = principal.provider_key
     else:
         provider = request.query_params.get("provider_key", DEFAULT_PROVIDER_KEY)
     if not 1 <= len(provider) <= limits.provider_key_chars:
@@ -223,7 +224,11 @@ def _event_bound_reason(event: Any, raw: bytes | None, limits: Limits) -> str | 
 
 
 def check_items(
-    events: list[Any], body: bytes, single: bool, limits: Limits
+    events: list[Any],
+    body: bytes,
+    single: bool,
+    limits: Limits,
+    grants: NamespaceGrants | None = None,
 ) -> tuple[Rejection, ...]:
     """Per-event bounds: the items to reject at the transport boundary."""
     small = len(body) <= min(limits.values_per_event, limits.facet_bytes_per_event)
@@ -232,34 +237,57 @@ def check_items(
         raws = [None] * len(events)
     else:
         raws = [body] if single else jsonguard.split_items(body)
-    return _rejections(zip(events, raws, strict=True), limits)[1]
+    return _rejections(zip(events, raws, strict=True), limits, grants)[1]
 
 
-def _check_array(body: bytes, limits: Limits) -> tuple[int, tuple[Rejection, ...]]:
+def _check_array(
+    body: bytes, limits: Limits, grants: NamespaceGrants | None
+) -> tuple[int, tuple[Rejection, ...]]:
     """A bare array's items and their per-event bounds, in one pass: each item is parsed,
     checked and let go before the next (jsonguard.iter_array), so a 500-event batch never
     holds its 500 parsed events at once."""
     small = len(body) <= min(limits.values_per_event, limits.facet_bytes_per_event)
     items = jsonguard.iter_array(body, limits.json_depth)
     count, rejections = _rejections(
-        ((event, None if small else bytes(raw)) for event, raw in items), limits
+        ((event, None if small else bytes(raw)) for event, raw in items), limits, grants
     )
     _check_batch_size(count, limits)
     return count, rejections
 
 
 def _rejections(
-    items: Iterable[tuple[Any, bytes | None]], limits: Limits
+    items: Iterable[tuple[Any, bytes | None]], limits: Limits, grants: NamespaceGrants | None
 ) -> tuple[int, tuple[Rejection, ...]]:
-    """How many items there are, and those to reject (``_event_bound_reason``)."""
+    """How many items there are, and those to reject (``_event_bound_reason``, then
+    ``_outside_grants``)."""
     rejections = []
     count = 0
     for index, (event, raw) in enumerate(items):
         reason = _event_bound_reason(event, raw, limits)
+        if reason is None and grants is not None:
+            reason = _outside_grants(event, grants)
         if reason is not None:
             rejections.append(Rejection(index, event_kind(event), reason))
         count += 1
     return count, tuple(rejections)
+
+
+def _outside_grants(event: dict[str, Any], grants: NamespaceGrants) -> str | None:
+    """docs/security.md#grants: an event writes its job's namespace and its datasets'
+    (inputs, outputs, a DatasetEvent's dataset); each must be within the writer's."""
+    named = [event.get("job"), event.get("dataset")]
+    for side in ("inputs", "outputs"):
+        if type(event.get(side)) is list:
+            named += event[side]
+    namespaces = {n.get("namespace") for n in named if type(n) is dict}
+    outside = sorted(ns for ns in namespaces if type(ns) is str and not grants.allows(ns))
+    if not outside:
+        return None
+    listed = ", ".join(repr(ns) for ns in outside)
+    return (
+        f"namespace {listed} is outside the {grants.scope} grants of"
+        f" {grants.principal.who}: the event was stored, not projected"
+    )
 
 
 def _check_batch_size(count: int, limits: Limits) -> None:
@@ -295,7 +323,12 @@ def _events_of(doc: Any, single: bool, limits: Limits) -> list[Any]:
 
 
 def check_body(
-    body: bytes, single: bool, provider: str, key: str | None, limits: Limits
+    body: bytes,
+    single: bool,
+    provider: str,
+    key: str | None,
+    limits: Limits,
+    grants: NamespaceGrants | None = None,
 ) -> DeliveryDraft:
     """Every check of the body, and the draft to append. A function of its own so that
     the parsed document is garbage before the handler waits for its commit: alive across
@@ -303,10 +336,10 @@ def check_body(
     collector (bench/README.md measured +43-74% on batches from dropping them)."""
     received_at = utc_now()
     if not single and body[:1] == b"[":  # a bare array: item by item, in one pass
-        count, rejections = _check_array(body, limits)
+        count, rejections = _check_array(body, limits, grants)
     else:
         events = _events_of(jsonguard.parse_strict(body, limits.json_depth), single, limits)
-        count, rejections = len(events), check_items(events, body, single, limits)
+        count, rejections = len(events), check_items(events, body, single, limits, grants)
     return DeliveryDraft(
         provider_key=provider,
         idempotency_key=key,

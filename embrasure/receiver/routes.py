@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from embrasure.access.grants import restricted
 from embrasure.errors import IdempotencyConflict, LogUnavailable, Problem, StoreUnavailable
 from embrasure.model import Receipt
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
@@ -71,7 +72,9 @@ class Receiver:
         self, request: Request, single: bool, provider: str, key: str | None
     ) -> Receipt:
         body = await read_body(request, self.limits.body_bytes, self.body_seconds)
-        draft = check_body(body, single, provider, key, self.limits)
+        # docs/security.md#grants: items outside the writer's namespaces are quarantined.
+        grants = restricted(request.state.principal, "ingest")
+        draft = check_body(body, single, provider, key, self.limits, grants)
         try:
             return await self.committer.append(draft)
         except IdempotencyConflict as exc:

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from embrasure.errors import BodyArchived, IdempotencyConflict
-from embrasure.model import DeliveryDraft, Receipt, Rejection, Token
+from embrasure.model import DeliveryDraft, Grant, Receipt, Rejection, Token
 from embrasure.store.pacing import TARGET_HOLD_S
 from embrasure.store.read_rows import (
     Backlog,
@@ -493,6 +493,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def revoke_token(self, token_id: str, at: str) -> bool:
         """Mark a token revoked at ``at``; False when no live token has that id."""
+
+    @abc.abstractmethod
+    def grants(self) -> list[Grant]:
+        """Every grant rule (docs/security.md#grants), oldest first."""
+
+    @abc.abstractmethod
+    def add_grant(self, grant: Grant) -> None:
+        """Store a new grant rule."""
+
+    @abc.abstractmethod
+    def remove_grant(self, grant_id: str) -> bool:
+        """Delete a grant rule; False when none has that id."""
 
     @abc.abstractmethod
     def ping(self) -> None:

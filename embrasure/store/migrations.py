@@ -350,6 +350,24 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        13,
+        "grants",
+        """
+        -- docs/security.md#grants: who may use which scope on which namespaces.
+        CREATE TABLE grants (
+            grant_id TEXT PRIMARY KEY,
+            who TEXT NOT NULL,               -- group:NAME, subject:SUB, client:ID, token:ID
+            scope TEXT NOT NULL,             -- ingest, read or admin
+            namespaces TEXT NOT NULL,        -- a glob: airflow-prod/*, finance.*, *
+            created_at TEXT NOT NULL,
+            created_by TEXT                  -- who added it (NULL: auth was off)
+        );
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

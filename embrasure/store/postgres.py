@@ -35,7 +35,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from embrasure.errors import StoreError, StoreUnavailable
-from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
+from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
 from embrasure.store import log_sql, migrations, redact, schema, sql
 from embrasure.store.base import (
     AppendResult,
@@ -356,6 +356,21 @@ class PostgresStore(Store):
     def revoke_token(self, token_id: str, at: str) -> bool:
         with self._transaction("BEGIN", "revoking a token") as conn:
             return sql.revoke_token(conn, token_id, at)
+
+    def grants(self) -> list[Grant]:
+        try:
+            with self._transaction("BEGIN READ ONLY", "reading the grants") as conn:
+                return sql.grants(conn)
+        except StoreError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def add_grant(self, grant: Grant) -> None:
+        with self._transaction("BEGIN", "storing a grant") as conn:
+            sql.add_grant(conn, grant)
+
+    def remove_grant(self, grant_id: str) -> bool:
+        with self._transaction("BEGIN", "removing a grant") as conn:
+            return sql.remove_grant(conn, grant_id)
 
     def free_disk_bytes(self) -> int | None:
         return None  # the database server's disk, not this machine's

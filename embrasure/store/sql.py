@@ -10,12 +10,13 @@ the paramstyle and that spelling differ. Everything here takes any connection wi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from embrasure.model import Token
+from embrasure.model import Grant, Token
 from embrasure.store.base import Key, Record
 from embrasure.store.interned import Interner, select_named
 from embrasure.store.migrations import DIALECT_TOKENS
@@ -241,4 +242,26 @@ def revoke_token(conn: Connection, token_id: str, at: str) -> bool:
         "UPDATE tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
         (at, token_id),
     )
+    return bool(cursor.rowcount == 1)
+
+
+# -- grants (docs/security.md#grants) ---------------------------------------------------
+
+GRANT_COLUMNS = "grant_id, who, scope, namespaces, created_at, created_by"
+
+
+def grants(conn: Connection) -> list[Grant]:
+    rows = conn.execute(f"SELECT {GRANT_COLUMNS} FROM grants ORDER BY created_at, grant_id")
+    return [Grant(*row) for row in rows.fetchall()]
+
+
+def add_grant(conn: Connection, grant: Grant) -> None:
+    conn.execute(
+        f"INSERT INTO grants ({GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+        dataclasses.astuple(grant),
+    )
+
+
+def remove_grant(conn: Connection, grant_id: str) -> bool:
+    cursor = conn.execute("DELETE FROM grants WHERE grant_id = ?", (grant_id,))
     return bool(cursor.rowcount == 1)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import cast
 
 from embrasure.errors import StoreError, StoreUnavailable
-from embrasure.model import DeliveryDraft, DeliveryIds, Token, utc_now
+from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
 from embrasure.store import log_sql, migrations, schema, sql
 from embrasure.store.base import (
     AppendResult,
@@ -361,6 +361,20 @@ class SQLiteStore(Store):
     def revoke_token(self, token_id: str, at: str) -> bool:
         with self._short_write() as conn:
             return sql.revoke_token(conn, token_id, at)
+
+    def grants(self) -> list[Grant]:
+        try:
+            return sql.grants(self._read())
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
+
+    def add_grant(self, grant: Grant) -> None:
+        with self._short_write() as conn:
+            sql.add_grant(conn, grant)
+
+    def remove_grant(self, grant_id: str) -> bool:
+        with self._short_write() as conn:
+            return sql.remove_grant(conn, grant_id)
 
     @contextlib.contextmanager
     def _short_write(self) -> Iterator[sqlite3.Connection]:

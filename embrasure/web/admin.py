@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from embrasure.errors import LogUnavailable, StoreUnavailable
-from embrasure.model import DatasetId, DeliveryDraft, Receipt, utc_now
+from embrasure.model import DatasetId, DeliveryDraft, Principal, Receipt, utc_now
 from embrasure.projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
 from embrasure.query.entities import Identities
 from embrasure.query.hidden import Hidden
@@ -191,11 +191,9 @@ def _entry_json(entry: AdminEntry, receipt: Receipt) -> dict[str, Any]:
 
 
 def who(request: Request) -> str | None:
-    """Who asked: the request's token as "name (id)", None while auth is off."""
-    token = getattr(request.state, "token", None)
-    if token is None:
-        return None
-    return f"{token.name} ({token.token_id})" if token.name else str(token.token_id)
+    """Who asked (Principal.who), None while auth is off."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    return principal.who if principal is not None else None
 
 
 def _order(entry: dict[str, Any]) -> tuple[str, str, str]:

@@ -10,9 +10,15 @@ the graph, the log and ``/metrics``), ``admin`` (replay, and everything the othe
 allow). A token may be bound to one provider_key, which then replaces the query parameter
 on its deliveries.
 
-Auth is on as soon as one token has been created, revoked or not: revoking the last
-token must not quietly open the server. With none, every request passes; the CLI refuses
-to bind a non-loopback address in that state unless ``--insecure`` is given.
+With --oidc-issuer, a bearer token that is not one of these is read as a JWT of the
+company's identity provider (access/jwt_bearer.py). Either kind gets its scopes, per
+namespace glob, from the grant rules (access/grants.py; a static token no rule names
+keeps its own scopes everywhere).
+
+Auth is on as soon as one token has been created, revoked or not (revoking the last
+token must not quietly open the server), or an issuer is configured. Otherwise every
+request passes; the CLI refuses to bind a non-loopback address in that state unless
+``--insecure`` is given.
 
 Every route declares its scope with ``requires`` (or ``public``); tests/web/test_auth.py
 walks the router so that a route without one fails the suite.
@@ -20,6 +26,7 @@ walks the router so that a route without one fails the suite.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -30,14 +37,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from starlette.requests import Request
 from starlette.responses import Response
 
+from embrasure.access import grants
+from embrasure.access.grants import SCOPES
+from embrasure.access.jwt_bearer import JwtVerifier, ProviderUnavailable, Refused
 from embrasure.errors import Problem, StoreUnavailable
-from embrasure.model import Token
+from embrasure.model import Grant, Principal, Token
 from embrasure.store import Store
 from embrasure.web import params
 from embrasure.web.refresh import Refreshed
 from embrasure.web.responses import store_unavailable
 
-SCOPES = ("ingest", "read", "admin")
 PREFIX = "emb_"
 # How long a server trusts what it read of the tokens table: a token created or revoked
 # by `embrasure tokens` (another process, maybe another machine) takes effect within it.
@@ -72,68 +81,117 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Guard:
-    """Checks requests' bearer tokens against the store's tokens table, read at most
-    once per CACHE_SECONDS, off the event loop, one read at a time (refresh.Refreshed)."""
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """The tokens and grant rules, as read together from the store."""
 
-    def __init__(self, store: Store, *, enforce: bool = True) -> None:
+    tokens: dict[str, Token]
+    grants: tuple[Grant, ...]
+
+
+class Guard:
+    """Checks requests' bearer tokens: this server's static tokens, against the store's
+    tokens table, and JWTs from the identity provider (access/jwt_bearer.py) when one is
+    configured; each gets the scopes its grant rules give (access/grants.py). Tokens and
+    grants are read at most once per CACHE_SECONDS, off the event loop, one read at a
+    time (refresh.Refreshed)."""
+
+    def __init__(
+        self, store: Store, *, enforce: bool = True, jwt: JwtVerifier | None = None
+    ) -> None:
         self.store = store
         self.enforce = enforce  # False: the in-process app of a --db client command
-        self._tokens = Refreshed(self._read, lambda: CACHE_SECONDS)
+        self.jwt = jwt
+        self._access = Refreshed(self._read, lambda: CACHE_SECONDS)
 
-    def _read(self) -> dict[str, Token]:
-        return {t.token_id: t for t in self.store.tokens()}
+    def _read(self) -> Access:
+        return Access({t.token_id: t for t in self.store.tokens()}, tuple(self.store.grants()))
 
     async def tokens(self) -> dict[str, Token]:
-        return await self._tokens.get()
+        return (await self._access.get()).tokens
 
-    async def check(self, request: Request, scopes: Sequence[str]) -> Token | None:
-        """The request's token (None while auth is off), which allows one of ``scopes``;
-        raises Problem 401/403."""
-        tokens = await self.tokens() if self.enforce else {}
-        if not tokens:
+    async def check(self, request: Request, scopes: Sequence[str]) -> Principal | None:
+        """Who sent the request (None while auth is off), which must be allowed one of
+        ``scopes``; raises Problem 401/403 (503: the identity provider is unreachable)."""
+        if not self.enforce:
+            return None
+        access = await self._access.get()
+        if not access.tokens and self.jwt is None:
             return None
         header = request.headers.get("authorization", "")
         kind, _, text = header.partition(" ")
         if kind.lower() != "bearer" or not text.strip():
             raise _unauthorized("This server needs a bearer token (Authorization: Bearer …).")
         text = text.strip()
-        token_id = text[len(PREFIX) :].partition("_")[0] if text.startswith(PREFIX) else ""
-        token = tokens.get(token_id)
-        if token is None or not hmac.compare_digest(token.digest, digest(text)):
-            raise _unauthorized("The bearer token is not one this server issued.")
-        if token.revoked_at is not None:
-            raise _unauthorized(f"The bearer token {token_id} was revoked at {token.revoked_at}.")
-        if not any(token.allows(scope) for scope in scopes):
-            needed = " or ".join(repr(s) for s in scopes)
-            # RFC 6750 §3: scope is a space-delimited list; here any one of them suffices.
-            listed = " ".join(scopes)
+        if text.startswith(PREFIX) or self.jwt is None:
+            principal = grants.token_principal(_static_token(access, text), access.grants)
+        else:
+            principal = await self._jwt_principal(self.jwt, text, access)
+        if not any(principal.allows(scope) for scope in scopes):
+            raise _insufficient(request, scopes, principal)
+        return principal
+
+    async def _jwt_principal(self, verifier: JwtVerifier, text: str, access: Access) -> Principal:
+        try:
+            verified = await verifier.verify(text)
+        except Refused as exc:
+            raise _unauthorized(str(exc), error="invalid_token") from None
+        except ProviderUnavailable as exc:
             raise Problem(
-                403,
-                "insufficient-scope",
-                "Insufficient scope",
-                f"{request.method} {request.url.path} needs scope {needed}; token "
-                f"{token_id} has {', '.join(sorted(token.scopes))}.",
-                headers={
-                    "WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{listed}"'
-                },
-            )
-        return token
+                503,
+                "identity-provider-unavailable",
+                "Identity provider unavailable",
+                f"The JWT could not be checked: {exc}. Try again later.",
+                headers={"Retry-After": "5"},
+            ) from None
+        return grants.jwt_principal(
+            subject=verified.subject,
+            issuer=verified.issuer,
+            token_id=verified.token_id,
+            client=verified.client,
+            groups=verified.groups,
+            grants=access.grants,
+        )
 
 
-def _unauthorized(detail: str) -> Problem:
+def _static_token(access: Access, text: str) -> Token:
+    token_id = text[len(PREFIX) :].partition("_")[0] if text.startswith(PREFIX) else ""
+    token = access.tokens.get(token_id)
+    if token is None or not hmac.compare_digest(token.digest, digest(text)):
+        raise _unauthorized("The bearer token is not one this server issued.")
+    if token.revoked_at is not None:
+        raise _unauthorized(f"The bearer token {token_id} was revoked at {token.revoked_at}.")
+    return token
+
+
+def _insufficient(request: Request, scopes: Sequence[str], principal: Principal) -> Problem:
+    needed = " or ".join(repr(s) for s in scopes)
+    held = ", ".join(sorted({s for s, _ in principal.scopes})) or "no grant"
+    if principal.kind == "jwt":
+        groups = ", ".join(sorted(principal.groups)) or "none"
+        held = f"{held} (grants of subject {principal.subject!r}, groups {groups})"
+    # RFC 6750 §3: scope is a space-delimited list; here any one of them suffices.
+    listed = " ".join(scopes)
     return Problem(
-        401,
-        "unauthorized",
-        "Unauthorized",
-        detail,
-        headers={"WWW-Authenticate": 'Bearer realm="embrasure"'},
+        403,
+        "insufficient-scope",
+        "Insufficient scope",
+        f"{request.method} {request.url.path} needs scope {needed}; {principal.who} has {held}.",
+        headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{listed}"'},
+    )
+
+
+def _unauthorized(detail: str, error: str = "") -> Problem:
+    # RFC 6750 §3.1: invalid_token when a token was given and is bad (expired, forged…).
+    challenge = 'Bearer realm="embrasure"' + (f', error="{error}"' if error else "")
+    return Problem(
+        401, "unauthorized", "Unauthorized", detail, headers={"WWW-Authenticate": challenge}
     )
 
 
 def requires(*scopes: str) -> Callable[[Endpoint], Endpoint]:
-    """Mark an endpoint as needing one of ``scopes``; the token checked is on
-    request.state.token.
+    """Mark an endpoint as needing one of ``scopes``; who sent it (a Principal, None
+    while auth is off) is on request.state.principal.
 
     The check runs inside the route's endpoint, so what it raises (a 401 or 403
     Problem) reaches the app's exception handlers like any route's error."""
@@ -145,7 +203,7 @@ def requires(*scopes: str) -> Callable[[Endpoint], Endpoint]:
         async def guarded(request: Request) -> Response:
             guard: Guard = request.app.state.guard
             try:
-                request.state.token = await guard.check(request, scopes)
+                request.state.principal = await guard.check(request, scopes)
             except StoreUnavailable as exc:
                 # Retry-After 1, not --retry-after: the guard is not given the
                 # setting and has always sent 1 (tests/web/test_problems.py pins it).

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from embrasure.errors import Problem
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
-from embrasure.model import DELIVERY_STATES, KafkaCoordinates, Rejection, Token
+from embrasure.model import DELIVERY_STATES, KafkaCoordinates, Principal, Rejection
 from embrasure.projector.worker import replay_item
 from embrasure.query import raw_events
 from embrasure.store import Store
@@ -114,12 +114,12 @@ class DeliveriesApi:
     async def get_delivery(self, request: Request) -> Response:
         delivery_id = request.path_params["delivery_id"]
 
-        token: Token | None = request.state.token
+        principal: Principal | None = request.state.principal
         # docs/security.md#scopes: an ingest token sees the status of what it delivered.
         # One bound to a provider_key sees that key's deliveries only, and another's is
         # "not stored" to it, so it cannot learn which ids exist; an unbound one may file
         # under any key, so any delivery could be its own.
-        bound = token.provider_key if token and not token.allows("read") else None
+        bound = principal.provider_key if principal and not principal.allows("read") else None
 
         def work(reader: GraphReader) -> Any:
             row = reader.delivery(delivery_id)

@@ -286,6 +286,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
         "g1_hidden",
         "g1_tags",
         "delivery_totals",
+        "grants",
     ):
         run_sql(db_url, f"DROP TABLE {table}")
     run_sql(db_url, "DELETE FROM embrasure_schema WHERE version > 3")
@@ -296,6 +297,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
             assert reader.rows(HiddenRow) == []
             assert reader.rows(TagRow) == []  # migration 12 made the table
             pending, items, oldest, rejected = reader.backlog()
+        assert store.grants() == []  # and 13 the grants
         assert (pending, items, rejected) == (2, len(export_events()) + 1, 0)
         assert oldest is not None
         with store.reader() as reader:
