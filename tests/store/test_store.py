@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from embrasure.errors import IdempotencyConflict, SchemaError, StoreUnavailable
-from embrasure.model import Receipt
+from embrasure.model import Grant, Receipt
 from embrasure.store import Store, migrations, open_store
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.store.sqlite import SQLiteStore
@@ -232,3 +232,14 @@ def test_keyed_lookups_search_an_index(
 def _stored(store: Store, delivery_id: str) -> bool:
     with store.reader() as reader:
         return reader.delivery(delivery_id) is not None
+
+
+def test_grants_are_kept_in_order_and_removed(store: Store) -> None:
+    """docs/security.md#grants: the rules every server process reads, on each backend."""
+    first = Grant("g1", "group:finance", "read", "finance.*", "2026-12-05T10:00:00Z", None)
+    second = Grant("g0", "token:abc", "ingest", "spark/*", "2026-12-05T11:00:00Z", "x (y)")
+    store.add_grant(second)
+    store.add_grant(first)
+    assert store.grants() == [first, second]  # oldest first
+    assert store.remove_grant("g1") and not store.remove_grant("g1")
+    assert store.grants() == [second]
