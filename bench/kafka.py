@@ -231,7 +231,9 @@ def lag_run(
     # eventTime is in the body: read it back through the log's own reader (compressed).
     from embrasure.store import open_store
 
-    store = open_store(f"sqlite:///{db}")
+    # upgrade: the server may have run an older --rev than this harness's code; the
+    # database is a throwaway and the server has stopped.
+    store = open_store(f"sqlite:///{db}", upgrade=True)
     try:
         lags = []  # (sent at, lag ms)
         for entry in store.read_log(0, sent + 10, 1 << 40):

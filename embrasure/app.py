@@ -11,7 +11,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute
 
 from embrasure import ui
-from embrasure.access.jwt_bearer import JwtVerifier
+from embrasure.access.jwt_bearer import IdentityProvider, JwtVerifier
+from embrasure.access.sign_in import SignIn
 from embrasure.errors import ArchiveError, LogUnavailable, Problem, ReplayError, StoreUnavailable
 from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.trimmed import ArchivedBodies
@@ -39,6 +40,7 @@ from embrasure.web.deliveries import DeliveriesApi
 from embrasure.web.health import Health
 from embrasure.web.metrics import Metrics
 from embrasure.web.openapi import document as openapi
+from embrasure.web.sign_in import routes as sign_in_routes
 
 if TYPE_CHECKING:  # imported when used: librdkafka only loads for a server that consumes
     from embrasure.receiver.kafka import KafkaSource
@@ -141,6 +143,7 @@ def build_app(
         *admin_api.routes(),
         *metrics.routes(),
         *ui.routes(),
+        *sign_in_routes(),
     ]
     app = Starlette(
         routes=[*routes, *openapi.routes(limits, routes)],
@@ -151,7 +154,9 @@ def build_app(
     app.state.store = store
     app.state.committer = committer
     app.state.kafka = consumer
-    app.state.guard = Guard(store, enforce=enforce_auth, jwt=jwt_verifier(settings))
+    verifier = jwt_verifier(settings)
+    app.state.sign_in = sign_in = ui_sign_in(settings, verifier, store)
+    app.state.guard = Guard(store, enforce=enforce_auth, jwt=verifier, sign_in=sign_in)
     # Marquez's API (docs/marquez.md), served on a port of its own by `serve
     # --marquez-port` (marquez/http.py PortDispatch): its routes, and producers' POSTs.
     app.state.marquez = build_marquez_app(
@@ -172,8 +177,22 @@ def jwt_verifier(settings: Settings) -> JwtVerifier | None:
     if not settings.oidc_issuer:
         return None
     return JwtVerifier(
-        settings.oidc_issuer,
+        IdentityProvider(settings.oidc_issuer),
         settings.oidc_audience,
         settings.oidc_groups_claim,
         settings.oidc_leeway_seconds,
+    )
+
+
+def ui_sign_in(settings: Settings, verifier: JwtVerifier | None, store: Store) -> SignIn | None:
+    """People's sign-in to the web UI, when --oidc-client-id names its client."""
+    if verifier is None or not settings.oidc_client_id:
+        return None
+    return SignIn(
+        verifier,
+        settings.oidc_client_id,
+        settings.oidc_client_secret,
+        settings.oidc_scopes,
+        settings.oidc_session_hours * 3600,
+        lambda: store.server_secret("session-cookies"),
     )

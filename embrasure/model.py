@@ -76,6 +76,19 @@ class KafkaCoordinates:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Writer:
+    """Who appended a delivery (docs/security.md#audit): the authenticated principal."""
+
+    kind: str  # "token", "jwt" or "session" (Principal.kind)
+    subject: str
+    issuer: str
+    token_id: str
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class DeliveryDraft:
     """A checked request (or Kafka message), ready to be appended to the delivery log."""
 
@@ -88,6 +101,7 @@ class DeliveryDraft:
     rejections: tuple[Rejection, ...]
     received_at: str
     kafka: KafkaCoordinates | None = None  # route "kafka" only
+    writer: Writer | None = None  # None while auth is off, and from Kafka
 
     @property
     def dedupe_key(self) -> str:
@@ -135,8 +149,8 @@ class Principal:
     """Who made a request (web/auth.py): a static token of this server, or a JWT its
     identity provider signed; and the (scope, namespace glob) pairs it may use."""
 
-    kind: str  # "token" or "jwt"
-    subject: str  # the token's id, or the JWT's sub
+    kind: str  # "token", "jwt", or "session" (signed in to the web UI)
+    subject: str  # the token's id, or the JWT's (or the ID token's) sub
     issuer: str  # "embrasure" for a static token, else the JWT's iss
     token_id: str  # the static token's id, or the JWT's jti ("" when it has none)
     name: str  # the token's name, or the JWT's client (azp or client_id)
@@ -147,6 +161,10 @@ class Principal:
     def allows(self, scope: str) -> bool:
         """Whether ``scope`` (or admin) is granted on some namespace."""
         return any(s in (scope, "admin") for s, _ in self.scopes)
+
+    @property
+    def writer(self) -> Writer:
+        return Writer(self.kind, self.subject, self.issuer, self.token_id)
 
     @property
     def who(self) -> str:

@@ -154,6 +154,30 @@ SETTINGS: tuple[Setting, ...] = (
         low=0,
         high=3600,
     ),
+    Setting(
+        "oidc_client_id",
+        "",
+        "The web UI's client id at the identity provider: people sign in with it"
+        " (docs/security.md#signing-in-to-the-web-ui). Empty: no sign-in, tokens only.",
+    ),
+    Setting(
+        "oidc_client_secret",
+        "",
+        "The web UI client's secret (confidential client; PKCE is used as well).",
+    ),
+    Setting(
+        "oidc_scopes",
+        "openid profile email",
+        "The scopes the sign-in asks for; add the one that brings the groups claim where"
+        " the provider needs one (Okta: groups).",
+    ),
+    Setting(
+        "oidc_session_hours",
+        8,
+        "How long a sign-in to the web UI lasts.",
+        low=1,
+        high=24 * 30,
+    ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
         "marquez_port",
@@ -369,6 +393,10 @@ class Settings:
     oidc_audience: str = BY_NAME["oidc_audience"].default
     oidc_groups_claim: str = BY_NAME["oidc_groups_claim"].default
     oidc_leeway_seconds: int = BY_NAME["oidc_leeway_seconds"].default
+    oidc_client_id: str = BY_NAME["oidc_client_id"].default
+    oidc_client_secret: str = BY_NAME["oidc_client_secret"].default
+    oidc_scopes: str = BY_NAME["oidc_scopes"].default
+    oidc_session_hours: int = BY_NAME["oidc_session_hours"].default
     port: int = BY_NAME["port"].default
     marquez_port: int = BY_NAME["marquez_port"].default
     no_projector: bool = BY_NAME["no_projector"].default
@@ -416,6 +444,11 @@ class Settings:
             )
         if self.oidc_issuer:
             _check_issuer(self.oidc_issuer, self.oidc_audience)
+        if self.oidc_client_id and not (self.oidc_issuer and self.oidc_client_secret):
+            raise ValueError(
+                "--oidc-client-id needs --oidc-issuer and --oidc-client-secret"
+                " (EMBRASURE_OIDC_CLIENT_SECRET)"
+            )
         try:
             self.kafka_client()
         except ValueError as exc:

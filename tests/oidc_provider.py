@@ -149,6 +149,10 @@ class OidcProvider:
         self.keys = keys
         self.start()
 
+    def ui_client(self) -> tuple[str, str]:
+        """The web UI's client id and secret (code flow; ``redirect_uris`` given)."""
+        return "embrasure-ui", "ui-secret"
+
     def client_token(self, client_id: str, resource: str = RESOURCE) -> str:
         """An access token (a JWT) by the client credentials grant (RFC 6749 §4.4)."""
         reply = httpx.post(

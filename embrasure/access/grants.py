@@ -68,13 +68,15 @@ def jwt_principal(
     client: str,
     groups: Iterable[str],
     grants: Sequence[Grant],
+    kind: str = "jwt",
 ) -> Principal:
+    """A JWT's bearer, or (``kind`` "session") a person signed in to the web UI."""
     groups = frozenset(groups)
     names = {f"subject:{subject}", *(f"group:{g}" for g in groups)}
     if client:
         names.add(f"client:{client}")
     return Principal(
-        kind="jwt",
+        kind=kind,
         subject=subject,
         issuer=issuer,
         token_id=token_id,

@@ -54,24 +54,86 @@ class Verified:
     claims: dict[str, Any]
 
 
+class IdentityProvider:
+    """The issuer's discovery document and signing keys, read when first needed and
+    kept (module docstring); shared by every verifier of its tokens."""
+
+    def __init__(self, issuer: str) -> None:
+        self.issuer = issuer
+        self._document: dict[str, Any] | None = None
+        self._keys: KeySet | None = None
+        self._read_at = -JWKS_MIN_REFRESH
+        self._lock = asyncio.Lock()
+
+    async def discovery(self) -> dict[str, Any]:
+        """The discovery document (OpenID Connect Discovery 1.0 §4)."""
+        if self._document is None:
+            async with httpx.AsyncClient(timeout=FETCH_TIMEOUT) as http:
+                self._document = await self._discover(http)
+        return self._document
+
+    async def _discover(self, http: httpx.AsyncClient) -> dict[str, Any]:
+        url = f"{self.issuer.rstrip('/')}/.well-known/openid-configuration"
+        document = await _get_json(http, url)
+        # §4.3: the document's issuer must be the one it was found by.
+        if document.get("issuer") != self.issuer:
+            raise ProviderUnavailable(
+                f"{url} names issuer {document.get('issuer')!r}, not {self.issuer!r}"
+            )
+        for endpoint in ("jwks_uri", "authorization_endpoint", "token_endpoint"):
+            if not isinstance(document.get(endpoint), str):
+                raise ProviderUnavailable(f"{url} has no {endpoint}")
+        return document
+
+    async def key_set(self, kid: object) -> KeySet:
+        """The provider's keys: the kept set, unless it is old or lacks ``kid``."""
+        keys, age = self._keys, time.monotonic() - self._read_at
+        if keys is not None and age < JWKS_MAX_AGE and _has(keys, kid):
+            return keys
+        async with self._lock:  # one read at a time; the others use what it read
+            keys, age = self._keys, time.monotonic() - self._read_at
+            fresh = keys is not None and age < JWKS_MAX_AGE and _has(keys, kid)
+            if not fresh and (keys is None or age >= JWKS_MIN_REFRESH):
+                self._keys = keys = await self._fetch_keys()
+                self._read_at = time.monotonic()
+        assert keys is not None
+        return keys
+
+    async def _fetch_keys(self) -> KeySet:
+        async with httpx.AsyncClient(timeout=FETCH_TIMEOUT) as http:
+            if self._document is None:
+                self._document = await self._discover(http)
+            jwks_uri = self._document["jwks_uri"]
+            key_set = await _get_json(http, jwks_uri)
+        try:
+            return KeySet.import_key_set(
+                {"keys": [k for k in key_set.get("keys", []) if k.get("use", "sig") == "sig"]}
+            )
+        except (errors.JoseError, ValueError, TypeError) as exc:
+            raise ProviderUnavailable(f"{jwks_uri} is not a usable key set: {exc}") from None
+
+
 class JwtVerifier:
+    """The provider's JWTs for one audience: this API's access tokens, or the web UI
+    client's ID tokens (sign_in.py)."""
+
     def __init__(
         self,
-        issuer: str,
+        provider: IdentityProvider,
         audience: str,
         groups_claim: str = "groups",
         leeway_seconds: int = 60,
         now: Callable[[], float] = time.time,
     ) -> None:
-        self.issuer = issuer
+        self.provider = provider
+        self.issuer = provider.issuer
         self.audience = audience
         self.groups_claim = groups_claim
         self.leeway = leeway_seconds
         self._now = now
-        self._keys: KeySet | None = None
-        self._read_at = -JWKS_MIN_REFRESH
-        self._jwks_uri: str | None = None
-        self._lock = asyncio.Lock()
+
+    def for_audience(self, audience: str) -> JwtVerifier:
+        return JwtVerifier(self.provider, audience, self.groups_claim, self.leeway, self._now)
 
     async def verify(self, text: str) -> Verified:
         try:
@@ -91,7 +153,7 @@ class JwtVerifier:
             raise Refused(
                 f"The JWT is signed with alg {alg!r}; this server accepts {', '.join(ALGORITHMS)}."
             )
-        keys = await self._key_set(kid)
+        keys = await self.provider.key_set(kid)
         try:
             token = jwt.decode(text, keys, algorithms=list(ALGORITHMS))
         except errors.InvalidKeyIdError:
@@ -145,42 +207,6 @@ class JwtVerifier:
                     f" allows {self.leeway} s of clock skew)."
                 ) from None
             raise Refused(f"The JWT's {exc.claim!r} claim is not valid.") from None
-
-    async def _key_set(self, kid: object) -> KeySet:
-        """The provider's keys: the kept set, unless it is old or lacks ``kid``."""
-        keys, age = self._keys, time.monotonic() - self._read_at
-        if keys is not None and age < JWKS_MAX_AGE and _has(keys, kid):
-            return keys
-        async with self._lock:  # one read at a time; the others use what it read
-            keys, age = self._keys, time.monotonic() - self._read_at
-            fresh = keys is not None and age < JWKS_MAX_AGE and _has(keys, kid)
-            if not fresh and (keys is None or age >= JWKS_MIN_REFRESH):
-                self._keys = keys = await self._fetch_keys()
-                self._read_at = time.monotonic()
-        assert keys is not None
-        return keys
-
-    async def _fetch_keys(self) -> KeySet:
-        async with httpx.AsyncClient(timeout=FETCH_TIMEOUT) as http:
-            if self._jwks_uri is None:
-                discovery = f"{self.issuer.rstrip('/')}/.well-known/openid-configuration"
-                document = await _get_json(http, discovery)
-                # OpenID Connect Discovery 1.0 §4.3: the document's issuer must be the one
-                # it was found by.
-                if document.get("issuer") != self.issuer:
-                    raise ProviderUnavailable(
-                        f"{discovery} names issuer {document.get('issuer')!r}, not {self.issuer!r}"
-                    )
-                if not isinstance(document.get("jwks_uri"), str):
-                    raise ProviderUnavailable(f"{discovery} has no jwks_uri")
-                self._jwks_uri = document["jwks_uri"]
-            key_set = await _get_json(http, self._jwks_uri)
-        try:
-            return KeySet.import_key_set(
-                {"keys": [k for k in key_set.get("keys", []) if k.get("use", "sig") == "sig"]}
-            )
-        except (errors.JoseError, ValueError, TypeError) as exc:
-            raise ProviderUnavailable(f"{self._jwks_uri} is not a usable key set: {exc}") from None
 
 
 def groups_of(claims: dict[str, Any], path: str) -> tuple[str, ...]:

@@ -52,7 +52,7 @@ from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.group_commit import GroupCommitter
-from embrasure.web.admin import draft, who
+from embrasure.web.admin import draft, who, writer
 from embrasure.web.auth import requires
 from embrasure.web.responses import json_response, read
 
@@ -74,7 +74,8 @@ class WriteRoutes:
         self, request: Request, entries: list[AdminEntry], then: Callable[[GraphReader], Any]
     ) -> Response:
         try:
-            receipts = await asyncio.gather(*(self.committer.append(draft(e)) for e in entries))
+            appended = [self.committer.append(draft(e, writer(request))) for e in entries]
+            receipts = await asyncio.gather(*appended)
         except StoreUnavailable as exc:
             raise LogUnavailable(f"The change was not stored: {exc}. Retry later.") from exc
         ids = [r.delivery_id for r in receipts]

@@ -19,7 +19,7 @@ from starlette.requests import Request
 
 from embrasure.access.grants import NamespaceGrants
 from embrasure.errors import Problem
-from embrasure.model import DeliveryDraft, Principal, Rejection, event_kind, utc_now
+from embrasure.model import DeliveryDraft, Principal, Rejection, Writer, event_kind, utc_now
 from embrasure.receiver import jsonguard
 
 MiB = 1024 * 1024
@@ -329,6 +329,7 @@ def check_body(
     key: str | None,
     limits: Limits,
     grants: NamespaceGrants | None = None,
+    writer: Writer | None = None,
 ) -> DeliveryDraft:
     """Every check of the body, and the draft to append. A function of its own so that
     the parsed document is garbage before the handler waits for its commit: alive across
@@ -349,4 +350,5 @@ def check_body(
         item_count=count,
         rejections=rejections,
         received_at=received_at,
+        writer=writer,
     )

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from embrasure.access.grants import restricted
 from embrasure.errors import IdempotencyConflict, LogUnavailable, Problem, StoreUnavailable
-from embrasure.model import Receipt
+from embrasure.model import Principal, Receipt
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, check_body, check_headers, declared_size, read_body
 from embrasure.store.group_commit import GroupCommitter
@@ -72,9 +72,12 @@ class Receiver:
         self, request: Request, single: bool, provider: str, key: str | None
     ) -> Receipt:
         body = await read_body(request, self.limits.body_bytes, self.body_seconds)
-        # docs/security.md#grants: items outside the writer's namespaces are quarantined.
-        grants = restricted(request.state.principal, "ingest")
-        draft = check_body(body, single, provider, key, self.limits, grants)
+        # docs/security.md#grants: items outside the writer's namespaces are quarantined;
+        # #audit: the delivery records who appended it.
+        principal: Principal | None = request.state.principal
+        grants = restricted(principal, "ingest")
+        by = principal.writer if principal is not None else None
+        draft = check_body(body, single, provider, key, self.limits, grants, by)
         try:
             return await self.committer.append(draft)
         except IdempotencyConflict as exc:

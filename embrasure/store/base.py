@@ -242,9 +242,15 @@ class GraphReader(abc.ABC):
 
     @abc.abstractmethod
     def deliveries(
-        self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
+        self,
+        provider_key: str | None,
+        state: str | None,
+        before_seq: int | None,
+        limit: int,
+        writer: str | None = None,
     ) -> list[DeliveryRow]:
-        """Deliveries newest first, as ``delivery`` shapes them."""
+        """Deliveries newest first, as ``delivery`` shapes them; ``writer``: those whose
+        authenticated writer has that subject."""
 
     @abc.abstractmethod
     def items(self, seq: int) -> list[ItemRow]:
@@ -505,6 +511,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def remove_grant(self, grant_id: str) -> bool:
         """Delete a grant rule; False when none has that id."""
+
+    @abc.abstractmethod
+    def server_secret(self, name: str) -> bytes:
+        """A random secret of the server's (256 bits), made on first use and the same in
+        every process and after restarts (access/sign_in.py)."""
 
     @abc.abstractmethod
     def ping(self) -> None:

@@ -202,6 +202,10 @@ INSERT_KAFKA = (
     " VALUES (?, ?, ?, ?, ?)"
 )
 
+INSERT_WRITER = (
+    "INSERT INTO delivery_writers (seq, kind, subject, issuer, token_id) VALUES (?, ?, ?, ?, ?)"
+)
+
 # A body as the appender stores it: (dict_id, stored bytes), from BodyCodec.compress.
 Packed = tuple[int | None, bytes]
 
@@ -238,6 +242,13 @@ def append(
         ]
         if kafka:
             conn.executemany(INSERT_KAFKA, kafka)
+        writers = [
+            (seqs[row[0]], w.kind, w.subject, w.issuer, w.token_id)
+            for row, index in zip(rows, fresh, strict=True)
+            if (w := drafts[index].writer) is not None
+        ]
+        if writers:
+            conn.executemany(INSERT_WRITER, writers)
     record_totals(conn)
     return results
 

@@ -353,7 +353,7 @@ MIGRATIONS += (
 MIGRATIONS += (
     Migration(
         13,
-        "grants",
+        "grants; who appended each delivery; the server's secrets",
         """
         -- docs/security.md#grants: who may use which scope on which namespaces.
         CREATE TABLE grants (
@@ -363,6 +363,22 @@ MIGRATIONS += (
             namespaces TEXT NOT NULL,        -- a glob: airflow-prod/*, finance.*, *
             created_at TEXT NOT NULL,
             created_by TEXT                  -- who added it (NULL: auth was off)
+        );
+        -- Secrets the server makes for itself and every process shares: the key that
+        -- signs the web UI's session cookies (access/sign_in.py).
+        CREATE TABLE server_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,             -- hex
+            created_at TEXT NOT NULL
+        );
+        -- docs/security.md#audit: the authenticated writer of a delivery (none while
+        -- auth is off, nor for Kafka's).
+        CREATE TABLE delivery_writers (
+            seq {bigint} PRIMARY KEY,
+            kind TEXT NOT NULL,              -- token or jwt
+            subject TEXT NOT NULL,
+            issuer TEXT NOT NULL,
+            token_id TEXT NOT NULL
         );
     """,
     ),

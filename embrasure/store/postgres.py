@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import secrets
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -371,6 +372,10 @@ class PostgresStore(Store):
     def remove_grant(self, grant_id: str) -> bool:
         with self._transaction("BEGIN", "removing a grant") as conn:
             return sql.remove_grant(conn, grant_id)
+
+    def server_secret(self, name: str) -> bytes:
+        with self._transaction("BEGIN", "reading a server secret") as conn:
+            return sql.server_secret(conn, name, secrets.token_hex(32), utc_now())
 
     def free_disk_bytes(self) -> int | None:
         return None  # the database server's disk, not this machine's

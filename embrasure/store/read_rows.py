@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from embrasure.model import KafkaCoordinates
+from embrasure.model import KafkaCoordinates, Writer
 
 
 class DeliveryRow(NamedTuple):
@@ -31,11 +31,13 @@ class DeliveryRow(NamedTuple):
     edges_created: int | None
     kinds: str | None  # DeliveryOutcome.kinds
     kafka: KafkaCoordinates | None  # route "kafka": where the message came from
+    writer: Writer | None  # who appended it, while auth was on
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> DeliveryRow:
-        """From a reads.py delivery query: its columns, then the Kafka join's four."""
-        topic, partition, offset, key = row[-4:]
+        """From a reads.py delivery query: its columns, then the Kafka join's four and
+        the writers join's four."""
+        topic, partition, offset, key = row[-8:-4]
         kafka = (
             None
             if topic is None
@@ -43,7 +45,9 @@ class DeliveryRow(NamedTuple):
                 str(topic), int(partition), int(offset), None if key is None else bytes(key)
             )
         )
-        return cls._make((*row[:-4], kafka))
+        kind, subject, issuer, token_id = row[-4:]
+        writer = None if kind is None else Writer(kind, subject, issuer, token_id)
+        return cls._make((*row[:-8], kafka, writer))
 
 
 class QuarantinedItem(NamedTuple):

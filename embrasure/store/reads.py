@@ -49,6 +49,8 @@ DELIVERY_COLUMNS = (
 )
 KAFKA_COLUMNS = "k.topic, k.msg_partition, k.msg_offset, k.msg_key"
 KAFKA_JOIN = " LEFT JOIN kafka_messages k ON k.seq = d.seq"  # route 'kafka' only
+WRITER_COLUMNS = "w.kind, w.subject, w.issuer, w.token_id"
+WRITER_JOIN = " LEFT JOIN delivery_writers w ON w.seq = d.seq"  # while auth is on
 
 # The delivery state (docs/queries.md#deliveries-and-quarantine) from the log's receipt
 # state and the projection's counts.
@@ -108,21 +110,29 @@ class SQLReader(GraphReader):
     def delivery(self, delivery_id: str) -> DeliveryRow | None:
         row = self.conn.execute(
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
-            f" p.edges_created, p.kinds, {KAFKA_COLUMNS} FROM deliveries d"
-            f" LEFT JOIN {self.g}deliveries p ON p.seq = d.seq{KAFKA_JOIN}"
+            f" p.edges_created, p.kinds, {KAFKA_COLUMNS}, {WRITER_COLUMNS} FROM deliveries d"
+            f" LEFT JOIN {self.g}deliveries p ON p.seq = d.seq{KAFKA_JOIN}{WRITER_JOIN}"
             " WHERE d.delivery_id = ?",
             (delivery_id,),
         ).fetchone()
         return None if row is None else DeliveryRow.of(row)
 
     def deliveries(
-        self, provider_key: str | None, state: str | None, before_seq: int | None, limit: int
+        self,
+        provider_key: str | None,
+        state: str | None,
+        before_seq: int | None,
+        limit: int,
+        writer: str | None = None,
     ) -> list[DeliveryRow]:
         where: list[str] = []
         params: list[Any] = []
         if provider_key is not None:
             where.append("d.provider_key = ?")
             params.append(provider_key)
+        if writer is not None:
+            where.append("w.subject = ?")
+            params.append(writer)
         if state is not None:
             where.append(f"({STATE_SQL}) = ?")
             params.append(state)
@@ -131,8 +141,8 @@ class SQLReader(GraphReader):
             params.append(before_seq)
         sql = (
             f"SELECT {DELIVERY_COLUMNS}, {STATE_SQL}, p.projected, p.quarantined,"
-            f" p.edges_created, p.kinds, {KAFKA_COLUMNS} FROM deliveries d"
-            f" LEFT JOIN {self.g}deliveries p ON p.seq = d.seq{KAFKA_JOIN}"
+            f" p.edges_created, p.kinds, {KAFKA_COLUMNS}, {WRITER_COLUMNS} FROM deliveries d"
+            f" LEFT JOIN {self.g}deliveries p ON p.seq = d.seq{KAFKA_JOIN}{WRITER_JOIN}"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY d.seq DESC LIMIT ?"
         )

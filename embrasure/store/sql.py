@@ -265,3 +265,15 @@ def add_grant(conn: Connection, grant: Grant) -> None:
 def remove_grant(conn: Connection, grant_id: str) -> bool:
     cursor = conn.execute("DELETE FROM grants WHERE grant_id = ?", (grant_id,))
     return bool(cursor.rowcount == 1)
+
+
+def server_secret(conn: Connection, name: str, fresh: str, at: str) -> bytes:
+    """The secret called ``name``; ``fresh`` (hex) becomes it when there is none yet.
+    Two processes asking at once both read the one that was inserted first."""
+    conn.execute(
+        "INSERT INTO server_secrets (name, value, created_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (name) DO NOTHING",
+        (name, fresh, at),
+    )
+    row = conn.execute("SELECT value FROM server_secrets WHERE name = ?", (name,)).fetchone()
+    return bytes.fromhex(row[0])

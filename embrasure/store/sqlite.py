@@ -12,6 +12,7 @@ import _sqlite3
 import contextlib
 import ctypes
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -375,6 +376,10 @@ class SQLiteStore(Store):
     def remove_grant(self, grant_id: str) -> bool:
         with self._short_write() as conn:
             return sql.remove_grant(conn, grant_id)
+
+    def server_secret(self, name: str) -> bytes:
+        with self._short_write() as conn:
+            return sql.server_secret(conn, name, secrets.token_hex(32), utc_now())
 
     @contextlib.contextmanager
     def _short_write(self) -> Iterator[sqlite3.Connection]:

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from embrasure.errors import LogUnavailable, StoreUnavailable
-from embrasure.model import DatasetId, DeliveryDraft, Principal, Receipt, utc_now
+from embrasure.model import DatasetId, DeliveryDraft, Principal, Receipt, Writer, utc_now
 from embrasure.projector.admin import KINDS, MAX_REASON, PROVIDER_KEY, ROUTE, AdminEntry
 from embrasure.query.entities import Identities
 from embrasure.query.hidden import Hidden
@@ -72,7 +72,8 @@ class AdminApi:
             by = who(request)
             at = utc_now()
             entries = [AdminEntry(action, kind, ns, n, at, by, reason) for ns, n in targets]
-            receipts = await asyncio.gather(*(self.committer.append(draft(e)) for e in entries))
+            appended = [self.committer.append(draft(e, writer(request))) for e in entries]
+            receipts = await asyncio.gather(*appended)
         except StoreUnavailable as exc:
             # Reading the targets or appending them, nothing was stored (errors.py).
             raise LogUnavailable(f"The {action} was not stored: {exc}. Retry later.") from exc
@@ -166,8 +167,9 @@ def _known(reader: GraphReader, ids: Identities, kind: str, given: DatasetId) ->
     )
 
 
-def draft(entry: AdminEntry) -> DeliveryDraft:
-    """An administrative entry as a delivery for the log (route ``admin``)."""
+def draft(entry: AdminEntry, by: Writer | None) -> DeliveryDraft:
+    """An administrative entry as a delivery for the log (route ``admin``), appended by
+    ``by``."""
     body = entry.to_json()
     return DeliveryDraft(
         provider_key=PROVIDER_KEY,
@@ -178,6 +180,7 @@ def draft(entry: AdminEntry) -> DeliveryDraft:
         item_count=1,
         rejections=(),
         received_at=entry.at,
+        writer=by,
     )
 
 
@@ -194,6 +197,13 @@ def who(request: Request) -> str | None:
     """Who asked (Principal.who), None while auth is off."""
     principal: Principal | None = getattr(request.state, "principal", None)
     return principal.who if principal is not None else None
+
+
+def writer(request: Request) -> Writer | None:
+    """The request's authenticated writer, recorded with its deliveries
+    (docs/security.md#audit); None while auth is off."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    return principal.writer if principal is not None else None
 
 
 def _order(entry: dict[str, Any]) -> tuple[str, str, str]:

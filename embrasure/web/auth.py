@@ -40,6 +40,7 @@ from starlette.responses import Response
 from embrasure.access import grants
 from embrasure.access.grants import SCOPES
 from embrasure.access.jwt_bearer import JwtVerifier, ProviderUnavailable, Refused
+from embrasure.access.sign_in import SignIn
 from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import Grant, Principal, Token
 from embrasure.store import Store
@@ -51,6 +52,12 @@ PREFIX = "emb_"
 # How long a server trusts what it read of the tokens table: a token created or revoked
 # by `embrasure tokens` (another process, maybe another machine) takes effect within it.
 CACHE_SECONDS = 2.0
+# The web UI's session (web/sign_in.py), and the header its writes carry the session's
+# CSRF token in (a cookie comes with every request to this origin, even one another site
+# makes the browser send; a header only with this origin's own scripts).
+SESSION_COOKIE = "embrasure_session"
+CSRF_HEADER = "X-CSRF-Token"
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -97,11 +104,17 @@ class Guard:
     time (refresh.Refreshed)."""
 
     def __init__(
-        self, store: Store, *, enforce: bool = True, jwt: JwtVerifier | None = None
+        self,
+        store: Store,
+        *,
+        enforce: bool = True,
+        jwt: JwtVerifier | None = None,
+        sign_in: SignIn | None = None,
     ) -> None:
         self.store = store
         self.enforce = enforce  # False: the in-process app of a --db client command
         self.jwt = jwt
+        self.sign_in = sign_in
         self._access = Refreshed(self._read, lambda: CACHE_SECONDS)
 
     def _read(self) -> Access:
@@ -120,29 +133,75 @@ class Guard:
             return None
         header = request.headers.get("authorization", "")
         kind, _, text = header.partition(" ")
+        if not header and self.sign_in is not None and SESSION_COOKIE in request.cookies:
+            principal = self._session_principal(request, self.sign_in, access)
+            if not any(principal.allows(scope) for scope in scopes):
+                raise _insufficient(request, scopes, principal)
+            return principal
         if kind.lower() != "bearer" or not text.strip():
-            raise _unauthorized("This server needs a bearer token (Authorization: Bearer …).")
+            raise self._unauthorized(
+                "This server needs a bearer token (Authorization: Bearer …)"
+                + (" or a signed-in session." if self.sign_in is not None else ".")
+            )
         text = text.strip()
         if text.startswith(PREFIX) or self.jwt is None:
-            principal = grants.token_principal(_static_token(access, text), access.grants)
+            try:
+                token = _static_token(access, text)
+            except Problem as problem:
+                raise self._unauthorized(problem.detail) from None
+            principal = grants.token_principal(token, access.grants)
         else:
             principal = await self._jwt_principal(self.jwt, text, access)
         if not any(principal.allows(scope) for scope in scopes):
             raise _insufficient(request, scopes, principal)
         return principal
 
+    def _session_principal(self, request: Request, sign_in: SignIn, access: Access) -> Principal:
+        """A person signed in to the web UI: their grants, and on a write the CSRF token
+        of their session (docs/security.md#signing-in-to-the-web-ui)."""
+        try:
+            session = sign_in.session_of(request.cookies[SESSION_COOKIE])
+        except Refused as exc:
+            raise self._unauthorized(str(exc)) from None
+        if request.method not in SAFE_METHODS and not hmac.compare_digest(
+            request.headers.get(CSRF_HEADER, ""), session.csrf
+        ):
+            raise Problem(
+                403,
+                "csrf",
+                "Missing CSRF token",
+                f"A write from a signed-in session needs its {CSRF_HEADER} header"
+                " (GET /auth/session gives it).",
+            )
+        return grants.jwt_principal(
+            subject=session.subject,
+            issuer=session.issuer,
+            token_id="",
+            client=sign_in.client_id,
+            groups=session.groups,
+            grants=access.grants,
+            kind="session",
+        )
+
+    def _unauthorized(self, detail: str, error: str = "") -> Problem:
+        """A 401; with sign-in configured, it names where the UI sends people."""
+        problem = _unauthorized(detail, error)
+        if self.sign_in is not None:
+            problem.extra["sign_in"] = "/auth/login"
+        return problem
+
     async def _jwt_principal(self, verifier: JwtVerifier, text: str, access: Access) -> Principal:
         try:
             verified = await verifier.verify(text)
         except Refused as exc:
-            raise _unauthorized(str(exc), error="invalid_token") from None
+            raise self._unauthorized(str(exc), error="invalid_token") from None
         except ProviderUnavailable as exc:
             raise Problem(
                 503,
                 "identity-provider-unavailable",
                 "Identity provider unavailable",
                 f"The JWT could not be checked: {exc}. Try again later.",
-                headers={"Retry-After": "5"},
+                retry_after=5,
             ) from None
         return grants.jwt_principal(
             subject=verified.subject,
@@ -167,7 +226,7 @@ def _static_token(access: Access, text: str) -> Token:
 def _insufficient(request: Request, scopes: Sequence[str], principal: Principal) -> Problem:
     needed = " or ".join(repr(s) for s in scopes)
     held = ", ".join(sorted({s for s, _ in principal.scopes})) or "no grant"
-    if principal.kind == "jwt":
+    if principal.kind != "token":
         groups = ", ".join(sorted(principal.groups)) or "none"
         held = f"{held} (grants of subject {principal.subject!r}, groups {groups})"
     # RFC 6750 §3: scope is a space-delimited list; here any one of them suffices.

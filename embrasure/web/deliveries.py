@@ -92,6 +92,8 @@ def _delivery_json(reader: GraphReader, row: DeliveryRow, with_items: bool) -> d
     }
     if row.kafka is not None:
         view["kafka"] = kafka_json(row.kafka)
+    # docs/security.md#audit: who appended it (absent while auth was off, and for Kafka).
+    view["writer"] = row.writer.to_json() if row.writer is not None else None
     if with_items:
         view["items"] = items
     return view
@@ -139,7 +141,11 @@ class DeliveriesApi:
                 raise bad(f"unknown delivery state {state!r}")
             before = decode_cursor(request, WHOLE_CURSOR)
             rows = reader.deliveries(
-                request.query_params.get("provider_key"), state, before, limit + 1
+                request.query_params.get("provider_key"),
+                state,
+                before,
+                limit + 1,
+                request.query_params.get("writer"),
             )
             page = [_delivery_json(reader, r, with_items=False) for r in rows[:limit]]
             return {

@@ -18,6 +18,8 @@ const provider = new Provider(config.issuer, {
   clients: config.clients,
   jwks: config.jwks,
   pkce: { required: () => true },
+  // Scope claims in the ID token itself (groups), as Keycloak, Okta and Entra put them.
+  conformIdTokenClaims: false,
   claims: { openid: ['sub'], groups: ['groups'], profile: ['name'] },
   findAccount: (ctx, id) => ({
     accountId: id,

@@ -58,6 +58,10 @@ ROUTES: dict[tuple[str, str], str | tuple[str, ...] | None] = {
     ("GET", "/openapi.json"): None,
     ("GET", "/docs"): None,
     ("GET", "/"): None,  # the web UI's page; its API calls carry the token
+    ("GET", "/auth/login"): None,  # the web UI's sign-in (docs/security.md)
+    ("GET", "/auth/callback"): None,
+    ("GET", "/auth/session"): None,
+    ("POST", "/auth/logout"): None,  # needs the session's CSRF token
 }
 # Mounted apps serve files that hold no data: the web UI's own JS, CSS and images.
 PUBLIC_MOUNTS = {"/ui/static"}

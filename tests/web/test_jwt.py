@@ -163,6 +163,24 @@ def test_a_rotated_key_is_fetched_and_the_retired_one_refused(
     assert "does not publish" in refusal(post(server, old))
 
 
+def test_each_delivery_records_its_writer(server: ServerProcess, provider: OidcProvider) -> None:
+    """docs/security.md#audit: who appended a delivery, queryable."""
+    airflow = provider.client_token("airflow")
+    delivery = post(server, airflow).json()["delivery_id"]
+    jti = jwt.decode(airflow, provider.keys[0]).claims["jti"]
+    spark = provider.client_token("spark")  # may read
+    shown = get(server, spark, f"/api/v1/deliveries/{delivery}").json()["writer"]
+    assert shown == {
+        "kind": "jwt",
+        "subject": "airflow",
+        "issuer": provider.issuer,
+        "token_id": jti,
+    }
+    mine = get(server, spark, "/api/v1/deliveries?writer=airflow").json()["deliveries"]
+    assert [d["delivery_id"] for d in mine] == [delivery]
+    assert get(server, spark, "/api/v1/deliveries?writer=spark").json()["deliveries"] == []
+
+
 def test_static_tokens_keep_working_beside_jwts(
     server: ServerProcess, provider: OidcProvider, tmp_path: Path
 ) -> None:
@@ -175,6 +193,19 @@ def test_static_tokens_keep_working_beside_jwts(
     static = created.stdout.splitlines()[-1]
     assert get(server, static).status_code == 200
     refusal(post(server, static), 403)
+    token_id = static.split("_")[1]
+    grant(Path(server.db_url.removeprefix("sqlite:///")), f"token:{token_id}", "admin")
+    deadline = time.monotonic() + 10  # grants are read again within 2 s
+    while (reply := post(server, static)).status_code != 202:
+        assert time.monotonic() < deadline, reply.text
+        time.sleep(0.2)
+    writer = get(server, static, f"/api/v1/deliveries/{reply.json()['delivery_id']}").json()
+    assert writer["writer"] == {
+        "kind": "token",
+        "subject": token_id,
+        "issuer": "embrasure",
+        "token_id": token_id,
+    }
     assert "not one this server issued" in refusal(get(server, "emb_0000_nope"))
 
 

@@ -158,6 +158,11 @@ def closed(schema: Any) -> Any:
     return out
 
 
+# The web UI's sign-in needs an identity provider: tests/ui/test_sign_in.py drives it
+# through one, checking its answers against this document.
+SIGN_IN = "/auth/"
+
+
 class Contract:
     """Calls the app and checks each answer (and each JSON request body) against the
     document; remembers which (path, method, status) it checked."""
@@ -426,7 +431,7 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
         for path, item in contract.doc["paths"].items()
         for method, op in item.items()
         for status in op["responses"]
-        if status.startswith("2")
+        if status.startswith("2") and not path.startswith(SIGN_IN)
     }
     assert success - contract.checked == set(), "success responses never exercised"
 
@@ -478,7 +483,7 @@ def test_documented_parameter_bounds_are_the_enforced_ones(contract: Contract) -
     Api(client).project()
     checked = 0
     for path, item in contract.doc["paths"].items():
-        if "get" in item and "{" not in path:
+        if "get" in item and "{" not in path and not path.startswith(SIGN_IN):
             checked += check_parameters(client, path, item["get"])
     assert checked > 30
 

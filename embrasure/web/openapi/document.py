@@ -27,7 +27,16 @@ from starlette.routing import BaseRoute, Route
 from embrasure import __version__
 from embrasure.receiver.bounds import DEFAULT_PROVIDER_KEY, IDENTITY_ENCODING, Limits
 from embrasure.web.auth import public, required_scopes
-from embrasure.web.openapi.builders import Schema, array, free_object, ref, string
+from embrasure.web.openapi.builders import (
+    Schema,
+    array,
+    boolean,
+    free_object,
+    integer,
+    obj,
+    ref,
+    string,
+)
 from embrasure.web.openapi.paths import (
     JSON,
     Operation,
@@ -207,6 +216,7 @@ def _service() -> dict[str, dict[str, Operation]]:
                 {"200": {"description": "An HTML page.", "content": html}},
             )
         },
+        **_sign_in(),
         "/": {
             "get": operation(
                 "webUi",
@@ -216,6 +226,85 @@ def _service() -> dict[str, dict[str, Operation]]:
                 "vendored graph libraries are under /ui/static/.",
                 [],
                 {"200": {"description": "An HTML page.", "content": html}},
+            )
+        },
+    }
+
+
+def _sign_in() -> dict[str, dict[str, Operation]]:
+    """docs/security.md#signing-in-to-the-web-ui; each answers 404 without
+    --oidc-client-id."""
+    off = problem("Sign-in is not configured (no --oidc-client-id).")
+    down = problem("The identity provider cannot be reached.", retry_after=True)
+    redirect = {"description": "To the identity provider, or back to the UI."}
+    refused = problem("The sign-in was refused: the provider said no, or the flow is stale.")
+    then = query("then", string(), "Where to go after signing in: a path of this server.")
+    code = query("code", string(), "The provider's authorization code (RFC 6749 §4.1.2).")
+    state = query("state", string(), "The flow's state, as sent.")
+    error = query("error", string(), "The provider's refusal (RFC 6749 §4.1.2.1).")
+    described = query("error_description", string(), "Its description.")
+    session = obj(
+        "Who is signed in, and the CSRF token their writes send in X-CSRF-Token.",
+        {
+            "subject": string(),
+            "name": string(),
+            "issuer": string(),
+            "groups": array(string()),
+            "expires": integer("Seconds since the epoch.", minimum=0),
+            "csrf_token": string(),
+            "csrf_header": string(),
+        },
+    )
+    return {
+        "/auth/login": {
+            "get": operation(
+                "signIn",
+                "service",
+                "Sign in to the web UI",
+                "Redirects to the identity provider (authorization code flow with PKCE).",
+                [then],
+                {"303": redirect, "404": off, "503": down},
+            )
+        },
+        "/auth/callback": {
+            "get": operation(
+                "signInCallback",
+                "service",
+                "Where the identity provider sends the browser back",
+                "Sets the session cookie (HttpOnly, SameSite=Lax) and redirects to the UI.",
+                [code, state, error, described],
+                {"303": redirect, "401": refused, "404": off, "503": down},
+            )
+        },
+        "/auth/session": {
+            "get": operation(
+                "signedIn",
+                "service",
+                "Who is signed in",
+                "The session of the cookie, with its CSRF token.",
+                [],
+                {
+                    "200": {"description": "Signed in.", "content": {JSON: {"schema": session}}},
+                    "401": problem("Not signed in (`sign_in` names where to)."),
+                    "404": off,
+                },
+            )
+        },
+        "/auth/logout": {
+            "post": operation(
+                "signOut",
+                "service",
+                "Sign out of the web UI",
+                "Ends the session cookie (needs the session's X-CSRF-Token).",
+                [],
+                {
+                    "200": {
+                        "description": "Signed out.",
+                        "content": {JSON: {"schema": obj("Done.", {"signed_out": boolean()})}},
+                    },
+                    "403": problem("The X-CSRF-Token header is missing or wrong."),
+                    "404": off,
+                },
             )
         },
     }

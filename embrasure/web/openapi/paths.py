@@ -162,6 +162,11 @@ def _deliveries() -> dict[str, dict[str, Operation]]:
             [
                 query("provider_key", string(), "Only this producer's deliveries."),
                 query(
+                    "writer",
+                    string(),
+                    "Only the deliveries this subject appended (a token's id, a JWT's sub).",
+                ),
+                query(
                     "state",
                     enum(DELIVERY_STATES),
                     "Only deliveries in this state.",

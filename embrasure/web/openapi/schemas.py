@@ -227,6 +227,18 @@ def _delivery(with_items: bool) -> Schema:
         "invalid_item_count": integer("Items rejected at the transport boundary.", minimum=0),
         "summary": summary,
         "edges_created": integer("Graph edges this delivery created.", minimum=0),
+        "writer": nullable(
+            obj(
+                "Who appended it (docs/security.md#audit); null while auth was off, and for"
+                " Kafka's deliveries.",
+                {
+                    "kind": enum(("token", "jwt", "session")),
+                    "subject": string("A static token's id, or the JWT's sub."),
+                    "issuer": string("embrasure for a static token, else the JWT's iss."),
+                    "token_id": string("A static token's id, or the JWT's jti."),
+                },
+            )
+        ),
     }
     kafka = obj(
         "Where a message consumed from Kafka came from (docs/producers/kafka.md).",

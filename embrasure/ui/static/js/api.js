@@ -28,13 +28,40 @@ export const token = {
     value ? sessionStorage.setItem(TOKEN_KEY, value) : sessionStorage.removeItem(TOKEN_KEY),
 };
 
+// A person signed in with the company's identity provider (docs/security.md
+// #signing-in-to-the-web-ui) has a session cookie instead, sent by the browser; their
+// writes carry the session's CSRF token, which GET /auth/session gives.
+let session = null;
+
+export async function signedIn() {
+  if (session === null) {
+    const response = await fetch("/auth/session", { headers: { Accept: "application/json" } });
+    session = response.ok ? await response.json() : false;
+  }
+  return session || null;
+}
+
+export async function signOut() {
+  const current = await signedIn();
+  if (current) {
+    await fetch("/auth/logout", {
+      method: "POST",
+      headers: { [current.csrf_header]: current.csrf_token },
+    });
+  }
+  session = null;
+  token.set(null);
+}
+
 async function request(method, path, params) {
   const bearer = token.get();
+  const csrf = !bearer && method !== "GET" ? await signedIn() : null;
   const response = await fetch(url(path, params), {
     method,
     headers: {
       Accept: "application/json",
       ...(bearer ? { Authorization: `Bearer ${bearer}` } : {}),
+      ...(csrf ? { [csrf.csrf_header]: csrf.csrf_token } : {}),
     },
   });
   const body = await response.json().catch(() => ({}));

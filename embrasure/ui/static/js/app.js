@@ -2,7 +2,7 @@
 // by one module under pages/. A page's render() gets the query parameters and the
 // <main> element, and may return a cleanup function (the graph frees its canvas).
 
-import { ApiError, token } from "./api.js";
+import { ApiError, signOut, signedIn, token } from "./api.js";
 import { h } from "./dom.js";
 import { mountSearch } from "./search.js";
 import * as columns from "./pages/columns.js";
@@ -61,7 +61,7 @@ async function route() {
   } catch (error) {
     if (mine !== drawn) return;
     if (error instanceof ApiError && error.status === 401) {
-      main.replaceChildren(signIn(error.message));
+      main.replaceChildren(signIn(error.message, error.problem.sign_in));
       return;
     }
     console.error(error);
@@ -73,9 +73,12 @@ async function route() {
   }
 }
 
-// Auth is on (a 401): ask for a token, keep it for this tab, draw the page again.
-function signIn(reason) {
+// Auth is on (a 401): send the person to the identity provider when the server has one
+// (the problem's sign_in member), or ask for a token, kept for this tab; then draw the
+// page again.
+function signIn(reason, provider) {
   const input = h("input", { id: "token", type: "password", autocomplete: "off", required: true });
+  const then = `/${location.hash || "#/"}`;
   return h(
     "form",
     {
@@ -88,6 +91,17 @@ function signIn(reason) {
     },
     h("h1", {}, "Sign in"),
     h("p", { role: "alert" }, reason),
+    provider
+      ? h(
+          "p",
+          {},
+          h(
+            "a",
+            { class: "button", id: "sign-in", href: `${provider}?then=${encodeURIComponent(then)}` },
+            "Sign in with your company account",
+          ),
+        )
+      : null,
     h(
       "label",
       { for: "token" },
@@ -100,6 +114,28 @@ function signIn(reason) {
   );
 }
 
+// Signed in with the identity provider: who, and a way out.
+async function showAccount() {
+  const current = await signedIn();
+  if (!current) return;
+  const out = h(
+    "button",
+    {
+      type: "button",
+      class: "sign-out",
+      onclick: async () => {
+        await signOut();
+        location.reload();
+      },
+    },
+    "Sign out",
+  );
+  document
+    .querySelector("header.top nav")
+    .append(h("span", { class: "account", id: "account" }, current.name), out);
+}
+
 mountSearch(document.getElementById("search"));
+showAccount();
 window.addEventListener("hashchange", route);
 route();

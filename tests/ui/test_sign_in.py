@@ -1,0 +1,183 @@
+"""People sign in to the web UI with the company's identity provider
+(docs/security.md#signing-in-to-the-web-ui): node's oidc-provider on loopback
+(tests/oidc_provider.py) and its own sign-in form, Debian's chromium driven by
+Playwright, a real server."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema_rs
+import orjson
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from conftest import MINIMAL_EVENT, ServerProcess, sqlite_url
+from oidc_provider import RESOURCE, OidcProvider
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        shutil.which(CHROMIUM) is None, reason=f"{CHROMIUM} is absent (scripts/test installs it)"
+    ),
+]
+expect.set_options(timeout=15_000)
+GROUPS = {"alice": ["finance"], "bob": ["marketing"]}
+
+
+@dataclass
+class Setup:
+    provider: OidcProvider
+    server: ServerProcess
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    work = tmp_path_factory.mktemp("sign-in")
+    db = work / "ui.db"
+    rule = ("--to", "group:finance", "--scope", "read")
+    added = subprocess.run(
+        [sys.executable, "-m", "embrasure", "grants", "add", "--db", sqlite_url(db), *rule],
+        capture_output=True,
+        text=True,
+    )
+    assert added.returncode == 0, added.stderr
+    provider = OidcProvider(work, clients={}, groups=GROUPS)
+    client_id, secret = provider.ui_client()
+    env = {
+        "EMBRASURE_OIDC_ISSUER": provider.issuer,
+        "EMBRASURE_OIDC_AUDIENCE": RESOURCE,
+        "EMBRASURE_OIDC_CLIENT_ID": client_id,
+        "EMBRASURE_OIDC_CLIENT_SECRET": secret,
+        "EMBRASURE_OIDC_SCOPES": "openid profile groups",
+    }
+    server = ServerProcess(db, env=env)
+    provider.redirect_uris = [f"{server.url}/auth/callback"]
+    provider.start()
+    try:
+        server.start()
+        try:
+            reply = httpx.post(
+                f"{server.url}/api/v1/lineage",
+                content=orjson.dumps(MINIMAL_EVENT),
+                headers={"Content-Type": "application/json"},
+            )
+            assert reply.status_code == 401  # auth is on: the issuer is set
+            yield Setup(provider, server)
+        finally:
+            server.stop()
+    finally:
+        provider.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:  # Debian's chromium; --no-sandbox: CI runs as root
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def context(browser: Browser, setup: Setup) -> Iterator[BrowserContext]:
+    c = browser.new_context(base_url=setup.server.url)
+    yield c
+    c.close()
+
+
+def sign_in(page: Page, who: str) -> None:
+    """From the UI's sign-in page through the provider's own forms, and back."""
+    page.goto("/#/deliveries")
+    page.get_by_role("link", name="Sign in with your company account").click()
+    page.locator("input[name=login]").fill(who)
+    page.locator("input[name=password]").fill("anything")  # its dev form takes any
+    page.locator("button[type=submit]").click()
+    page.get_by_role("button", name="Continue").click()  # consent to the UI client
+    page.wait_for_url("**/#/deliveries")
+
+
+def test_a_person_signs_in_and_sees_what_their_group_may_read(
+    context: BrowserContext, setup: Setup
+) -> None:
+    page = context.new_page()
+    sign_in(page, "alice")
+    expect(page.get_by_role("heading", name="Deliveries", exact=True)).to_be_visible()
+    expect(page.locator("#account")).to_have_text("alice")
+    cookie = next(c for c in context.cookies() if c["name"] == "embrasure_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+    assert not cookie["secure"]  # served over plain http on loopback; Secure under TLS
+    assert not any(c["name"] == "embrasure_sign_in" for c in context.cookies())
+    # The cookie is the session: the API answers it, and a write needs the CSRF token.
+    jar = {"embrasure_session": cookie["value"]}
+    url = setup.server.url
+    assert httpx.get(f"{url}/api/v1/namespaces", cookies=jar).status_code == 200
+    hide = httpx.post(f"{url}/api/v1/admin/hide", cookies=jar, content=b"{}")
+    assert hide.status_code == 403 and hide.json()["type"].endswith("/csrf")
+    session = httpx.get(f"{url}/auth/session", cookies=jar).json()
+    assert (session["subject"], session["groups"]) == ("alice", ["finance"])
+    assert documented(url, "/auth/session", "get", session)
+    csrf = {session["csrf_header"]: session["csrf_token"]}
+    hide = httpx.post(f"{url}/api/v1/admin/hide", cookies=jar, headers=csrf, content=b"{}")
+    assert hide.status_code == 403 and hide.json()["type"].endswith("/insufficient-scope")
+    forged = {"embrasure_session": cookie["value"][:-4] + "AAAA"}
+    assert httpx.get(f"{url}/api/v1/namespaces", cookies=forged).status_code == 401
+    signed_out = httpx.post(f"{url}/auth/logout", cookies=jar, headers=csrf)
+    assert signed_out.status_code == 200
+    assert documented(url, "/auth/logout", "post", signed_out.json())
+    assert httpx.post(f"{url}/auth/logout", cookies=jar).status_code == 403  # no CSRF token
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("link", name="Sign in with your company account")).to_be_visible()
+    assert httpx.get(f"{url}/auth/session", cookies=jar).status_code == 200  # the cookie
+    # itself stays valid until it expires; signing out removed it from the browser.
+    assert not any(c["name"] == "embrasure_session" for c in context.cookies())
+
+
+def documented(url: str, path: str, method: str, answer: Any) -> bool:
+    """``answer`` is what /openapi.json says ``path`` answers with 200."""
+    doc = httpx.get(f"{url}/openapi.json").json()
+    schema = doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]
+    validator = jsonschema_rs.validator_for({**schema["schema"], "additionalProperties": False})
+    errors = [e.message for e in validator.iter_errors(answer)]
+    assert errors == [], errors
+    return True
+
+
+def test_a_person_without_a_grant_is_told_so(context: BrowserContext) -> None:
+    page = context.new_page()
+    sign_in(page, "bob")
+    expect(page.get_by_role("alert")).to_contain_text("needs scope 'read'")
+    expect(page.get_by_role("alert")).to_contain_text("marketing")
+
+
+def test_the_flow_refuses_a_foreign_state_and_an_open_redirect(setup: Setup) -> None:
+    url = setup.server.url
+    start = httpx.get(f"{url}/auth/login", params={"then": "https://evil.example/"})
+    assert start.status_code == 303
+    assert start.headers["location"].startswith(f"{setup.provider.issuer}/")
+    assert "code_challenge_method=S256" in start.headers["location"]
+    flow = start.cookies["embrasure_sign_in"]
+    back = httpx.get(
+        f"{url}/auth/callback",
+        params={"state": "not-this-one", "code": "x"},
+        cookies={"embrasure_sign_in": flow},
+    )
+    assert back.status_code == 401 and "state" in back.json()["detail"]
+    refused = httpx.get(f"{url}/auth/callback", params={"error": "access_denied"})
+    assert refused.status_code == 401 and "access_denied" in refused.json()["detail"]
+
+
+def test_sign_in_is_404_without_a_client(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "plain.db").start()
+    try:
+        reply = httpx.get(f"{server.url}/auth/login")
+        assert reply.status_code == 404 and reply.json()["type"].endswith("/sign-in-off")
+    finally:
+        server.stop()
