@@ -13,6 +13,7 @@ import json
 import resource
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -103,7 +104,13 @@ SEEDS = 16  # bench/ingest.lua: the seed is the counter's top 4 bits
 
 
 def wrk_argv(
-    wrk: str, url: str, workload: Workload, seconds: int, seed: int, template: Path
+    wrk: str,
+    url: str,
+    workload: Workload,
+    seconds: int,
+    seed: int,
+    template: Path,
+    headers: Sequence[str] = (),
 ) -> list[str]:
     if not 0 <= seed < SEEDS:
         # A wider seed widens the counter past the runId's 12 hex digits: every event
@@ -116,6 +123,7 @@ def wrk_argv(
         f"-d{seconds}s",
         f"--timeout={workload.timeout_s}s",
         "--latency",
+        *(f"--header={h}" for h in headers),  # wrk.format sends them with each request
         f"--script={LUA_SCRIPT}",
         url + workload.path,
         "--",
@@ -144,10 +152,17 @@ def parse_wrk(stdout: str, wrk_cpu_s: float) -> WrkResult:
 
 
 def run_wrk(
-    wrk: str, url: str, workload: Workload, seconds: int, seed: int, template: Path
+    wrk: str,
+    url: str,
+    workload: Workload,
+    seconds: int,
+    seed: int,
+    template: Path,
+    headers: Sequence[str] = (),
 ) -> WrkResult:
-    """One bounded wrk run against ``url`` (a loopback server the harness started)."""
-    argv = wrk_argv(wrk, url, workload, seconds, seed, template)
+    """One bounded wrk run against ``url`` (a loopback server the harness started);
+    ``headers`` ("Name: value") go with every request."""
+    argv = wrk_argv(wrk, url, workload, seconds, seed, template, headers)
     # wrk's own CPU: the children's rusage grows by it once it has been waited for.
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)

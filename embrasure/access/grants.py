@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 from collections.abc import Iterable, Sequence
 
 from embrasure.model import Grant, Principal, Token
@@ -96,15 +97,26 @@ def allows_in(principal: Principal, scope: str, namespace: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class NamespaceGrants:
-    """The namespaces ``principal`` may use ``scope`` on, when those are not all of them."""
+    """The namespaces ``principal`` may use ``scope`` on, when those are not all of them;
+    each namespace's answer is kept (a producer writes the same few again and again)."""
 
     principal: Principal
     scope: str
+    _answers: dict[str, bool] = dataclasses.field(default_factory=dict, compare=False)
 
     def allows(self, namespace: str) -> bool:
-        return allows_in(self.principal, self.scope, namespace)
+        answer = self._answers.get(namespace)
+        if answer is None:
+            if len(self._answers) >= ANSWERS_KEPT:
+                self._answers.clear()
+            answer = self._answers[namespace] = allows_in(self.principal, self.scope, namespace)
+        return answer
 
 
+ANSWERS_KEPT = 10_000
+
+
+@functools.lru_cache(maxsize=1024)  # one per live principal and scope: its answers kept
 def restricted(principal: Principal | None, scope: str) -> NamespaceGrants | None:
     """None when ``principal`` may use ``scope`` everywhere (or auth is off): then nothing
     needs checking namespace by namespace."""

@@ -32,6 +32,7 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 JWKS_MAX_AGE = 600.0  # seconds a key set is trusted before it is read again
 JWKS_MIN_REFRESH = 5.0  # the fewest seconds between two reads of the key set
 FETCH_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+VERIFIED_KEPT = 10_000  # tokens whose signature was checked, kept until they expire
 
 
 class Refused(Exception):
@@ -64,6 +65,7 @@ class IdentityProvider:
         self._keys: KeySet | None = None
         self._read_at = -JWKS_MIN_REFRESH
         self._lock = asyncio.Lock()
+        self.generation = 0  # how many times the key set was read
 
     async def discovery(self) -> dict[str, Any]:
         """The discovery document (OpenID Connect Discovery 1.0 §4)."""
@@ -96,6 +98,7 @@ class IdentityProvider:
             if not fresh and (keys is None or age >= JWKS_MIN_REFRESH):
                 self._keys = keys = await self._fetch_keys()
                 self._read_at = time.monotonic()
+                self.generation += 1
         assert keys is not None
         return keys
 
@@ -131,11 +134,36 @@ class JwtVerifier:
         self.groups_claim = groups_claim
         self.leeway = leeway_seconds
         self._now = now
+        self._verified: dict[str, Verified] = {}  # token text → what it proved (verify)
+        self._generation = provider.generation  # of the key set they were checked with
 
     def for_audience(self, audience: str) -> JwtVerifier:
         return JwtVerifier(self.provider, audience, self.groups_claim, self.leeway, self._now)
 
     async def verify(self, text: str) -> Verified:
+        """The token's bearer; Refused saying why not. A token verified before is not
+        verified again until it expires (its claims are re-checked against the clock):
+        a producer sends the same token with every event for minutes, and an RSA
+        signature check costs more than the rest of a single event's receipt. Whenever
+        the provider's keys are read again, every token is checked anew: a key it stopped
+        publishing (a compromised one) signs nothing from then on."""
+        if self._generation != self.provider.generation:
+            self._verified.clear()
+            self._generation = self.provider.generation
+        known = self._verified.get(text)
+        if known is not None:
+            # Only the clock has moved since it was checked whole: nbf and iat held
+            # then and hold still, exp may have passed.
+            if self._now() - self.leeway >= known.claims["exp"]:
+                raise Refused(self._expired(known.claims))
+            return known
+        verified = await self._verify(text)
+        if len(self._verified) >= VERIFIED_KEPT:
+            self._verified.clear()  # rare: that many live tokens at once
+        self._verified[text] = verified
+        return verified
+
+    async def _verify(self, text: str) -> Verified:
         try:
             unverified = jws.extract_compact(text.encode())
             header = unverified.headers()
@@ -189,10 +217,7 @@ class JwtVerifier:
         try:
             registry.validate(claims)
         except errors.ExpiredTokenError:
-            raise Refused(
-                f"The JWT expired at {_when(claims.get('exp'))} (this server allows"
-                f" {self.leeway} s of clock skew)."
-            ) from None
+            raise Refused(self._expired(claims)) from None
         except errors.MissingClaimError as exc:
             raise Refused(f"The JWT has no {exc.claim!r} claim.") from None
         except errors.InvalidClaimError as exc:
@@ -207,6 +232,12 @@ class JwtVerifier:
                     f" allows {self.leeway} s of clock skew)."
                 ) from None
             raise Refused(f"The JWT's {exc.claim!r} claim is not valid.") from None
+
+    def _expired(self, claims: dict[str, Any]) -> str:
+        return (
+            f"The JWT expired at {_when(claims.get('exp'))} (this server allows"
+            f" {self.leeway} s of clock skew)."
+        )
 
 
 def groups_of(claims: dict[str, Any], path: str) -> tuple[str, ...]:

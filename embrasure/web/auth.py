@@ -58,6 +58,7 @@ CACHE_SECONDS = 2.0
 SESSION_COOKIE = "embrasure_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+PRINCIPALS_KEPT = 10_000
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -116,6 +117,10 @@ class Guard:
         self.jwt = jwt
         self.sign_in = sign_in
         self._access = Refreshed(self._read, lambda: CACHE_SECONDS)
+        # A JWT's principal, as built from the tokens and grants read last (Access): a
+        # producer sends one token with every event (jwt_bearer.py keeps its signature
+        # check), and its grants change only when they are read again.
+        self._principals: dict[str, tuple[Access, Principal]] = {}
 
     def _read(self) -> Access:
         return Access({t.token_id: t for t in self.store.tokens()}, tuple(self.store.grants()))
@@ -192,7 +197,7 @@ class Guard:
 
     async def _jwt_principal(self, verifier: JwtVerifier, text: str, access: Access) -> Principal:
         try:
-            verified = await verifier.verify(text)
+            verified = await verifier.verify(text)  # every time: it checks the expiry
         except Refused as exc:
             raise self._unauthorized(str(exc), error="invalid_token") from None
         except ProviderUnavailable as exc:
@@ -203,7 +208,10 @@ class Guard:
                 f"The JWT could not be checked: {exc}. Try again later.",
                 retry_after=5,
             ) from None
-        return grants.jwt_principal(
+        kept = self._principals.get(text)
+        if kept is not None and kept[0] is access:
+            return kept[1]
+        principal = grants.jwt_principal(
             subject=verified.subject,
             issuer=verified.issuer,
             token_id=verified.token_id,
@@ -211,6 +219,10 @@ class Guard:
             groups=verified.groups,
             grants=access.grants,
         )
+        if len(self._principals) >= PRINCIPALS_KEPT:
+            self._principals.clear()
+        self._principals[text] = (access, principal)
+        return principal
 
 
 def _static_token(access: Access, text: str) -> Token:
