@@ -43,7 +43,7 @@ def entry(action: str, kind: str, ns: str, name: str, tag: str, **more: Any) -> 
 
 def append(store: Store, entries: list[AdminEntry]) -> None:
     for e in entries:
-        store.append([draft(e)])
+        store.append([draft(e, None)])
 
 
 def table(store: Store) -> list[TagRow]:

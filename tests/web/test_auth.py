@@ -14,6 +14,7 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
+from embrasure.access.grants import SCOPES
 from embrasure.model import Token
 from embrasure.store import open_store
 from embrasure.web import auth
@@ -112,7 +113,7 @@ def add_token(db_url: str, scope: str) -> str:
 @pytest.fixture
 def tokens(db_url: str) -> dict[str, str]:
     """One token per scope, made before the app starts."""
-    return {scope: add_token(db_url, scope) for scope in auth.SCOPES}
+    return {scope: add_token(db_url, scope) for scope in SCOPES}
 
 
 @pytest.fixture
