@@ -2,7 +2,8 @@
 access/sign_in.py holds the protocol): ``/auth/login`` sends the browser to the identity
 provider, ``/auth/callback`` takes it back and sets the session cookie, ``/auth/session``
 tells the UI who is signed in (and the CSRF token its writes send), ``/auth/logout``
-ends the session. Without --oidc-client-id they answer 404."""
+ends the session. Without --oidc-client-id they answer 404, but ``/auth/session``, which
+says nobody is signed in."""
 
 from __future__ import annotations
 
@@ -107,15 +108,22 @@ async def callback(request: Request) -> Response:
 
 @public
 async def session(request: Request) -> Response:
-    sign_in = _configured(request)
+    """Who is signed in; 200 either way (the UI asks on every page load, and a 4xx would
+    be a console error there), ``signed_in`` saying which."""
+    sign_in: SignIn | None = request.app.state.sign_in
+    cookie = request.cookies.get(SESSION_COOKIE)
     try:
-        current = sign_in.session_of(request.cookies.get(SESSION_COOKIE, ""))
-    except Refused as exc:
-        raise Problem(
-            401, "unauthorized", "Not signed in", str(exc), sign_in="/auth/login"
-        ) from None
+        current = sign_in.session_of(cookie) if sign_in is not None and cookie else None
+    except Refused:
+        current = None
+    if sign_in is None or current is None:
+        return json_response(
+            {"signed_in": False, "sign_in": "/auth/login" if sign_in is not None else None}
+        )
     return json_response(
         {
+            "signed_in": True,
+            "sign_in": "/auth/login",
             "subject": current.subject,
             "name": current.name,
             "issuer": current.issuer,

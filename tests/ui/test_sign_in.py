@@ -123,6 +123,7 @@ def test_a_person_signs_in_and_sees_what_their_group_may_read(
     assert hide.status_code == 403 and hide.json()["type"].endswith("/csrf")
     session = httpx.get(f"{url}/auth/session", cookies=jar).json()
     assert (session["subject"], session["groups"]) == ("alice", ["finance"])
+    assert session["signed_in"]
     assert documented(url, "/auth/session", "get", session)
     csrf = {session["csrf_header"]: session["csrf_token"]}
     hide = httpx.post(f"{url}/api/v1/admin/hide", cookies=jar, headers=csrf, content=b"{}")
@@ -179,5 +180,7 @@ def test_sign_in_is_404_without_a_client(tmp_path: Path) -> None:
     try:
         reply = httpx.get(f"{server.url}/auth/login")
         assert reply.status_code == 404 and reply.json()["type"].endswith("/sign-in-off")
+        nobody = httpx.get(f"{server.url}/auth/session").json()
+        assert nobody == {"signed_in": False, "sign_in": None}
     finally:
         server.stop()

@@ -33,6 +33,7 @@ from embrasure.web.openapi.builders import (
     boolean,
     free_object,
     integer,
+    nullable,
     obj,
     ref,
     string,
@@ -244,7 +245,12 @@ def _sign_in() -> dict[str, dict[str, Operation]]:
     error = query("error", string(), "The provider's refusal (RFC 6749 §4.1.2.1).")
     described = query("error_description", string(), "Its description.")
     session = obj(
-        "Who is signed in, and the CSRF token their writes send in X-CSRF-Token.",
+        "Whether someone is signed in (200 either way); if so who, and the CSRF token"
+        " their writes send in X-CSRF-Token.",
+        {
+            "signed_in": boolean(),
+            "sign_in": nullable(string("Where to sign in; null: sign-in is off.")),
+        },
         {
             "subject": string(),
             "name": string(),
@@ -281,13 +287,10 @@ def _sign_in() -> dict[str, dict[str, Operation]]:
                 "signedIn",
                 "service",
                 "Who is signed in",
-                "The session of the cookie, with its CSRF token.",
+                "The session of the cookie, with its CSRF token; `signed_in: false` when"
+                " there is none (or sign-in is off).",
                 [],
-                {
-                    "200": {"description": "Signed in.", "content": {JSON: {"schema": session}}},
-                    "401": problem("Not signed in (`sign_in` names where to)."),
-                    "404": off,
-                },
+                {"200": {"description": "The answer.", "content": {JSON: {"schema": session}}}},
             )
         },
         "/auth/logout": {

@@ -36,7 +36,8 @@ let session = null;
 export async function signedIn() {
   if (session === null) {
     const response = await fetch("/auth/session", { headers: { Accept: "application/json" } });
-    session = response.ok ? await response.json() : false;
+    const body = response.ok ? await response.json() : {};
+    session = body.signed_in ? body : false;
   }
   return session || null;
 }
