@@ -136,30 +136,37 @@ class Guard:
         access = await self._access.get()
         if not access.tokens and self.jwt is None:
             return None
+        principal = await self._principal(request, access)
+        if not any(principal.allows(scope) for scope in scopes):
+            raise _insufficient(request, scopes, principal)
+        return principal
+
+    async def _principal(self, request: Request, access: Access) -> Principal:
+        """Whoever the request's bearer token (or, with none, its session cookie) is."""
         header = request.headers.get("authorization", "")
-        kind, _, text = header.partition(" ")
         if not header and self.sign_in is not None and SESSION_COOKIE in request.cookies:
-            principal = self._session_principal(request, self.sign_in, access)
-            if not any(principal.allows(scope) for scope in scopes):
-                raise _insufficient(request, scopes, principal)
-            return principal
-        if kind.lower() != "bearer" or not text.strip():
+            return self._session_principal(request, self.sign_in, access)
+        kind, _, text = header.partition(" ")
+        text = text.strip()
+        if kind.lower() != "bearer" or not text:
             raise self._unauthorized(
                 "This server needs a bearer token (Authorization: Bearer …)"
                 + (" or a signed-in session." if self.sign_in is not None else ".")
             )
-        text = text.strip()
         if text.startswith(PREFIX) or self.jwt is None:
-            try:
-                token = _static_token(access, text)
-            except Problem as problem:
-                raise self._unauthorized(problem.detail) from None
-            principal = grants.token_principal(token, access.grants)
-        else:
-            principal = await self._jwt_principal(self.jwt, text, access)
-        if not any(principal.allows(scope) for scope in scopes):
-            raise _insufficient(request, scopes, principal)
-        return principal
+            return grants.token_principal(self._static_token(access, text), access.grants)
+        return await self._jwt_principal(self.jwt, text, access)
+
+    def _static_token(self, access: Access, text: str) -> Token:
+        token_id = text[len(PREFIX) :].partition("_")[0] if text.startswith(PREFIX) else ""
+        token = access.tokens.get(token_id)
+        if token is None or not hmac.compare_digest(token.digest, digest(text)):
+            raise self._unauthorized("The bearer token is not one this server issued.")
+        if token.revoked_at is not None:
+            raise self._unauthorized(
+                f"The bearer token {token_id} was revoked at {token.revoked_at}."
+            )
+        return token
 
     def _session_principal(self, request: Request, sign_in: SignIn, access: Access) -> Principal:
         """A person signed in to the web UI: their grants, and on a write the CSRF token
@@ -201,13 +208,7 @@ class Guard:
         except Refused as exc:
             raise self._unauthorized(str(exc), error="invalid_token") from None
         except ProviderUnavailable as exc:
-            raise Problem(
-                503,
-                "identity-provider-unavailable",
-                "Identity provider unavailable",
-                f"The JWT could not be checked: {exc}. Try again later.",
-                retry_after=5,
-            ) from None
+            raise provider_unavailable("The JWT could not be checked", exc) from None
         kept = self._principals.get(text)
         if kept is not None and kept[0] is access:
             return kept[1]
@@ -225,14 +226,15 @@ class Guard:
         return principal
 
 
-def _static_token(access: Access, text: str) -> Token:
-    token_id = text[len(PREFIX) :].partition("_")[0] if text.startswith(PREFIX) else ""
-    token = access.tokens.get(token_id)
-    if token is None or not hmac.compare_digest(token.digest, digest(text)):
-        raise _unauthorized("The bearer token is not one this server issued.")
-    if token.revoked_at is not None:
-        raise _unauthorized(f"The bearer token {token_id} was revoked at {token.revoked_at}.")
-    return token
+def provider_unavailable(what: str, exc: Exception) -> Problem:
+    """A 503: the identity provider could not be reached (the token may well be good)."""
+    return Problem(
+        503,
+        "identity-provider-unavailable",
+        "Identity provider unavailable",
+        f"{what}: {exc}. Try again later.",
+        retry_after=5,
+    )
 
 
 def _insufficient(request: Request, scopes: Sequence[str], principal: Principal) -> Problem:

@@ -17,7 +17,7 @@ from starlette.routing import Route
 from embrasure.access.jwt_bearer import ProviderUnavailable, Refused
 from embrasure.access.sign_in import FLOW_SECONDS, Session, SignIn
 from embrasure.errors import Problem
-from embrasure.web.auth import CSRF_HEADER, SESSION_COOKIE, public
+from embrasure.web.auth import CSRF_HEADER, SESSION_COOKIE, provider_unavailable, public
 from embrasure.web.responses import json_response
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ async def login(request: Request) -> Response:
     try:
         where, flow = await sign_in.start(_redirect_uri(request), then)
     except ProviderUnavailable as exc:
-        raise _unavailable(exc) from None
+        raise provider_unavailable("Sign-in cannot go on", exc) from None
     response = RedirectResponse(where, status_code=303)
     _cookie(request, response, FLOW_COOKIE, flow, FLOW_SECONDS)
     return response
@@ -94,7 +94,7 @@ async def callback(request: Request) -> Response:
     except Refused as exc:
         raise Problem(401, "sign-in-refused", "Sign-in refused", str(exc)) from None
     except ProviderUnavailable as exc:
-        raise _unavailable(exc) from None
+        raise provider_unavailable("Sign-in cannot go on", exc) from None
     log.info(
         "%s signed in to the web UI",
         session.subject,
@@ -155,16 +155,6 @@ async def logout(request: Request) -> Response:
 
 def _left(session: Session) -> int:
     return max(0, session.expires - int(time.time()))
-
-
-def _unavailable(exc: Exception) -> Problem:
-    return Problem(
-        503,
-        "identity-provider-unavailable",
-        "Identity provider unavailable",
-        f"Sign-in cannot go on: {exc}. Try again later.",
-        retry_after=5,
-    )
 
 
 def routes() -> list[Route]:
