@@ -125,3 +125,13 @@ def restricted(principal: Principal | None, scope: str) -> NamespaceGrants | Non
     ):
         return None
     return NamespaceGrants(principal, scope)
+
+
+def reaches(principal: Principal, scope: str) -> bool:
+    """Whether a route needing ``scope`` serves ``principal``. Ingest is checked item by
+    item (the receiver quarantines what lies outside), so a grant on any namespace will
+    do; reads and admin actions are not limited to namespaces yet, so they need the scope
+    on every namespace: a grant on a narrower glob must not open them all."""
+    if scope == "ingest":
+        return principal.allows("ingest")
+    return restricted(principal, scope) is None

@@ -137,7 +137,7 @@ class Guard:
         if not access.tokens and self.jwt is None:
             return None
         principal = await self._principal(request, access)
-        if not any(principal.allows(scope) for scope in scopes):
+        if not any(grants.reaches(principal, scope) for scope in scopes):
             raise _insufficient(request, scopes, principal)
         return principal
 
@@ -240,6 +240,12 @@ def provider_unavailable(what: str, exc: Exception) -> Problem:
 def _insufficient(request: Request, scopes: Sequence[str], principal: Principal) -> Problem:
     needed = " or ".join(repr(s) for s in scopes)
     held = ", ".join(sorted({s for s, _ in principal.scopes})) or "no grant"
+    narrow = sorted({f"{s} on {p!r}" for s, p in principal.scopes if s in scopes and s != "ingest"})
+    if narrow:  # grants.reaches: reads and admin actions need their scope on every namespace
+        held = (
+            f"{', '.join(narrow)} only; reads and admin actions are not limited to"
+            " namespaces yet, so they need their scope on '*' (docs/security.md#grants)"
+        )
     if principal.kind != "token":
         groups = ", ".join(sorted(principal.groups)) or "none"
         held = f"{held} (grants of subject {principal.subject!r}, groups {groups})"

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from joserfc import jwt
 
-from embrasure.access.grants import allows_in, jwt_principal, token_principal
+from embrasure.access.grants import allows_in, jwt_principal, reaches, token_principal
 from embrasure.model import Grant, Token
 from embrasure.store import open_store
 
@@ -229,6 +229,7 @@ def test_items_outside_the_writers_namespaces_are_quarantined(
 ) -> None:
     db = tmp_path / "ns.db"
     grant(db, "group:data-eng", "ingest", "airflow-prod/*")
+    grant(db, "group:data-eng", "read", "airflow-prod/*")
     grant(db, "client:spark", "admin")
     s = serve(db, provider.issuer)
     try:
@@ -257,6 +258,10 @@ def test_items_outside_the_writers_namespaces_are_quarantined(
         reasons = {i["index"]: i.get("reason") for i in status["items"]}
         assert "'finance.ledger' is outside the ingest grants of airflow" in reasons[1]
         assert "'airflow-dev/dags' is outside" in reasons[2]
+        # Reads are not limited to namespaces yet: a read grant on a narrower glob opens
+        # nothing, rather than every namespace.
+        detail = refusal(get(s, airflow, "/api/v1/jobs"), 403)
+        assert "read on 'airflow-prod/*' only" in detail and "need their scope on '*'" in detail
         admin = provider.client_token("spark")  # admin on *: anything goes
         assert post(s, admin).status_code == 202
         deadline = time.monotonic() + 30
@@ -286,20 +291,24 @@ def test_what_grant_rules_give() -> None:
         subject="bob", issuer="i", token_id="", client="c", groups=["data-eng"], grants=rules
     )
     assert allows_in(p, "ingest", "airflow-prod/dag1")
+    assert reaches(p, "ingest")  # checked item by item
+    assert not reaches(p, "read")
     assert not allows_in(p, "ingest", "airflow-dev/dag1")
     assert not allows_in(p, "read", "airflow-prod/dag1")
     alice = jwt_principal(
         subject="alice", issuer="i", token_id="", client="", groups=[], grants=rules
     )
     assert allows_in(alice, "read", "sandbox") and allows_in(alice, "ingest", "sandbox")
+    assert not reaches(alice, "admin") and not reaches(alice, "read")  # only on sandbox
     assert not allows_in(alice, "read", "sandboxes")  # a glob matches the whole name
     nobody = jwt_principal(
         subject="eve", issuer="i", token_id="", client="", groups=["FINANCE"], grants=rules
     )
     assert nobody.scopes == ()  # group names are case-sensitive
     # A static token no rule names keeps its scopes everywhere; a named one gets its rules.
-    t1 = Token("t1", "d", frozenset({"ingest"}), None, "", "t", None)
+    t1 = Token("t1", "d", frozenset({"ingest", "read"}), None, "", "t", None)
     assert allows_in(token_principal(t1, rules), "ingest", "anything")
+    assert reaches(token_principal(t1, rules), "read")
     t2 = Token("t2", "d", frozenset({"admin"}), None, "", "t", None)
     assert token_principal(t2, rules).scopes == (("read", "public.*"),)
 
