@@ -13,6 +13,7 @@ with.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -39,14 +40,17 @@ def cache_dir() -> Path:
 def installed() -> Path:
     """The directory holding node_modules/oidc-provider, installed if missing."""
     where = cache_dir()
-    if not (where / "node_modules" / "oidc-provider" / "package.json").exists():
-        where.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", f"oidc-provider@{VERSION}"],
-            cwd=where,
-            check=True,
-            capture_output=True,
-        )
+    where.mkdir(parents=True, exist_ok=True)
+    # Two test workers may get here at once: one installs, the other waits for it.
+    with open(where / ".install-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / "node_modules" / "oidc-provider" / "package.json").exists():
+            subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund", f"oidc-provider@{VERSION}"],
+                cwd=where,
+                check=True,
+                capture_output=True,
+            )
     return where
 
 
@@ -116,7 +120,9 @@ class OidcProvider:
 
     def start(self) -> OidcProvider:
         where = installed()
-        script = where / SCRIPT.name  # beside node_modules, where an ES module resolves it
+        # Beside node_modules, where an ES module resolves it; a copy per provider, so two
+        # test workers never start one while the other rewrites it.
+        script = where / f"provider-{self.port}.mjs"
         shutil.copyfile(SCRIPT, script)
         config = self.work / f"oidc-{self.port}.json"
         config.write_text(json.dumps(self._config()))
@@ -142,6 +148,7 @@ class OidcProvider:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
+        (cache_dir() / f"provider-{self.port}.mjs").unlink(missing_ok=True)
 
     def restart(self, keys: list[RSAKey]) -> None:
         """The same issuer, signing with other keys (a key rotation)."""
