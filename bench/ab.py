@@ -25,7 +25,7 @@ machine used during the measured windows (from /proc, as each harness measures i
 Run ``python bench/ab.py --a 68555ca --b HEAD`` (about 18 minutes on this 2-core machine
 when it is quiet, estimated from the quick runs and the harnesses' own timings: ingest 8,
 projection 3, the query graph 2, queries 5; ``--rounds 1`` takes about 11; writes
-bench/results/ab-restructure.{md,json}) or add ``--quick`` (A B B A once, 5 s ingest runs,
+bench/results/ab.{md,json}) or add ``--quick`` (A B B A once, 5 s ingest runs,
 6,000 events projected, the query platform at scale 0.1 and 50 calls per group: a smoke
 test, 2 to 3.5 minutes; writes under bench/results/tmp/).
 Linux only (it reads /proc; installs wrk with apt-get if missing).
@@ -554,7 +554,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     if not set(parts) <= set(PARTS):
         p.error(f"--parts: choose among {', '.join(PARTS)}")
     quick = args.quick
-    default_out = SCRATCH_DIR / "ab-quick" if quick else RESULTS_DIR / "ab-restructure"
+    default_out = SCRATCH_DIR / "ab-quick" if quick else RESULTS_DIR / "ab"
     return Config(
         a=args.a,
         b=args.b,
