@@ -3,15 +3,15 @@ on which namespaces, straight in the database (--db), like `embrasure tokens`.""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from typing import Any
 
 import click
 
 from embrasure.access.grants import SCOPES, check_rule
-from embrasure.cli.options import console, fail, print_json, setting_options
+from embrasure.cli.options import add_row, console, fail, new_table, print_json, setting_options
 from embrasure.cli.tokens import database
-from embrasure.errors import EmbrasureError
 from embrasure.model import Grant, utc_now
 
 
@@ -42,13 +42,8 @@ def add(who: str, scope: str, namespaces: str, **flags: Any) -> None:
     except ValueError as exc:
         fail(str(exc))
     grant = Grant(secrets.token_hex(6), who, scope, namespaces, utc_now(), None)
-    store = database(flags, create=True)
-    try:
+    with database(flags, create=True) as store:
         store.add_grant(grant)
-    except EmbrasureError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
     click.echo(f"grant {grant.grant_id}: {who} may {scope} on {namespaces}")
 
 
@@ -57,33 +52,14 @@ def add(who: str, scope: str, namespaces: str, **flags: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_grants(as_json: bool, **flags: Any) -> None:
     """Every rule, oldest first."""
-    store = database(flags)
-    try:
+    with database(flags) as store:
         found = store.grants()
-    except EmbrasureError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
     if as_json:
-        print_json(
-            [
-                {
-                    "grant_id": g.grant_id,
-                    "who": g.who,
-                    "scope": g.scope,
-                    "namespaces": g.namespaces,
-                    "created_at": g.created_at,
-                    "created_by": g.created_by,
-                }
-                for g in found
-            ]
-        )
+        print_json([dataclasses.asdict(g) for g in found])
         return
-    from rich.table import Table
-
-    table = Table("grant", "who", "scope", "namespaces", "created", "by")
-    for g in found:
-        table.add_row(g.grant_id, g.who, g.scope, g.namespaces, g.created_at, g.created_by or "")
+    table = new_table("grant", "who", "scope", "namespaces", "created", "by")
+    for g in found:  # add_row: a glob such as finance.[ab]* is text, not rich markup
+        add_row(table, g.grant_id, g.who, g.scope, g.namespaces, g.created_at, g.created_by)
     console().print(table)
 
 
@@ -92,13 +68,8 @@ def list_grants(as_json: bool, **flags: Any) -> None:
 @click.argument("grant_id")
 def remove(grant_id: str, **flags: Any) -> None:
     """Remove a rule by its id (servers stop applying it within 2 s)."""
-    store = database(flags)
-    try:
+    with database(flags) as store:
         removed = store.remove_grant(grant_id)
-    except EmbrasureError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
     if not removed:
         fail(f"no grant {grant_id!r} (see `embrasure grants list`)")
     click.echo(f"grant {grant_id} removed")

@@ -3,6 +3,8 @@ database (--db), since a server may refuse every request until one exists."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -15,14 +17,22 @@ from embrasure.store import Store, open_store, redact
 from embrasure.web.auth import check_scopes, digest, new_token
 
 
-def database(flags: dict[str, Any], create: bool = False) -> Store:
-    """The database's store; only ``tokens create`` may create one (a token made before
-    the first `serve`, docs/security.md)."""
+@contextlib.contextmanager
+def database(flags: dict[str, Any], create: bool = False) -> Iterator[Store]:
+    """The database's store, closed after; what it raises is one line (``fail``). Only
+    ``tokens create`` and ``grants add`` may create a database (a token made before the
+    first `serve`, docs/security.md)."""
     db = load_settings(flags).db
     try:
-        return open_store(db, create=create)
+        store = open_store(db, create=create)
     except EmbrasureError as exc:
         fail(f"--db {redact(db)}: {exc}")
+    try:
+        yield store
+    except EmbrasureError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
 
 
 @click.group()
@@ -46,13 +56,8 @@ def create(scopes: tuple[str, ...], provider_key: str | None, name: str, **flags
     """Create a token; it is printed once, alone on the last line."""
     token_id, text = new_token()
     token = Token(token_id, digest(text), check_scopes(scopes), provider_key, name, utc_now(), None)
-    store = database(flags, create=True)
-    try:
+    with database(flags, create=True) as store:
         store.add_token(token)
-    except EmbrasureError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
     bound = f", bound to provider_key {provider_key!r}" if provider_key else ""
     click.echo(f"token {token_id} ({' '.join(sorted(token.scopes))}{bound}); it is not stored:")
     click.echo(text)
@@ -63,13 +68,8 @@ def create(scopes: tuple[str, ...], provider_key: str | None, name: str, **flags
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_tokens(as_json: bool, **flags: Any) -> None:
     """Every token, revoked ones too (never their text)."""
-    store = database(flags)
-    try:
+    with database(flags) as store:
         found = sorted(store.tokens(), key=lambda t: (t.created_at, t.token_id))
-    except EmbrasureError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
     rows: list[dict[str, Any]] = [
         {
             "token_id": t.token_id,
@@ -104,13 +104,8 @@ def list_tokens(as_json: bool, **flags: Any) -> None:
 @click.argument("token_id")
 def revoke(token_id: str, **flags: Any) -> None:
     """Revoke a token by its id (servers stop accepting it within 2 s)."""
-    store = database(flags)
-    try:
+    with database(flags) as store:
         revoked = store.revoke_token(token_id, utc_now())
-    except EmbrasureError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
     if not revoked:
         fail(f"no live token {token_id!r} (see `embrasure tokens list`)")
     click.echo(f"token {token_id} revoked")
