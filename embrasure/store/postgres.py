@@ -29,8 +29,8 @@ import contextlib
 import datetime
 import logging
 import secrets
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -60,6 +60,7 @@ from embrasure.store.postgres_graph import (
 from embrasure.store.reads import SQLReader
 
 log = logging.getLogger("embrasure.log")
+T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10  # seconds to reach the server
 PARTITION_DAYS_AHEAD = 2  # body partitions made before their day comes
@@ -343,12 +344,17 @@ class PostgresStore(Store):
 
     # -- tokens -------------------------------------------------------------------------
 
-    def tokens(self) -> list[Token]:
+    def _read_only(self, what: str, read: Callable[[PgConnection], T]) -> T:
+        """A short read of its own (the guard's tokens and grants, ping): any failure
+        is the store being unavailable."""
         try:
-            with self._transaction("BEGIN READ ONLY", "reading the tokens") as conn:
-                return sql.tokens(conn)
+            with self._transaction("BEGIN READ ONLY", what) as conn:
+                return read(conn)
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from exc
+
+    def tokens(self) -> list[Token]:
+        return self._read_only("reading the tokens", sql.tokens)
 
     def add_token(self, token: Token) -> None:
         with self._transaction("BEGIN", "storing a token") as conn:
@@ -359,11 +365,7 @@ class PostgresStore(Store):
             return sql.revoke_token(conn, token_id, at)
 
     def grants(self) -> list[Grant]:
-        try:
-            with self._transaction("BEGIN READ ONLY", "reading the grants") as conn:
-                return sql.grants(conn)
-        except StoreError as exc:
-            raise StoreUnavailable(str(exc)) from exc
+        return self._read_only("reading the grants", sql.grants)
 
     def add_grant(self, grant: Grant) -> None:
         with self._transaction("BEGIN", "storing a grant") as conn:
@@ -381,11 +383,7 @@ class PostgresStore(Store):
         return None  # the database server's disk, not this machine's
 
     def ping(self) -> None:
-        try:
-            with self._transaction("BEGIN READ ONLY", "ping") as conn:
-                conn.execute("SELECT 1 FROM deliveries LIMIT 1").fetchall()
-        except StoreError as exc:
-            raise StoreUnavailable(str(exc)) from exc
+        self._read_only("ping", lambda c: c.execute("SELECT 1 FROM deliveries LIMIT 1").fetchall())
 
     def backup(self, path: str) -> None:
         raise StoreError(

@@ -16,7 +16,7 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import cast
+from typing import TypeVar, cast
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
@@ -36,6 +36,7 @@ from embrasure.store.reads import SQLReader
 from embrasure.store.sqlite_graph import SQLiteProjectionTx
 from embrasure.store.write_turns import WriteTurns
 
+T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
 PROJECTOR_CACHE_KIB = 128 * 1024
 # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (primary result
@@ -349,11 +350,15 @@ class SQLiteStore(Store):
 
     # -- tokens ---------------------------------------------------------------------
 
-    def tokens(self) -> list[Token]:
+    def _read_table(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """A read of the guard's tables (tokens, grants) on this thread's connection."""
         try:
-            return sql.tokens(self._read())
+            return read(self._read())
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
+
+    def tokens(self) -> list[Token]:
+        return self._read_table(sql.tokens)
 
     def add_token(self, token: Token) -> None:
         with self._short_write() as conn:
@@ -364,10 +369,7 @@ class SQLiteStore(Store):
             return sql.revoke_token(conn, token_id, at)
 
     def grants(self) -> list[Grant]:
-        try:
-            return sql.grants(self._read())
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
+        return self._read_table(sql.grants)
 
     def add_grant(self, grant: Grant) -> None:
         with self._short_write() as conn:
