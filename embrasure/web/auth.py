@@ -117,9 +117,7 @@ class Guard:
         self.jwt = jwt
         self.sign_in = sign_in
         self._access = Refreshed(self._read, lambda: CACHE_SECONDS)
-        # A JWT's principal, as built from the tokens and grants read last (Access): a
-        # producer sends one token with every event (jwt_bearer.py keeps its signature
-        # check), and its grants change only when they are read again.
+        # token text → its principal and the Access it was built from (_kept)
         self._principals: dict[str, tuple[Access, Principal]] = {}
 
     def _read(self) -> Access:
@@ -154,8 +152,25 @@ class Guard:
                 + (" or a signed-in session." if self.sign_in is not None else ".")
             )
         if text.startswith(PREFIX) or self.jwt is None:
-            return grants.token_principal(self._static_token(access, text), access.grants)
+            return self._kept(
+                text,
+                access,
+                lambda: grants.token_principal(self._static_token(access, text), access.grants),
+            )
         return await self._jwt_principal(self.jwt, text, access)
+
+    def _kept(self, text: str, access: Access, build: Callable[[], Principal]) -> Principal:
+        """The principal of a token, built once per read of the tokens and grants
+        (Access): a producer sends one token with every event, and what it may do changes
+        only when they are read again (a revoked token then finds no principal kept)."""
+        kept = self._principals.get(text)
+        if kept is not None and kept[0] is access:
+            return kept[1]
+        principal = build()
+        if len(self._principals) >= PRINCIPALS_KEPT:
+            self._principals.clear()
+        self._principals[text] = (access, principal)
+        return principal
 
     def _static_token(self, access: Access, text: str) -> Token:
         token_id = text[len(PREFIX) :].partition("_")[0] if text.startswith(PREFIX) else ""
@@ -209,21 +224,18 @@ class Guard:
             raise self._unauthorized(str(exc), error="invalid_token") from None
         except ProviderUnavailable as exc:
             raise provider_unavailable("The JWT could not be checked", exc) from None
-        kept = self._principals.get(text)
-        if kept is not None and kept[0] is access:
-            return kept[1]
-        principal = grants.jwt_principal(
-            subject=verified.subject,
-            issuer=verified.issuer,
-            token_id=verified.token_id,
-            client=verified.client,
-            groups=verified.groups,
-            grants=access.grants,
+        return self._kept(
+            text,
+            access,
+            lambda: grants.jwt_principal(
+                subject=verified.subject,
+                issuer=verified.issuer,
+                token_id=verified.token_id,
+                client=verified.client,
+                groups=verified.groups,
+                grants=access.grants,
+            ),
         )
-        if len(self._principals) >= PRINCIPALS_KEPT:
-            self._principals.clear()
-        self._principals[text] = (access, principal)
-        return principal
 
 
 def provider_unavailable(what: str, exc: Exception) -> Problem:
