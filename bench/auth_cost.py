@@ -22,7 +22,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +44,6 @@ from embrasure.web.auth import digest, new_token
 from oidc_provider import RESOURCE, OidcProvider
 
 RESULTS = Path(__file__).parent / "results" / "auth-cost"
-REPO = Path(__file__).resolve().parent.parent
 CLIENT, SECRET = "bench", "bench-secret"
 INGEST_GLOBS = ("spark", "postgres://*")
 TARGET = 0.95
@@ -66,13 +64,18 @@ def authorise(db: Path) -> str:
         store.close()
 
 
-def serving(work: Path, db: Path, issuer: str) -> servers.Server:
+def serving(work: Path, source: Path, db: Path, issuer: str) -> servers.Server:
     oidc = ["--oidc-issuer", issuer, "--oidc-audience", RESOURCE]
-    return servers.start_embrasure(work, db, REPO, single_process=True, extra=oidc)
+    return servers.start_embrasure(work, db, source, single_process=True, extra=oidc)
 
 
 def ingest_part(
-    work: Path, issuer: str, tokens: dict[str, str], workload: Workload, rounds: int
+    work: Path,
+    source: Path,
+    issuer: str,
+    tokens: dict[str, str],
+    workload: Workload,
+    rounds: int,
 ) -> list[dict[str, Any]]:
     """Each run on a fresh copy of the authorised database (``authorised``) and a fresh
     server, as bench/ingest.py measures: a log that only grows would pass the backlog
@@ -86,7 +89,7 @@ def ingest_part(
             leftover.unlink()
         shutil.copyfile(work / "authorised.db", db)
         servers.wait_for_quiet(8)
-        server = serving(work, db, issuer)
+        server = serving(work, source, db, issuer)
         try:
             header = [bearer(tokens[side])]
             run_wrk(wrk, server.url, workload, 3, 0, template, header)  # warm-up
@@ -101,7 +104,7 @@ def ingest_part(
 
 
 def lineage_part(
-    work: Path, issuer: str, tokens: dict[str, str], rounds: int, calls: int
+    work: Path, source: Path, issuer: str, tokens: dict[str, str], rounds: int, calls: int
 ) -> list[dict[str, Any]]:
     platform = query.Platform(1.0)
     tasks = platform.tasks
@@ -110,14 +113,14 @@ def lineage_part(
     db = work / "query.db"
     bodies, events = platform.bodies(tasks, 200)
     print(f"  lineage: loading and projecting {events:,} events", flush=True)
-    loader = servers.start_embrasure(work, db, REPO)  # auth off while loading
+    loader = servers.start_embrasure(work, db, source)  # auth off while loading
     try:
         query.load(loader.url, bodies, events, 4)
     finally:
         loader.stop()
-    query.project(work, REPO, db, events)
+    query.project(work, source, db, events)
     tokens = {**tokens, "A": authorise(db)}
-    server = serving(work, db, issuer)
+    server = serving(work, source, db, issuer)
     records = []
     try:
         for side in "ABBA" * rounds:
@@ -164,7 +167,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"# JWTs and grants against a static token, {results['date']}",
         "",
         "Written by `python bench/auth_cost.py`; how and why: bench/README.md, *What JWTs and"
-        f" grants cost*. Raw numbers: [auth-cost.json](auth-cost.json). git {results['git']}."
+        f" grants cost*. Raw numbers: [auth-cost.json](auth-cost.json). Code: {results['code']}."
         f" Rounds: A B B A, {results['rounds']} times; 10 s wrk runs, a quiet wait before each.",
         "",
         "| measurement | static token (A) | JWT + namespace grants (B) | B's speed / A's"
@@ -188,18 +191,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=200, help="lineage calls per run")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="embrasure-auth-cost-"))
+    # Every server imports this copy: the run measures one version while people edit.
+    source = work / "source"
+    code = servers.copy_source(source, None)
     provider = OidcProvider(work, clients={CLIENT: SECRET}, groups={}, ttl=3600).start()
     try:
         tokens = {"B": provider.client_token(CLIENT), "A": authorise(work / "authorised.db")}
         records: list[dict[str, Any]] = []
         for workload in (SINGLE, BATCH):
-            records += ingest_part(work, provider.issuer, tokens, workload, args.rounds)
-        records += lineage_part(work, provider.issuer, tokens, args.rounds, args.calls)
+            records += ingest_part(work, source, provider.issuer, tokens, workload, args.rounds)
+        records += lineage_part(work, source, provider.issuer, tokens, args.rounds, args.calls)
     finally:
         provider.stop()
     results = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "git": _git_head(),
+        "code": code,
         "rounds": args.rounds,
         "rows": summarise(records),
         "records": records,
@@ -210,11 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(results))
     shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def _git_head() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

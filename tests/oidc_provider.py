@@ -17,7 +17,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any
 
 import httpx
 from joserfc.jwk import RSAKey
+
+from conftest import free_port
 
 VERSION = "9.13.3"
 SCRIPT = Path(__file__).parent / "oidc" / "provider.mjs"
@@ -56,12 +57,6 @@ def installed() -> Path:
 
 def new_key(kid: str) -> RSAKey:
     return RSAKey.generate_key(2048, parameters={"kid": kid, "use": "sig", "alg": "RS256"})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class OidcProvider:
