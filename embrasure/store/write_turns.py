@@ -50,7 +50,6 @@ class WriteTurns:
     def turn(self) -> Iterator[None]:
         """Wait for this thread's turn, and hold it while the body runs."""
         me = threading.get_ident()
-        first = False
         with self._changed:
             if self._owner == me:
                 self._depth += 1
@@ -65,9 +64,8 @@ class WriteTurns:
                     self._skip_given_up()
                     raise
                 self._owner, self._depth = me, 1
-                first = True
-            if first and self._file is not None:
-                fcntl.flock(self._file, fcntl.LOCK_EX)  # releases the GIL while it waits
+                if self._file is not None:
+                    fcntl.flock(self._file, fcntl.LOCK_EX)  # releases the GIL while it waits
         try:
             yield
         finally:
