@@ -38,10 +38,6 @@ def check_rule(who: str, scope: str, namespaces: str) -> None:
         raise ValueError("namespaces must be a glob such as airflow-prod/* or *")
 
 
-def matches(pattern: str, namespace: str) -> bool:
-    return fnmatch.fnmatchcase(namespace, pattern)
-
-
 def token_principal(token: Token, grants: Sequence[Grant]) -> Principal:
     named = [g for g in grants if g.who == f"token:{token.token_id}"]
     scopes = (
@@ -91,7 +87,8 @@ def jwt_principal(
 def allows_in(principal: Principal, scope: str, namespace: str) -> bool:
     """Whether ``principal`` may use ``scope`` (or admin) on ``namespace``."""
     return any(
-        s in (scope, "admin") and matches(pattern, namespace) for s, pattern in principal.scopes
+        s in (scope, "admin") and fnmatch.fnmatchcase(namespace, pattern)
+        for s, pattern in principal.scopes
     )
 
 
