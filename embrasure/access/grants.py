@@ -14,6 +14,7 @@ nothing when none does.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import fnmatch
 import functools
@@ -124,11 +125,28 @@ def restricted(principal: Principal | None, scope: str) -> NamespaceGrants | Non
     return NamespaceGrants(principal, scope)
 
 
-def reaches(principal: Principal, scope: str) -> bool:
+# What the request being answered may read: None when it may read every namespace (or
+# auth is off). The guard sets it for each request (web/auth.py ``requires``); the read
+# side's one visibility rule (query/hidden.py) reads it, so that no read path has to
+# carry it and none can forget it. Starlette's thread pool runs a read in a copy of the
+# request's context, so the value follows the read into its thread.
+READING: contextvars.ContextVar[NamespaceGrants | None] = contextvars.ContextVar(
+    "reading", default=None
+)
+
+
+def may_read(namespace: str) -> bool:
+    """Whether the request being answered may read ``namespace`` (READING)."""
+    reading = READING.get()
+    return reading is None or reading.allows(namespace)
+
+
+def reaches(principal: Principal, scope: str, everywhere: bool = False) -> bool:
     """Whether a route needing ``scope`` serves ``principal``. Ingest is checked item by
-    item (the receiver quarantines what lies outside), so a grant on any namespace will
-    do; reads and admin actions are not limited to namespaces yet, so they need the scope
-    on every namespace: a grant on a narrower glob must not open them all."""
-    if scope == "ingest":
-        return principal.allows("ingest")
-    return restricted(principal, scope) is None
+    item (the receiver quarantines what lies outside) and reads answer within the
+    reader's namespaces (query/hidden.py), so a grant on any namespace will do; admin
+    actions, and the routes that span every namespace (``everywhere``: the delivery log,
+    metrics), need their scope on every namespace."""
+    if scope == "admin" or everywhere:
+        return restricted(principal, scope) is None
+    return principal.allows(scope)

@@ -61,4 +61,4 @@ class EventRoutes:
 
 def routes(store: Store, archived: ArchivedBodies) -> list[BaseRoute]:
     api = EventRoutes(store, archived)
-    return [route("/events/lineage", requires("read")(api.lineage_events))]
+    return [route("/events/lineage", requires("read", everywhere=True)(api.lineage_events))]

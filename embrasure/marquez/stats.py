@@ -133,5 +133,5 @@ def routes(
     store: Store, now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)
 ) -> list[BaseRoute]:
     api = StatsRoutes(store, now)
-    read = requires("read")
+    read = requires("read", everywhere=True)  # counts over every namespace
     return [route("/stats/{kind}", read(api.stats))]

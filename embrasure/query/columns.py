@@ -49,12 +49,23 @@ def column_edges_of(
             span.add(old[1].first)
             span.add(old[1].last)
         merged[edge.key] = (edge, span)
-    if graph.hidden:
-        hidden = graph.hidden.nodes_hidden(
-            {n for e in merged for n in (e.source, e.target, e.job) if n is not None}
-        )
-        return [m for k, m in merged.items() if not {k.source, k.target, k.job} & hidden]
-    return list(merged.values())
+    if not graph.hidden:
+        return list(merged.values())
+    hidden = graph.hidden.nodes_hidden(
+        {n for e in merged for n in (e.source, e.target, e.job) if n is not None}
+    )
+    shown = []
+    for k, m in merged.items():
+        through = {k.source, k.target, k.job} & hidden
+        if not through:
+            shown.append(m)
+        elif any(graph.hidden.outside(n) for n in through if n is not None):
+            # The walk stops at the far field, for the placeholder (query/hidden.py).
+            near, far = (k.source, k.source_field), (k.target, k.target_field)
+            if side == "tgt":
+                near, far = far, near
+            graph.hidden.stop(far, dataset_node(*near)["id"])
+    return shown
 
 
 CLOSEST_FIELDS = 5  # how many near names a field-not-found problem offers
@@ -119,9 +130,11 @@ def column_lineage(
             [(root, field)], functools.partial(column_step, graph, walk=walk, kinds=kinds), depth
         )
     edges = {edge.key: (edge, span) for edge, span in found.edges}
+    placeholder = graph.hidden.placeholder()
     return {
         "root": dataset_node(root, field)["id"],
-        "nodes": [dataset_node(d, f) for d, f in sorted(found.distance)],
+        "nodes": [dataset_node(d, f) for d, f in sorted(found.distance)]
+        + ([placeholder] if placeholder else []),
         "edges": [column_edge_json(graph, *edges[k]) for k in sorted(edges, key=_column_order)],
         "truncated": found.truncated,
     }

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from embrasure.access.grants import may_read
 from embrasure.model import DELIVERY_STATES, DatasetId, JobId
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.graph_rows import entity
@@ -162,8 +163,11 @@ def dataset_view(reader: GraphReader, ids: Identities, node: DatasetId) -> dict[
         "aliases": [
             {"namespace": m.namespace, "name": m.name, "renamed": ids.is_renamed(m)}
             for m in sorted(members[1:])
+            if may_read(m.namespace)  # query/hidden.py: a shown node's unreadable aliases
         ],
-        "locations": [{"namespace": n, "name": m, "type": t} for n, m, t in locations],
+        "locations": [
+            {"namespace": n, "name": m, "type": t} for n, m, t in locations if may_read(n)
+        ],
         "facets": facets,
         "fields": [f for f in fields if isinstance(f, str)],
         "dropped": isinstance(lifecycle, dict) and lifecycle.get("lifecycleStateChange") == "DROP",
@@ -219,7 +223,9 @@ def job_view(reader: GraphReader, job: JobId) -> dict[str, Any]:
         **job_node(job, kind),
         "facets": facets,
         "parent_job": {"namespace": parent.parent_job_ns, "name": parent.parent_job_name}
-        if parent is not None and parent.parent_job_ns is not None
+        if parent is not None
+        and parent.parent_job_ns is not None
+        and may_read(parent.parent_job_ns)
         else None,
         "latest_run": run_summary(parent) if parent is not None else None,
     }
@@ -249,17 +255,18 @@ def seconds_between(start_key: str | None, end_key: str | None) -> float | None:
 def _parent(r: RunRow) -> dict[str, Any] | None:
     if r.parent_run_id is None and r.parent_job_ns is None:
         return None
+    # A parent or root job outside the reader's grants is served as None, as unknown.
     out: dict[str, Any] = {
         "runId": r.parent_run_id,
         "job": None
-        if r.parent_job_ns is None
+        if r.parent_job_ns is None or not may_read(r.parent_job_ns)
         else {"namespace": r.parent_job_ns, "name": r.parent_job_name},
     }
     if r.root_run_id is not None or r.root_job_ns is not None:
         out["root"] = {
             "runId": r.root_run_id,
             "job": None
-            if r.root_job_ns is None
+            if r.root_job_ns is None or not may_read(r.root_job_ns)
             else {"namespace": r.root_job_ns, "name": r.root_job_name},
         }
     return out
@@ -316,6 +323,8 @@ def _used_json(
     out: dict[str, list[dict[str, Any]]] = {"in": [], "out": []}
     for key in sorted(used):
         direction, node = key
+        if not may_read(node.namespace):  # outside the reader's grants (query/hidden.py)
+            continue
         role_key = ROLE_FACETS[ROLES[direction]]
         item: dict[str, Any] = {"namespace": node.namespace, "name": node.name}
         if used[key][2] is not None:

@@ -12,6 +12,7 @@ order, so its size on the wire is not its size in memory (a 100,000-dataset grap
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncGenerator, Iterable, Iterator
@@ -183,7 +184,9 @@ async def _produced(store: Store) -> AsyncGenerator[bytes, None]:
                 if stop.is_set():
                     return _DONE
 
-    _EXPORTER.submit(produce)
+    # The export thread is not the request's: it reads in a copy of the request's
+    # context, which holds what the reader may see (access/grants.py READING).
+    _EXPORTER.submit(contextvars.copy_context().run, produce)
     try:
         while (piece := await run_in_threadpool(take)) is not _DONE:
             if isinstance(piece, BaseException):

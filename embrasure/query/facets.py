@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
+from embrasure.access.grants import READING, may_read
 from embrasure.model import DatasetId, EventTime
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.shapes import sent_entity
@@ -84,10 +85,55 @@ def facets_of_groups(
     current = {key: facet_rules.current_of(held) for key, held in slots.items()}
     hashes = {v.value_hash() for held in current.values() for v in held.values()} - set(parsed)
     parsed |= {h: orjson.loads(text) for h, text in reader.facet_values(sorted(hashes)).items()}
-    return {
+    out = {
         key: {name: parsed[v.value_hash()] for name, v in held.items()}
         for key, held in current.items()
     }
+    if READING.get() is not None:
+        out = {key: redacted(facets) for key, facets in out.items()}
+    return out
+
+
+def redacted(facets: dict[str, Any]) -> dict[str, Any]:
+    """Facets without the names, in the facets OpenLineage gives a structure, of
+    datasets and jobs outside the reader's grants (docs/security.md#what-a-reader-sees):
+    the ``symlinks`` identifiers, the ``columnLineage`` input fields, the ``parent``
+    facet's job and root job. Free text (a ``sql`` facet's query) is served as sent.
+    New dicts: the parsed values are shared between groups."""
+    out = dict(facets)
+    symlinks = out.get("symlinks")
+    if isinstance(symlinks, dict) and isinstance(symlinks.get("identifiers"), list):
+        out["symlinks"] = {**symlinks, "identifiers": _readable(symlinks["identifiers"])}
+    lineage = out.get("columnLineage")
+    if isinstance(lineage, dict):
+        lineage = dict(lineage)
+        if isinstance(lineage.get("dataset"), list):
+            lineage["dataset"] = _readable(lineage["dataset"])
+        if isinstance(lineage.get("fields"), dict):
+            lineage["fields"] = {
+                name: {**f, "inputFields": _readable(f["inputFields"])}
+                if isinstance(f, dict) and isinstance(f.get("inputFields"), list)
+                else f
+                for name, f in lineage["fields"].items()
+            }
+        out["columnLineage"] = lineage
+    parent = out.get("parent")
+    if isinstance(parent, dict):
+        parent = {k: v for k, v in parent.items() if k != "job" or _readable([v])}
+        root = parent.get("root")
+        if isinstance(root, dict) and not _readable([root.get("job")]):
+            parent["root"] = {k: v for k, v in root.items() if k != "job"}
+        out["parent"] = parent
+    return out
+
+
+def _readable(items: list[Any]) -> list[Any]:
+    """The entries naming a namespace the reader may read (anything else is left out)."""
+    return [
+        i
+        for i in items
+        if isinstance(i, dict) and isinstance(i.get("namespace"), str) and may_read(i["namespace"])
+    ]
 
 
 def _sent_slots(

@@ -13,17 +13,33 @@ Hidden nodes are left out of listings, search, lineage, column lineage, impact a
 export, and walks do not pass through them; a hidden root answers 404 saying so. The
 delivery log's own views (deliveries, quarantine, raw events) are an audit trail and
 show everything. Hides apply to ``asOf`` reads too: they are today's decision.
+
+The reader's grants (docs/security.md#what-a-reader-sees) hide the same way, by the
+same calls, for the request at hand (access/grants.py ``READING``):
+- a **job** or **namespace** outside the namespaces the reader may read is hidden;
+- a **dataset** node is hidden when its canonical identity's namespace is: the node is
+  shown under that name. A readable node's aliases outside the grants are left out of
+  its alias lists (``identities``);
+- a root outside them is "not known in the namespaces you may read", whether or not it
+  exists, so a 404 does not tell a reader what exists where it may not look;
+- walks stop at them: ``outside`` tells a walk which of the nodes it stopped at are
+  hidden from this reader rather than hidden by an admin, for the placeholder node
+  (query/lineage.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Hashable, Iterable
 from typing import Any, Protocol
 
+from embrasure.access.grants import READING
 from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import Identities
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import HiddenRow
+from embrasure.store.rows import DatasetRow, HiddenRow, JobRow
+
+PLACEHOLDER_ID = "hidden:"  # no node id is this: every other starts with its type
 
 
 class Members(Protocol):
@@ -31,16 +47,21 @@ class Members(Protocol):
 
 
 class Hidden:
-    """The hidden entities of one snapshot (a small table, read once per request)."""
+    """The hidden entities of one snapshot (a small table, read once per request), and
+    what the request's reader may not read."""
 
     def __init__(self, reader: GraphReader, ids: Members) -> None:
+        self.reader = reader
         self.ids = ids
+        self.grants = READING.get()  # None: the reader may read every namespace
         self.rows: dict[tuple[str, str, str], HiddenRow] = {
             (r.kind, r.ns, r.name): r for r in reader.rows(HiddenRow) if r.hidden
         }
-        self.namespaces = {ns for kind, ns, _ in self.rows if kind == "namespace"}
+        self.hidden_namespaces = {ns for kind, ns, _ in self.rows if kind == "namespace"}
         self.datasets = {DatasetId(ns, n) for kind, ns, n in self.rows if kind == "dataset"}
         self.jobs = {JobId(ns, n) for kind, ns, n in self.rows if kind == "job"}
+        # What walks stopped at for this reader's grants: node → the shown nodes next to it.
+        self.stopped: dict[Hashable, set[str]] = {}
 
     @classmethod
     def of(cls, reader: GraphReader) -> Hidden:
@@ -48,22 +69,43 @@ class Hidden:
         return cls(reader, Identities(reader))
 
     def __bool__(self) -> bool:
-        return bool(self.rows)
+        return bool(self.rows) or self.grants is not None
+
+    @functools.cached_property
+    def namespaces(self) -> set[str]:
+        """The namespaces listings leave out: the hidden ones, and those of the graph
+        the reader may not read (listed only for a reader with narrow grants)."""
+        if self.grants is None:
+            return self.hidden_namespaces
+        known = {ns for (ns,) in self.reader.distinct(DatasetRow, ("ns",))}
+        known |= {ns for (ns,) in self.reader.distinct(JobRow, ("ns",))}
+        return self.hidden_namespaces | {ns for ns in known if not self.grants.allows(ns)}
+
+    def readable(self, namespace: str) -> bool:
+        return self.grants is None or self.grants.allows(namespace)
+
+    def outside(self, node: DatasetId | JobId) -> bool:
+        """Whether a (canonical) node is hidden from this reader by its grants."""
+        return not self.readable(node.namespace)
 
     def job(self, job: JobId) -> bool:
-        return job in self.jobs or job.namespace in self.namespaces
+        return job in self.jobs or job.namespace in self.hidden_namespaces or self.outside(job)
 
     def datasets_hidden(self, nodes: Iterable[DatasetId]) -> set[DatasetId]:
         """The hidden ones of canonical dataset nodes (one read of their identities)."""
         if not self:
             return set()
-        members = self.ids.members(set(nodes))
-        return {
-            node
-            for node, ms in members.items()
-            if any(m in self.datasets for m in ms)
-            or all(m.namespace in self.namespaces for m in ms)
-        }
+        nodes = set(nodes)
+        out = {node for node in nodes if self.outside(node)}
+        if self.rows:
+            members = self.ids.members(nodes - out)
+            out |= {
+                node
+                for node, ms in members.items()
+                if any(m in self.datasets for m in ms)
+                or all(m.namespace in self.hidden_namespaces for m in ms)
+            }
+        return out
 
     def dataset(self, node: DatasetId) -> bool:
         return bool(self.datasets_hidden([node]))
@@ -73,6 +115,33 @@ class Hidden:
         out: set[DatasetId | JobId] = {n for n in nodes if isinstance(n, JobId) and self.job(n)}
         out |= self.datasets_hidden(n for n in nodes if isinstance(n, DatasetId))
         return out
+
+    def stop(self, node: Hashable, next_to: str) -> None:
+        """A walk stopped at ``node`` (outside the reader's grants), met from the shown
+        node whose id is ``next_to``."""
+        self.stopped.setdefault(node, set()).add(next_to)
+
+    def placeholder(self) -> dict[str, Any] | None:
+        """The one node standing for everything the walks stopped at, or None: how
+        many there were and the shown nodes next to them (what the UI draws it beside),
+        never their names."""
+        if not self.stopped:
+            return None
+        count = len(self.stopped)
+        return {
+            "id": PLACEHOLDER_ID,
+            "type": "hidden",
+            "namespace": "",
+            "name": f"hidden: {count} node{'s' if count != 1 else ''} in namespaces"
+            " you cannot read",
+            "count": count,
+            "next_to": sorted(set().union(*self.stopped.values())),
+        }
+
+    def identities(self, members: Iterable[DatasetId]) -> list[DatasetId]:
+        """A shown node's identities the reader may see (its aliases in other teams'
+        namespaces are theirs to know)."""
+        return [m for m in members if self.readable(m.namespace)]
 
     def why(self, node: DatasetId | JobId) -> str:
         """Which hide applies to a hidden node, in words: for its 404."""
@@ -107,3 +176,9 @@ class Hidden:
             }
             for (kind, ns, name), row in sorted(self.rows.items())
         ]
+
+
+def unreadable(kind: str, asked: DatasetId | JobId) -> str:
+    """The 404 of a root outside the reader's grants, in the words of one that is not
+    there: it must not tell the reader whether it exists (OWASP API1, BOLA)."""
+    return f"No {kind} {asked.namespace} {asked.name} is known in the namespaces you may read."

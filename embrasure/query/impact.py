@@ -78,6 +78,8 @@ def impact(
         "root": root_id,
         "items": sorted(found.items.values(), key=lambda i: (i["distance"], i["node"]["id"])),
         "truncated": found.truncated,
+        # What the walks stopped at outside the reader's grants (query/hidden.py).
+        "hidden": graph.hidden.placeholder(),
     }
 
 

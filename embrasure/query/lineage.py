@@ -38,9 +38,11 @@ def lineage(
     hops = {hop.key: hop for hop in found.edges}
     kept = graph.complete(h for h in hops.values() if h.job in nodes and h.dataset in nodes)
     graph.job_types(n for n in nodes if isinstance(n, JobId))
+    placeholder = graph.hidden.placeholder()
     return {
         "root": _node(graph, root)["id"],
-        "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)],
+        "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)]
+        + ([placeholder] if placeholder else []),
         "edges": graph.edge_json(kept),
         "truncated": found.truncated,
     }
@@ -55,9 +57,6 @@ def step(
     datasets = [n for n in frontier if isinstance(n, DatasetId)]
     jobs = [n for n in frontier if isinstance(n, JobId)]
     found = graph.hops(datasets, jobs, walk)
-    if graph.hidden:  # a walk does not pass through a hidden node
-        hidden = graph.hidden.nodes_hidden({n for _, n in found})
-        found = [(hop, n) for hop, n in found if n not in hidden]
     if states is not None:
         edges = graph.complete(hop for hop, _ in found)
         last = graph.last_states(edges)
@@ -67,6 +66,14 @@ def step(
             if last[i] in states
         }
         found = [(hop, n) for hop, n in found if hop.key in wanted]
+    if graph.hidden:  # a walk does not pass through a hidden node
+        hidden = graph.hidden.nodes_hidden({n for _, n in found})
+        for hop, n in found:
+            if n in hidden and graph.hidden.outside(n):  # the placeholder's (hidden.py)
+                graph.hidden.stop(
+                    n, _node(graph, hop.dataset if isinstance(n, JobId) else hop.job)["id"]
+                )
+        found = [(hop, n) for hop, n in found if n not in hidden]
     return [(hop.dataset if isinstance(n, JobId) else hop.job, hop, n) for hop, n in found]
 
 

@@ -31,7 +31,7 @@ from embrasure.query.entities import (
 )
 from embrasure.query.export import open_export
 from embrasure.query.graph import Graph
-from embrasure.query.hidden import Hidden
+from embrasure.query.hidden import Hidden, unreadable
 from embrasure.query.impact import impact
 from embrasure.query.lineage import lineage
 from embrasure.query.quality import mark_failed
@@ -79,9 +79,10 @@ class ReadApi:
 
         def work(reader: GraphReader) -> Any:
             rows = reader.rows(RunRow, ("run_id",), [(run_id,)])
+            unknown = f"No run {run_id!r} is known."
             if not rows:
-                raise not_found(f"No run {run_id!r} is known.")
-            _shown(Hidden.of(reader), _job_of(rows[0]))
+                raise not_found(unknown)
+            _shown(Hidden.of(reader), _job_of(rows[0]), unknown)
             return run_view(reader, rows[0])
 
         return await answer(self.store, work)
@@ -94,11 +95,12 @@ class ReadApi:
             after = decode_cursor(request, TEXT_PAIR_CURSOR)
             hidden = Hidden.of(reader)
             parent = reader.rows(RunRow, ("run_id",), [(run_id,)])
+            unknown = f"No run {run_id!r} is known, nor any child of it."
             if parent:
-                _shown(hidden, _job_of(parent[0]))
+                _shown(hidden, _job_of(parent[0]), unknown)
             page = child_runs(reader, run_id, after, limit, lambda r: not hidden.job(_job_of(r)))
             if page is None:
-                raise not_found(f"No run {run_id!r} is known, nor any child of it.")
+                raise not_found(unknown)
             runs, last = page
             return {"runs": runs, "next_cursor": encode_cursor(last) if last else None}
 
@@ -389,9 +391,12 @@ def _canonical_only(ids: Identities, row: DatasetRow) -> bool:
 def _shown_dataset(
     reader: GraphReader, ids: Identities, hidden: Hidden, dataset: DatasetId
 ) -> DatasetId:
-    """The canonical node of a dataset named by any identity; 404 when none is known, or
-    when an admin hid it."""
+    """The canonical node of a dataset named by any identity; 404 when none is known,
+    when an admin hid it, or when the reader may not read the namespace of the name it
+    asked by or of the node's (query/hidden.py)."""
     node = ids.canonical([dataset])[dataset]
+    if not (hidden.readable(dataset.namespace) and hidden.readable(node.namespace)):
+        raise not_found(unreadable("dataset", dataset))
     if not reader.rows(DatasetRow, ("ns", "name"), [(node.namespace, node.name)]):
         raise not_found(f"No dataset {dataset.namespace} {dataset.name} is known.")
     _shown(hidden, node)
@@ -399,13 +404,20 @@ def _shown_dataset(
 
 
 def _shown_job(reader: GraphReader, hidden: Hidden, job: JobId, kind: str = "job") -> None:
-    """404 when the job is not known, or when an admin hid it."""
+    """404 when the job is not known, when an admin hid it, or when the reader may not
+    read its namespace."""
+    if not hidden.readable(job.namespace):
+        raise not_found(unreadable(kind, job))
     if not reader.rows(JobRow, ("ns", "name"), [(job.namespace, job.name)]):
         raise not_found(f"No {kind} {job.namespace} {job.name} is known.")
     _shown(hidden, job)
 
 
-def _shown(hidden: Hidden, node: DatasetId | JobId) -> None:
-    """404 for a node an admin hid, saying so (hidden.py)."""
+def _shown(hidden: Hidden, node: DatasetId | JobId, unknown: str | None = None) -> None:
+    """404 for a node an admin hid, saying so, or one outside the reader's grants, in the
+    words of one not there (``unknown``, else hidden.unreadable) (hidden.py)."""
     if hidden and hidden.nodes_hidden([node]):
+        if hidden.outside(node):
+            kind = "dataset" if isinstance(node, DatasetId) else "job"
+            raise not_found(unknown or unreadable(kind, node))
         raise not_found(hidden.why(node))

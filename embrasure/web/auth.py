@@ -126,17 +126,20 @@ class Guard:
     async def tokens(self) -> dict[str, Token]:
         return (await self._access.get()).tokens
 
-    async def check(self, request: Request, scopes: Sequence[str]) -> Principal | None:
+    async def check(
+        self, request: Request, scopes: Sequence[str], everywhere: bool = False
+    ) -> Principal | None:
         """Who sent the request (None while auth is off), which must be allowed one of
-        ``scopes``; raises Problem 401/403 (503: the identity provider is unreachable)."""
+        ``scopes`` (on every namespace with ``everywhere``); raises Problem 401/403 (503:
+        the identity provider is unreachable)."""
         if not self.enforce:
             return None
         access = await self._access.get()
         if not access.tokens and self.jwt is None:
             return None
         principal = await self._principal(request, access)
-        if not any(grants.reaches(principal, scope) for scope in scopes):
-            raise _insufficient(request, scopes, principal)
+        if not any(grants.reaches(principal, scope, everywhere) for scope in scopes):
+            raise _insufficient(request, scopes, principal, everywhere)
         return principal
 
     async def _principal(self, request: Request, access: Access) -> Principal:
@@ -249,14 +252,19 @@ def provider_unavailable(what: str, exc: Exception) -> Problem:
     )
 
 
-def _insufficient(request: Request, scopes: Sequence[str], principal: Principal) -> Problem:
+def _insufficient(
+    request: Request, scopes: Sequence[str], principal: Principal, everywhere: bool
+) -> Problem:
     needed = " or ".join(repr(s) for s in scopes)
     held = ", ".join(sorted({s for s, _ in principal.scopes})) or "no grant"
-    narrow = sorted({f"{s} on {p!r}" for s, p in principal.scopes if s in scopes and s != "ingest"})
-    if narrow:  # grants.reaches: reads and admin actions need their scope on every namespace
+    narrow = sorted(
+        {f"{s} on {p!r}" for s, p in principal.scopes if s in (*scopes, "admin") and p != "*"}
+    )
+    if narrow:  # grants.reaches: these need their scope on every namespace
         held = (
-            f"{', '.join(narrow)} only; reads and admin actions are not limited to"
-            " namespaces yet, so they need their scope on '*' (docs/security.md#grants)"
+            f"{', '.join(narrow)} only; "
+            + ("this route spans every namespace" if everywhere else "admin actions")
+            + " so it needs its scope on '*' (docs/security.md#grants)"
         )
     if principal.kind != "token":
         groups = ", ".join(sorted(principal.groups)) or "none"
@@ -280,9 +288,11 @@ def _unauthorized(detail: str, error: str = "") -> Problem:
     )
 
 
-def requires(*scopes: str) -> Callable[[Endpoint], Endpoint]:
-    """Mark an endpoint as needing one of ``scopes``; who sent it (a Principal, None
-    while auth is off) is on request.state.principal.
+def requires(*scopes: str, everywhere: bool = False) -> Callable[[Endpoint], Endpoint]:
+    """Mark an endpoint as needing one of ``scopes`` (on every namespace with
+    ``everywhere``: routes that span them all, such as the delivery log); who sent it (a
+    Principal, None while auth is off) is on request.state.principal, and what it may
+    read on grants.READING (query/hidden.py hides the rest).
 
     The check runs inside the route's endpoint, so what it raises (a 401 or 403
     Problem) reaches the app's exception handlers like any route's error."""
@@ -294,15 +304,21 @@ def requires(*scopes: str) -> Callable[[Endpoint], Endpoint]:
         async def guarded(request: Request) -> Response:
             guard: Guard = request.app.state.guard
             try:
-                request.state.principal = await guard.check(request, scopes)
+                principal = await guard.check(request, scopes, everywhere)
             except StoreUnavailable as exc:
                 # Retry-After 1, not --retry-after: the guard is not given the
                 # setting and has always sent 1 (tests/web/test_problems.py pins it).
                 raise store_unavailable(exc, retry_after=1) from exc
+            request.state.principal = principal
             params.refuse_unknown(request)
-            return await endpoint(request)
+            reading = grants.READING.set(grants.restricted(principal, "read"))
+            try:
+                return await endpoint(request)
+            finally:
+                grants.READING.reset(reading)
 
         guarded.required_scopes = scopes  # type: ignore[attr-defined]
+        guarded.everywhere = everywhere  # type: ignore[attr-defined]
         return guarded
 
     return wrap

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from embrasure.access.grants import restricted
 from embrasure.errors import Problem
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import DELIVERY_STATES, KafkaCoordinates, Principal, Rejection
@@ -117,15 +118,26 @@ class DeliveriesApi:
         delivery_id = request.path_params["delivery_id"]
 
         principal: Principal | None = request.state.principal
-        # docs/security.md#scopes: an ingest token sees the status of what it delivered.
-        # One bound to a provider_key sees that key's deliveries only, and another's is
-        # "not stored" to it, so it cannot learn which ids exist; an unbound one may file
-        # under any key, so any delivery could be its own.
-        bound = principal.provider_key if principal and not principal.allows("read") else None
+        # docs/security.md#scopes: who may not read every namespace sees the status of
+        # what it delivered (the delivery's writer is it), and a token bound to a
+        # provider_key that key's deliveries too; another's is "not stored" to it, so it
+        # cannot learn which ids exist.
+        everywhere = principal is None or restricted(principal, "read") is None
+
+        def mine(row: DeliveryRow) -> bool:
+            assert principal is not None
+            if principal.provider_key is not None and row.provider_key == principal.provider_key:
+                return True
+            # By subject and issuer: a JWT's id changes with every token it is given.
+            written = row.writer
+            return written is not None and (written.subject, written.issuer) == (
+                principal.subject,
+                principal.issuer,
+            )
 
         def work(reader: GraphReader) -> Any:
             row = reader.delivery(delivery_id)
-            if row is None or (bound is not None and row.provider_key != bound):
+            if row is None or not (everywhere or mine(row)):
                 raise Problem(
                     404, "not-found", "No such delivery", f"No delivery {delivery_id!r} is stored."
                 )
@@ -207,7 +219,8 @@ class DeliveriesApi:
         return await answer(self.store, work)
 
     def routes(self) -> list[Route]:
-        read, admin = requires("read"), requires("admin")
+        # The log's views span every namespace: they need read on all of them (grants.py).
+        read, admin = requires("read", everywhere=True), requires("admin")
         return [
             Route("/api/v1/deliveries", read(self.list_deliveries), methods=["GET"]),
             # A producer's view of its delivery's outcome: the receipt's follow-up.

@@ -257,7 +257,9 @@ class Metrics:
         return Response(body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
 
     def routes(self) -> list[BaseRoute]:
-        return [Route("/metrics", requires("read")(self.endpoint), methods=["GET"])]
+        return [
+            Route("/metrics", requires("read", everywhere=True)(self.endpoint), methods=["GET"])
+        ]
 
     def middleware(self) -> Middleware:
         return Middleware(TimedRequests, histogram=self.requests)

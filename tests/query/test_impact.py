@@ -192,7 +192,12 @@ def test_depth_and_limit_bound_the_answer(api: Api) -> None:
 def test_a_field_without_lineage_an_unknown_field_and_an_unknown_dataset(api: Api) -> None:
     platform(api)
     doc = impact(api, DASHBOARD, field="revenue")  # named by column lineage, read by none
-    assert doc == {"root": field_id(DASHBOARD, "revenue"), "items": [], "truncated": False}
+    assert doc == {
+        "root": field_id(DASHBOARD, "revenue"),
+        "items": [],
+        "truncated": False,
+        "hidden": None,
+    }
     never = api.problem(
         "GET",
         "/api/v1/impact",

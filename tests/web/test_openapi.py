@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.testclient import TestClient
 
 from embrasure.receiver.bounds import Limits
-from embrasure.web.openapi.document import document, route_scopes
+from embrasure.web.openapi.document import Needs, document, route_scopes
 
 from conftest import make_client
 from graph_api import (
@@ -94,12 +94,19 @@ def test_each_operation_states_the_scope_its_route_asks_for(client: TestClient) 
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     for path, item in doc["paths"].items():
         for method, op in item.items():
-            needed = scopes.get((method.upper(), path), ())
+            needed, everywhere = scopes.get((method.upper(), path), Needs(()))
             if not needed:
                 assert op["security"] == [], (method, path)
                 continue
             assert op["security"] == [{"bearer": [scope]} for scope in needed], (method, path)
             assert {"401", "403"} <= set(op["responses"]), (method, path)
+            # docs/security.md#grants: admin actions and the log's views need their scope
+            # on every namespace; the rest answer within the namespaces granted.
+            reach = "all" if everywhere or needed == ("admin",) else "granted"
+            assert op["x-namespaces"] == reach, (method, path)
+    log_views = {"/api/v1/deliveries", "/api/v1/quarantine", "/api/v1/events", "/metrics"}
+    assert all(doc["paths"][p]["get"]["x-namespaces"] == "all" for p in log_views)
+    assert doc["paths"]["/api/v1/lineage"]["get"]["x-namespaces"] == "granted"
 
 
 # -- the document -------------------------------------------------------------------------------

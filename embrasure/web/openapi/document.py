@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from starlette.requests import Request
@@ -313,18 +313,29 @@ def _sign_in() -> dict[str, dict[str, Operation]]:
     }
 
 
-Scopes = Mapping[tuple[str, str], tuple[str, ...]]
+class Needs(NamedTuple):
+    """What a route declared (auth.requires/public): any one of ``scopes`` suffices
+    (none: open to all), on every namespace when ``everywhere``, else within the
+    namespaces granted (docs/security.md#grants)."""
+
+    scopes: tuple[str, ...]
+    everywhere: bool = False
 
 
-def route_scopes(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(METHOD, path) → the scopes each served route declared (auth.requires/public):
-    any one of them suffices; none, open to all."""
-    found: dict[tuple[str, str], tuple[str, ...]] = {}
+Scopes = Mapping[tuple[str, str], Needs]
+
+
+def route_scopes(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Needs]:
+    """(METHOD, path) → what each served route declared."""
+    found: dict[tuple[str, str], Needs] = {}
     for route in routes:
         if isinstance(route, Route):
             for method in route.methods or ():
                 if method != "HEAD":
-                    found[method, route.path] = required_scopes(route.endpoint)
+                    found[method, route.path] = Needs(
+                        required_scopes(route.endpoint),
+                        getattr(route.endpoint, "everywhere", False),
+                    )
     return found
 
 
@@ -333,15 +344,20 @@ def _secure(paths: dict[str, dict[str, Operation]], scopes: Scopes) -> None:
     roles), and its 401/403 answers (RFC 6750)."""
     for path, item in paths.items():
         for method, op in item.items():
-            needed = scopes.get((method.upper(), path), ())
+            needed, everywhere = scopes.get((method.upper(), path), Needs(()))
             if not needed:
                 op["security"] = []
                 continue
             # OpenAPI: the requirements listed are alternatives, any one suffices.
             op["security"] = [{"bearer": [scope]} for scope in needed]
+            # Where the scope must hold: on every namespace ("all": admin actions, the
+            # delivery log), or on some, the answer then kept within them ("granted").
+            everywhere = everywhere or needed == ("admin",)
+            op["x-namespaces"] = "all" if everywhere else "granted"
             op["responses"]["401"] = problem("No valid bearer token (once auth is on).")
             which = " or ".join(f"`{scope}`" for scope in needed)
-            op["responses"]["403"] = problem(f"The token lacks scope {which}.")
+            on = " on every namespace (`*`)" if everywhere else " on any namespace"
+            op["responses"]["403"] = problem(f"The token lacks scope {which}{on}.")
 
 
 def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict[str, Any]:
@@ -399,10 +415,7 @@ def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict
 def routes(limits: Limits | None, served: list[BaseRoute]) -> list[Route]:
     """GET /openapi.json and GET /docs, documenting ``served`` and themselves. The
     document is serialised once per app."""
-    own: dict[tuple[str, str], tuple[str, ...]] = {
-        ("GET", "/openapi.json"): (),
-        ("GET", "/docs"): (),
-    }
+    own = {("GET", "/openapi.json"): Needs(()), ("GET", "/docs"): Needs(())}
     body = orjson.dumps(document(limits, route_scopes(served) | own))
     page = resources.files(__package__).joinpath("docs.html").read_bytes()
 

@@ -42,7 +42,7 @@ ITEM_OUTCOMES = ("pending", "projected", "quarantined")
 # An item's kind: its event kind, or the admin route's for a hide or unhide (web/admin.py
 # stores those in the delivery log like deliveries).
 ITEM_KINDS = (*EVENT_KINDS, ADMIN_ROUTE)
-NODE_TYPES = ("dataset", "job", "service", "field")
+NODE_TYPES = ("dataset", "job", "service", "field", "hidden")
 SEARCH_MATCHES = ("exact", "prefix", "substring")  # search.MATCHES, best rank first
 
 
@@ -98,6 +98,15 @@ def _nodes() -> dict[str, Schema]:
             {"id": string(), "type": enum(NODE_TYPES), **namespaced},
             {
                 "field": string("Only on field nodes."),
+                "count": integer(
+                    "Only on the `hidden` node (id `hidden:`), the one placeholder for what "
+                    "the walk stopped at in namespaces the reader may not read "
+                    "(docs/security.md#what-a-reader-sees): how many nodes.",
+                    minimum=1,
+                ),
+                "next_to": array(
+                    string(), "Only on the `hidden` node: the shown nodes next to them."
+                ),
                 "quality": enum(
                     ("failed",),
                     "On a dataset node (lineage and impact, not with `asOf`) one of whose "
@@ -313,6 +322,11 @@ def _graph() -> dict[str, Schema]:
                 "root": string(),
                 "items": array(ref("ImpactItem")),
                 "truncated": boolean("True when `limit` cut items off."),
+                "hidden": {
+                    **nullable(ref("Node")),
+                    "description": "The placeholder for what the walks stopped at in "
+                    "namespaces the reader may not read (a `hidden` node), or null.",
+                },
             },
         ),
     }
