@@ -16,12 +16,14 @@ docs/marquez.md#jobs-and-runs).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
+from embrasure.access.grants import may_read
 from embrasure.marquez import names
 from embrasure.marquez.datasets import namespace_known
 from embrasure.marquez.http import bad_request, not_found, route
@@ -159,7 +161,7 @@ def _job_json(
         used[edge.direction].add(canonical[identity])
     keys = [k for e in edges for k in (e.first_key, e.last_key) if k]
     keys += [k for r in rows for k in (r.started_key, r.latest_key) if k]
-    parent = rows[0] if rows and rows[0].parent_job_name is not None else None
+    parent = rows[0] if rows and names.parent_name(rows[0]) is not None else None
     parent_name = parent.parent_job_name if parent is not None else None
     served = names.marquez_name(job.name, parent_name)
     return {
@@ -174,8 +176,8 @@ def _job_json(
         "createdAt": instant(min(keys)) if keys else None,
         "updatedAt": instant(max(keys)) if keys else None,
         "namespace": job.namespace,
-        "inputs": [_id(d) for d in sorted(used["in"])],
-        "outputs": [_id(d) for d in sorted(used["out"])],
+        "inputs": _ids(sorted(used["in"])),
+        "outputs": _ids(sorted(used["out"])),
         "location": facet_text(facets, "sourceCodeLocation", "url"),
         "description": facet_text(facets, "documentation", "description"),
         "latestRun": runs[0] if runs else None,
@@ -197,6 +199,11 @@ def _type(kind: str, facets: dict[str, Any]) -> str:
         return "SERVICE"
     processing = facet_text(facets, "jobType", "processingType")
     return "STREAM" if processing == "STREAMING" else "BATCH"
+
+
+def _ids(datasets: Iterable[DatasetId]) -> list[dict[str, str]]:
+    """The datasets the reader may read (query/hidden.py), as Marquez's ids."""
+    return [_id(d) for d in datasets if may_read(d.namespace)]
 
 
 def _id(d: DatasetId) -> dict[str, str]:
@@ -240,8 +247,8 @@ def _versions(graph: Graph, job: JobId, served: str) -> list[dict[str, Any]]:
             entry["version"],
             instant(entry["created"]),
             {
-                "inputs": [_id(d) for d in entry["inputs"]],
-                "outputs": [_id(d) for d in entry["outputs"]],
+                "inputs": _ids(entry["inputs"]),
+                "outputs": _ids(entry["outputs"]),
             },
             run_json(graph, entry["latest"]),
         )

@@ -9,16 +9,24 @@ scripts, bookmarks and marquez-web's URLs hold those names, so the Marquez port 
 and finds jobs by them; Embrasure's own port keeps the names producers sent.
 
 The parent is the one the job's latest run names (Marquez: the event that last wrote the
-job), so these names follow a job's latest run as Marquez's do.
+job), so these names follow a job's latest run as Marquez's do. A parent in a namespace
+the reader may not read is not named (query/hidden.py): that reader is served the job's
+own name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from embrasure.access.grants import may_read
 from embrasure.model import JobId
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import JobRow
+from embrasure.store.rows import JobRow, RunRow
+
+
+def parent_name(row: RunRow) -> str | None:
+    """The parent job a run names, when the reader may read its namespace."""
+    return row.parent_job_name if may_read(row.parent_job_ns or "") else None
 
 
 def marquez_name(name: str, parent: str | None) -> str:
@@ -39,7 +47,7 @@ def parents(reader: GraphReader, jobs: Iterable[JobId]) -> dict[JobId, str | Non
     for job in jobs:
         if job not in out:
             latest = reader.runs_of_job((job.namespace, job.name), None, 1)
-            out[job] = latest[0].parent_job_name if latest else None
+            out[job] = parent_name(latest[0]) if latest else None
     return out
 
 

@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.lineage import depth_param
 from embrasure.marquez.model import dataset_version, instant, job_version, run_state
-from embrasure.marquez.names import marquez_name
+from embrasure.marquez.names import marquez_name, parent_name
 from embrasure.marquez.runs import latest_writer
 from embrasure.model import DatasetId, JobId
 from embrasure.query.graph import Graph
@@ -62,7 +62,9 @@ def _entry(graph: Graph, row: RunRow) -> tuple[dict[str, Any], list[str]]:
         sides[r.direction].add(canonical[DatasetId(r.ds_ns, r.ds_name)])
     before = (row.latest_key, row.run_id, "out")
     inputs, producers = [], []
-    for node in sorted(sides["in"]):
+    # The walk does not pass through a hidden input, nor one outside the reader's grants.
+    hidden = graph.hidden.datasets_hidden(sides["in"])
+    for node in sorted(sides["in"] - hidden):
         producer = latest_writer(graph, node, before)
         inputs.append(
             {
@@ -77,7 +79,7 @@ def _entry(graph: Graph, row: RunRow) -> tuple[dict[str, Any], list[str]]:
     entry = {
         "job": {
             "namespace": row.job_ns,
-            "name": marquez_name(row.job_name, row.parent_job_name),
+            "name": marquez_name(row.job_name, parent_name(row)),
             "version": job_version(row.job_ns, row.job_name, sides["in"], sides["out"]),
         },
         "run": {

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from embrasure.access.grants import may_read
 from embrasure.marquez.model import dataset_version, instant, job_version, run_state
-from embrasure.marquez.names import marquez_name
+from embrasure.marquez.names import marquez_name, parent_name
 from embrasure.model import DatasetId, JobId
 from embrasure.query.entities import run_views
 from embrasure.query.graph import Graph
@@ -64,7 +65,7 @@ def _run_json(graph: Graph, row: RunRow, view: dict[str, Any]) -> dict[str, Any]
         "args": _args(row),
         "jobVersion": {
             "namespace": row.job_ns,
-            "name": marquez_name(row.job_name, row.parent_job_name),
+            "name": marquez_name(row.job_name, parent_name(row)),
             "version": job_version(row.job_ns, row.job_name, inputs, outputs),
         },
         "inputDatasetVersions": [
@@ -85,10 +86,11 @@ def _args(row: RunRow) -> dict[str, str]:
     (seen beside it: its OpenLineageDao keeps the parent there)."""
     if row.parent_run_id is None:
         return {}
+    named = may_read(row.parent_job_ns or "")  # else not named to this reader (hidden.py)
     return {
         "run_id": row.parent_run_id,
-        "name": row.parent_job_name or "",
-        "namespace": row.parent_job_ns or "",
+        "name": (row.parent_job_name or "") if named else "",
+        "namespace": (row.parent_job_ns or "") if named else "",
     }
 
 

@@ -35,6 +35,8 @@ def search(reader: GraphReader, q: str, offset: int, limit: int) -> list[dict[st
         gone = hidden.datasets_hidden(canonical.values())
         results.clear()
         for hit in rows:
+            if not hidden.readable(hit.ns):  # a match on a name the reader may not see
+                continue
             if (
                 hidden.job(JobId(hit.ns, hit.name))
                 if hit.kind == "job"
