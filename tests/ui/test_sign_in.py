@@ -20,6 +20,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from conftest import MINIMAL_EVENT, ServerProcess, sqlite_url
+from graph_api import at, ds, run_event, run_id
 from oidc_provider import RESOURCE, OidcProvider
 
 CHROMIUM = "/usr/bin/chromium"
@@ -30,7 +31,17 @@ pytestmark = [
     ),
 ]
 expect.set_options(timeout=15_000)
-GROUPS = {"alice": ["finance"], "bob": ["marketing"]}
+GROUPS = {"alice": ["finance"], "bob": ["marketing"], "carol": ["team-amber"]}
+# carol's team may read its own namespace only: its job reads the other teams' tables.
+AMBER_EVENT = run_event(
+    "COMPLETE",
+    "amber_job",
+    run_id(1),
+    at(9),
+    inputs=[ds("team-blue", "blue_table"), ds("team-coral", "coral_table")],
+    outputs=[ds("team-amber", "amber_table")],
+    namespace="team-amber",
+)
 
 
 @dataclass
@@ -43,13 +54,21 @@ class Setup:
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     work = tmp_path_factory.mktemp("sign-in")
     db = work / "ui.db"
-    rule = ("--to", "group:finance", "--scope", "read")
-    added = subprocess.run(
-        [sys.executable, "-m", "embrasure", "grants", "add", "--db", sqlite_url(db), *rule],
-        capture_output=True,
-        text=True,
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "embrasure", *args, "--db", sqlite_url(db)],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cli("grants", "add", "--to", "group:finance", "--scope", "read")
+    cli(
+        "grants", "add", "--to", "group:team-amber", "--scope", "read", "--namespaces", "team-amber"
     )
-    assert added.returncode == 0, added.stderr
+    writer = cli("tokens", "create", "--scope", "ingest").splitlines()[-1]
     provider = OidcProvider(work, clients={}, groups=GROUPS)
     client_id, secret = provider.ui_client()
     env = {
@@ -71,6 +90,12 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                 headers={"Content-Type": "application/json"},
             )
             assert reply.status_code == 401  # auth is on: the issuer is set
+            reply = httpx.post(
+                f"{server.url}/api/v1/lineage",
+                content=orjson.dumps(AMBER_EVENT),
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {writer}"},
+            )
+            assert reply.status_code == 202, reply.text
             yield Setup(provider, server)
         finally:
             server.stop()
@@ -156,6 +181,17 @@ def test_a_person_without_a_grant_is_told_so(context: BrowserContext) -> None:
     sign_in(page, "bob")
     expect(page.get_by_role("alert")).to_contain_text("needs scope 'read'")
     expect(page.get_by_role("alert")).to_contain_text("marketing")
+
+
+def test_the_lineage_stops_at_other_teams_namespaces(context: BrowserContext) -> None:
+    page = context.new_page()
+    sign_in(page, "carol")
+    page.goto("/#/dataset?namespace=team-amber&name=amber_table")
+    nodes = page.get_by_role("list", name="Nodes in the lineage graph")
+    expect(nodes.get_by_role("link", name="amber_job")).to_be_visible()  # once projected
+    expect(nodes).to_contain_text("hidden: 2 nodes in namespaces you cannot read")
+    expect(page.locator("body")).not_to_contain_text("blue_table")
+    expect(page.locator("body")).not_to_contain_text("coral_table")
 
 
 def test_the_flow_refuses_a_foreign_state_and_an_open_redirect(setup: Setup) -> None:

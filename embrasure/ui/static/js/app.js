@@ -97,7 +97,11 @@ function signIn(reason, provider) {
           {},
           h(
             "a",
-            { class: "button", id: "sign-in", href: `${provider}?then=${encodeURIComponent(then)}` },
+            {
+              class: "button",
+              id: "sign-in",
+              href: `${provider}?then=${encodeURIComponent(then)}`,
+            },
             "Sign in with your company account",
           ),
         )

@@ -58,6 +58,18 @@ const STYLE = [
     selector: "node.service",
     style: { shape: "cut-rectangle", "background-color": "#fdf3e7", "border-color": "#c98a3c" },
   },
+  {
+    // What the walks stopped at outside the reader's grants (docs/security.md).
+    selector: "node.hidden",
+    style: {
+      shape: "round-rectangle",
+      "background-color": "#f2f2f2",
+      "border-color": "#7b8794",
+      "border-style": "dashed",
+      color: "#52606d",
+    },
+  },
+  { selector: "edge.hidden", style: { "line-style": "dashed", "line-color": "#9aa5b1" } },
   { selector: "node.member", style: { "border-width": 2.5 } },
   { selector: "node.dropped", style: { "border-style": "dashed", color: "#7b8794" } },
   {

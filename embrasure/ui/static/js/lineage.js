@@ -197,7 +197,20 @@ export function lineageExplorer(
   }
 
   function merge(graph) {
-    for (const node of graph.nodes) if (!view.nodes.has(node.id)) view.nodes.set(node.id, node);
+    for (const node of graph.nodes) {
+      const known = view.nodes.get(node.id);
+      if (node.type === "hidden") {
+        // One placeholder for what the walks stopped at outside the reader's grants
+        // (docs/security.md#what-a-reader-sees): the largest count any walk gave, beside
+        // every shown node any walk met it from.
+        const kept = known && known.count >= node.count ? known : node;
+        const nextTo = new Set([...(known ? known.next_to : []), ...node.next_to]);
+        view.nodes.set(node.id, { ...kept, next_to: [...nextTo] });
+        for (const id of nextTo) {
+          view.edges.set(`${id}→${node.id}`, { source: id, target: node.id, hidden: true });
+        }
+      } else if (!known) view.nodes.set(node.id, node);
+    }
     for (const edge of graph.edges) view.edges.set(`${edge.source}→${edge.target}`, edge);
     view.truncated ||= graph.truncated;
     return graph.nodes.map((n) => n.id);
@@ -239,7 +252,7 @@ export function lineageExplorer(
 
   async function toggle(id) {
     const node = view.nodes.get(id);
-    if (!node) return;
+    if (!node || node.type === "hidden") return;
     if (view.expanded.has(id)) {
       collapse(id);
       return render();
@@ -285,6 +298,7 @@ export function lineageExplorer(
       return render();
     }
     const node = view.nodes.get(id);
+    if (node.type === "hidden") return; // nothing to open: its nodes are not named
     cy.$("node").unselect();
     cy.getElementById(id).select();
     details.replaceChildren(
@@ -327,7 +341,9 @@ export function lineageExplorer(
       if (!visible.has(edge.source) || !visible.has(edge.target)) continue;
       const classes = edge.part
         ? ["part"]
-        : [`state-${(edge.last_state || "other").toLowerCase()}`];
+        : edge.hidden
+          ? ["hidden"]
+          : [`state-${(edge.last_state || "other").toLowerCase()}`];
       if (edge.static) classes.push("static");
       elements.push({
         group: "edges",
@@ -386,15 +402,17 @@ export function lineageExplorer(
         h(
           "span",
           { class: "node-name" },
-          h(
-            "a",
-            { href: nodeHref(node), title: fullName(node), onfocus: () => select(id) },
-            node.name,
-          ),
+          node.type === "hidden"
+            ? h("span", {}, node.name)
+            : h(
+                "a",
+                { href: nodeHref(node), title: fullName(node), onfocus: () => select(id) },
+                node.name,
+              ),
           h("span", { class: "ns small", title: fullName(node) }, shortNamespace(node.namespace)),
           node.quality === "failed" ? failedBadge() : null,
         ),
-        id === rootId
+        id === rootId || node.type === "hidden"
           ? null
           : h(
               "button",
@@ -462,7 +480,8 @@ function legend(part) {
 // canvas's title while the pointer is on it (canvas.js).
 export function nodeData(node) {
   const mark = node.quality === "failed" ? "\n✗ check failed" : "";
-  const label = `${node.name}\n${shortNamespace(node.namespace)}${mark}`;
+  const label =
+    node.type === "hidden" ? node.name : `${node.name}\n${shortNamespace(node.namespace)}${mark}`;
   const longest = Math.max(...label.split("\n").map((line) => line.length));
   const w = Math.max(130, Math.min(260, longest * 7 + 24));
   const lines = label
