@@ -226,6 +226,8 @@ def openapi_requests(
                 if "field" in names:
                     params["field"] = "v"
                 yield "api", path, params
+                if "asOf" in names:  # the graph at an instant: its own identities
+                    yield "api", path, {**params, "asOf": "2030-01-01T00:00:00Z"}
         if not names["namespace"].get("required"):
             for word in WORDS:
                 yield "api", path, {"namespace": namespace(word)}
