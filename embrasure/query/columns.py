@@ -60,11 +60,13 @@ def column_edges_of(
         if not through:
             shown.append(m)
         elif any(graph.hidden.outside(n) for n in through if n is not None):
-            # The walk stops at the far field, for the placeholder (query/hidden.py).
+            # The walk stops at the far field, or at the job when only the job lies
+            # outside the reader's grants: the placeholder's count (query/hidden.py).
             near, far = (k.source, k.source_field), (k.target, k.target_field)
             if side == "tgt":
                 near, far = far, near
-            graph.hidden.stop(far, dataset_node(*near)["id"])
+            stopped = far if graph.hidden.outside(far[0]) else k.job
+            graph.hidden.stop(stopped, dataset_node(*near)["id"])
     return shown
 
 

@@ -12,14 +12,17 @@ The rules, over the projected ``hidden`` table (projector/admin.py writes it):
 Hidden nodes are left out of listings, search, lineage, column lineage, impact and the
 export, and walks do not pass through them; a hidden root answers 404 saying so. The
 delivery log's own views (deliveries, quarantine, raw events) are an audit trail and
-show everything. Hides apply to ``asOf`` reads too: they are today's decision.
+show everything (to readers of every namespace: docs/security.md#grants). Hides apply
+to ``asOf`` reads too: they are today's decision.
 
 The reader's grants (docs/security.md#what-a-reader-sees) hide the same way, by the
 same calls, for the request at hand (access/grants.py ``READING``):
 - a **job** or **namespace** outside the namespaces the reader may read is hidden;
 - a **dataset** node is hidden when its canonical identity's namespace is: the node is
-  shown under that name. A readable node's aliases outside the grants are left out of
-  its alias lists (``identities``);
+  shown under that name. A shown node's aliases outside the grants, and every other
+  name of them a shown object holds (a run's inputs, a parent job, the structured
+  facets), are left out where those are built (entities.py, facets.py, the Marquez
+  port), by ``grants.may_read``;
 - a root outside them is "not known in the namespaces you may read", whether or not it
   exists, so a 404 does not tell a reader what exists where it may not look;
 - walks stop at them: ``outside`` tells a walk which of the nodes it stopped at are
@@ -137,11 +140,6 @@ class Hidden:
             "count": count,
             "next_to": sorted(set().union(*self.stopped.values())),
         }
-
-    def identities(self, members: Iterable[DatasetId]) -> list[DatasetId]:
-        """A shown node's identities the reader may see (its aliases in other teams'
-        namespaces are theirs to know)."""
-        return [m for m in members if self.readable(m.namespace)]
 
     def why(self, node: DatasetId | JobId) -> str:
         """Which hide applies to a hidden node, in words: for its 404."""

@@ -371,6 +371,19 @@ def test_every_read_route_keeps_to_the_readers_namespaces(db_url: str) -> None:
         }
         ids = {n["id"] for n in lineage["nodes"]}
         assert ids == {"dataset:team-amber:amber_t0", "job:team-amber:amber_job0", "hidden:"}
+        # Column lineage stops the same way: amber_t0.v comes from blue_t0.v and goes to
+        # coral_t2.v.
+        columns = s.get(
+            "api",
+            "/api/v1/column-lineage",
+            {"namespace": "team-amber", "name": "amber_t0", "field": "v"},
+        ).json()
+        (placeholder,) = [n for n in columns["nodes"] if n["type"] == "hidden"]
+        assert placeholder["count"] == 2
+        assert placeholder["next_to"] == ["field:team-amber:amber_t0:v"]
+        assert columns["edges"] == []
+        impact = s.get("api", "/api/v1/impact", {"namespace": "team-amber", "name": "amber_t0"})
+        assert impact.json()["hidden"]["count"] == 2  # coral_job0, and the field coral_t2.v
         # The admin sees it all, and no placeholder.
         full = s.client.get(
             "/api/v1/lineage",
