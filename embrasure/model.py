@@ -132,6 +132,40 @@ class Token:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Subscription:
+    """Who wants to hear of what (docs/notifications.md): ``events`` about the ``target``
+    (``dataset``, ``job`` or ``namespace``; ``name`` is '' for a namespace), sent to
+    ``url`` signed with ``secret`` (Standard Webhooks, ``whsec_…``)."""
+
+    subscription_id: str
+    target: str
+    namespace: str
+    name: str
+    events: tuple[str, ...]
+    url: str
+    secret: str
+    created_at: str
+    created_by: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Notification:
+    """An outbox row (docs/notifications.md#the-outbox)."""
+
+    subscription_id: str
+    cause: str
+    notification_id: str
+    kind: str
+    body: str
+    decided_at: str
+    state: str
+    attempts: int
+    next_at: str
+    last_error: str | None
+    done_at: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Grant:
     """A rule of the grants table (docs/security.md#grants): ``who`` may use ``scope`` on
     the namespaces matching ``namespaces``, a glob (``airflow-prod/*``, ``finance.*``)."""

@@ -12,12 +12,14 @@ nothing (every merge is idempotent), so ``commit`` needs no knowledge of what is
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from embrasure.model import ONE_ITEM_ROUTES, DatasetId, EventFacts, Quarantined
+from embrasure.notify import causes
 from embrasure.projector import admin, graph_rows
 from embrasure.projector.graph_rows import Contributions, time_key
 from embrasure.projector.pipeline import project_event
@@ -128,10 +130,11 @@ def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> ItemRow:
     return ItemRow.projected(seq, idx, result.kind, warnings)
 
 
-def commit(tx: ProjectionTx, prepared: Prepared) -> None:
+def commit(tx: ProjectionTx, prepared: Prepared, notify: bool = False) -> None:
     """Apply prepared deliveries inside ``tx`` and record the new position (the caller
-    commits the transaction)."""
-    edges_by_seq = _apply_changes(tx, prepared.changes)
+    commits the transaction); with ``notify`` (the served graph's projection, not a
+    rebuild's), decide the notifications they cause in the same transaction."""
+    edges_by_seq = _apply_changes(tx, prepared.changes, notify)
     tx.merge(HiddenRow, prepared.hidden)
     tx.merge(TagRow, prepared.tags)
     # A plain item (projected, no warnings: nearly every one) keeps no row of its own,
@@ -163,17 +166,18 @@ def commit(tx: ProjectionTx, prepared: Prepared) -> None:
     tx.set_position(prepared.entries[-1].seq)
 
 
-def apply(tx: ProjectionTx, entries: Sequence[LogEntry]) -> None:
+def apply(tx: ProjectionTx, entries: Sequence[LogEntry], notify: bool = False) -> None:
     """``prepare`` and ``commit`` in one go, inside ``tx``."""
-    commit(tx, prepare(entries))
+    commit(tx, prepare(entries), notify)
 
 
 def apply_events(tx: ProjectionTx, facts: Sequence[tuple[EventFacts, int, int]]) -> None:
-    """Apply single events (a replayed item) without touching positions or outcomes."""
-    _apply_changes(tx, graph_rows.contributions(facts))
+    """Apply single events (a replayed item: the served graph's) without touching
+    positions or outcomes."""
+    _apply_changes(tx, graph_rows.contributions(facts), notify=True)
 
 
-def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
+def _apply_changes(tx: ProjectionTx, changes: Contributions, notify: bool) -> dict[int, int]:
     """Apply a batch's contributions; return the edges created per delivery. The bulk
     rows go as plain tuples in their record's field order (store/base.py ProjectionTx
     says why); the table is named by its record all the same."""
@@ -193,10 +197,25 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions) -> dict[int, int]:
     _merge_run_io(tx, changes)
     tx.sync_run_keys(sorted(changes.runs))
     _merge_facets(tx, changes)
-    tx.merge(DatasetCheckRow, [(*key, *check) for key, check in sorted(changes.checks.items())])
+    _merge_checks(tx, changes, notify)
     _merge_columns(tx, changes)
     _resolve_identities(tx, new_links)
     return edges_created
+
+
+def _merge_checks(tx: ProjectionTx, changes: Contributions, notify: bool) -> None:
+    """The checks' latest results; with ``notify``, the notifications they cause
+    (notify/causes.py), decided from their rows before and after the merge. A rebuild
+    decides none: what it replays was decided when it happened."""
+    rows = [(*key, *check) for key, check in sorted(changes.checks.items())]
+    subscriptions = tx.subscriptions() if notify and rows else []
+    keys = [row[:3] for row in rows]
+    before = tx.load(DatasetCheckRow, keys) if subscriptions else {}
+    tx.merge(DatasetCheckRow, rows)
+    if subscriptions:
+        found = causes.check_causes(before, tx.load(DatasetCheckRow, keys))
+        now = datetime.datetime.now(datetime.UTC)
+        tx.add_notifications(causes.decide(subscriptions, found, now, causes.SETTLE))
 
 
 def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:

@@ -247,7 +247,7 @@ class Projector:
             if tx.position() != position:
                 entries.clear()
                 return
-            commit(tx, prepared)
+            commit(tx, prepared, notify=self.generation is None)
 
     def _claim_then_validate(self, entries: list[LogEntry]) -> None:
         """Several projectors at once (PostgreSQL): the transaction claims its
@@ -257,7 +257,7 @@ class Projector:
         with self.store.projection(self.generation) as tx:
             entries += self.read(tx.read_log, tx.position())
             if entries:
-                commit(tx, prepare(entries))
+                commit(tx, prepare(entries), notify=self.generation is None)
 
     @staticmethod
     def _ours(tx: ProjectionTx, entry: LogEntry) -> bool:
@@ -274,7 +274,7 @@ class Projector:
                 with self.store.projection(self.generation) as tx:
                     if not self._ours(tx, entry):
                         return  # another projector got there first
-                    apply(tx, [entry])
+                    apply(tx, [entry], notify=self.generation is None)
                 return
             except StoreUnavailable:
                 raise

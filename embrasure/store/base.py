@@ -11,11 +11,20 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Collection, Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from embrasure.errors import BodyArchived, IdempotencyConflict
-from embrasure.model import DeliveryDraft, Grant, Receipt, Rejection, Token
+from embrasure.model import (
+    DeliveryDraft,
+    Grant,
+    Notification,
+    Receipt,
+    Rejection,
+    Subscription,
+    Token,
+)
+from embrasure.store import outbox_sql
 from embrasure.store.pacing import TARGET_HOLD_S
 from embrasure.store.read_rows import (
     Backlog,
@@ -33,6 +42,8 @@ from embrasure.store.read_rows import (
 )
 from embrasure.store.rows import DatasetRow, ItemRow, LinkRow, R, RunRow
 from embrasure.store.schema import GRAPH_VERSION
+
+T = TypeVar("T")
 
 AppendResult = Receipt | IdempotencyConflict
 Key = tuple[Any, ...]  # the values of some columns, in the order the caller named them
@@ -117,6 +128,15 @@ class ProjectionTx(abc.ABC):
     @abc.abstractmethod
     def links_touching(self, identities: Iterable[tuple[str, str]]) -> list[LinkRow]:
         """Every links row with either end in ``identities``, in key order."""
+
+    @abc.abstractmethod
+    def subscriptions(self) -> list[Subscription]:
+        """The notification subscriptions, as this transaction sees them."""
+
+    @abc.abstractmethod
+    def add_notifications(self, rows: Sequence[Notification]) -> None:
+        """Outbox rows decided by this projection; a (subscription, cause) already there
+        is left as it is (docs/notifications.md#the-outbox)."""
 
     @abc.abstractmethod
     def position(self) -> int:
@@ -511,6 +531,42 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def remove_grant(self, grant_id: str) -> bool:
         """Delete a grant rule; False when none has that id."""
+
+    # -- subscriptions and the outbox (docs/notifications.md) ----------------------------
+
+    @abc.abstractmethod
+    def _outbox(self, what: str, work: Callable[[Any], T], write: bool = True) -> T:
+        """``work`` over a connection in a short transaction of its own (SQL:
+        store/outbox_sql.py)."""
+
+    def subscriptions(self) -> list[Subscription]:
+        return self._outbox("reading subscriptions", outbox_sql.subscriptions, write=False)
+
+    def add_subscription(self, s: Subscription) -> None:
+        self._outbox("storing a subscription", lambda c: outbox_sql.add_subscription(c, s))
+
+    def remove_subscription(self, subscription_id: str) -> bool:
+        return self._outbox(
+            "removing a subscription", lambda c: outbox_sql.remove_subscription(c, subscription_id)
+        )
+
+    def due_notifications(self, now: str, limit: int) -> list[Notification]:
+        return self._outbox("reading the outbox", lambda c: outbox_sql.due(c, now, limit), False)
+
+    def update_notification(self, n: Notification) -> None:
+        self._outbox("updating the outbox", lambda c: outbox_sql.update(c, n))
+
+    def notification_states(self, subscription_id: str, causes: Iterable[str]) -> dict[str, str]:
+        return self._outbox(
+            "reading the outbox",
+            lambda c: outbox_sql.states(c, subscription_id, causes),
+            write=False,
+        )
+
+    def notifications(self, subscription_id: str | None = None) -> list[Notification]:
+        return self._outbox(
+            "reading the outbox", lambda c: outbox_sql.notifications(c, subscription_id), False
+        )
 
     @abc.abstractmethod
     def server_secret(self, name: str) -> bytes:

@@ -384,6 +384,45 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        14,
+        "notification subscriptions and their outbox",
+        """
+        -- docs/notifications.md: who wants to hear of what, and where to send it.
+        CREATE TABLE subscriptions (
+            subscription_id TEXT PRIMARY KEY,
+            target TEXT NOT NULL,            -- dataset, job or namespace
+            namespace TEXT NOT NULL,
+            name TEXT NOT NULL,              -- '' for a namespace
+            events TEXT NOT NULL,            -- space-separated: check.failed check.recovered
+            url TEXT NOT NULL,               -- the receiver's webhook
+            secret TEXT NOT NULL,            -- whsec_…, the Standard Webhooks signing key
+            created_at TEXT NOT NULL,
+            created_by TEXT                  -- who added it (NULL: auth was off)
+        );
+        -- The outbox: one row per (subscription, cause), inserted in the projection's
+        -- transaction that saw the cause, so order, duplicates, several projectors and
+        -- reprojection never make a second one (notify/causes.py).
+        CREATE TABLE notifications (
+            subscription_id TEXT NOT NULL,
+            cause TEXT NOT NULL,             -- the cause's stable key
+            notification_id TEXT NOT NULL UNIQUE,  -- webhook-id: receivers drop repeats
+            kind TEXT NOT NULL,              -- check.failed, check.recovered
+            body TEXT NOT NULL,              -- the JSON sent, less its delivery fields
+            decided_at TEXT NOT NULL,
+            state TEXT NOT NULL,             -- pending, sent, superseded, failed
+            attempts INTEGER NOT NULL,
+            next_at TEXT NOT NULL,           -- when to try (again)
+            last_error TEXT,
+            done_at TEXT,
+            PRIMARY KEY (subscription_id, cause)
+        );
+        CREATE INDEX notifications_due ON notifications (state, next_at);
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

@@ -375,6 +375,12 @@ class PostgresStore(Store):
         with self._transaction("BEGIN", "removing a grant") as conn:
             return sql.remove_grant(conn, grant_id)
 
+    def _outbox(self, what: str, work: Callable[[Any], T], write: bool = True) -> T:
+        if not write:
+            return self._read_only(what, work)
+        with self._transaction("BEGIN", what) as conn:
+            return work(conn)
+
     def server_secret(self, name: str) -> bytes:
         with self._transaction("BEGIN", "reading a server secret") as conn:
             return sql.server_secret(conn, name, secrets.token_hex(32), utc_now())

@@ -16,7 +16,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from embrasure.model import Grant, Token
+from embrasure.model import Grant, Notification, Subscription, Token
+from embrasure.store import outbox_sql
 from embrasure.store.base import Key, Record
 from embrasure.store.interned import Interner, select_named
 from embrasure.store.migrations import DIALECT_TOKENS
@@ -156,6 +157,12 @@ class TxReads:
         name = table_of(table)
         listed = list(keys)
         return self.interner.stored(name, listed, create=False) if name in INTERNED else listed
+
+    def subscriptions(self) -> list[Subscription]:
+        return outbox_sql.subscriptions(self.conn)
+
+    def add_notifications(self, rows: Sequence[Notification]) -> None:
+        outbox_sql.add_notifications(self.conn, rows)
 
     def load(self, table: type[R], keys: Iterable[Key]) -> dict[Key, R]:
         key_columns = COLUMNS[table_of(table)][0]

@@ -16,7 +16,7 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
@@ -378,6 +378,12 @@ class SQLiteStore(Store):
     def remove_grant(self, grant_id: str) -> bool:
         with self._short_write() as conn:
             return sql.remove_grant(conn, grant_id)
+
+    def _outbox(self, what: str, work: Callable[[Any], T], write: bool = True) -> T:
+        if not write:
+            return self._read_table(work)
+        with self._short_write() as conn:
+            return work(conn)
 
     def server_secret(self, name: str) -> bytes:
         with self._short_write() as conn:

@@ -1,0 +1,112 @@
+"""Delivering the outbox (docs/notifications.md#delivery): due notifications, oldest
+first; each is checked to still hold, then sent, and on a refusal tried again with
+exponential backoff (capped), until it is sent or GIVE_UP after it was decided.
+
+The sender reads and writes only the outbox and reads the graph: a slow or dead receiver
+holds up no ingest and no projection, only its own notifications. Each attempt is
+recorded before the next, so a sender killed mid-delivery sends that notification again
+on restart, under the same ``webhook-id``: at least once, with the id to drop repeats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import orjson
+
+from embrasure.model import Notification, Subscription
+from embrasure.notify import causes
+from embrasure.notify.webhooks import Refused, send
+from embrasure.projector.quality import check_id
+from embrasure.store import Store
+from embrasure.store.rows import DatasetCheckRow
+
+log = logging.getLogger("embrasure.notify")
+
+BATCH = 100
+FIRST_RETRY = timedelta(seconds=5)
+MAX_RETRY = timedelta(minutes=10)
+GIVE_UP = timedelta(hours=72)  # a receiver down for hours is still caught up
+TIMEOUT = httpx.Timeout(10.0)
+
+
+def backoff(attempts: int) -> timedelta:
+    """The wait after the ``attempts``-th refusal: 5 s doubling, at most 10 minutes."""
+    wait: timedelta = FIRST_RETRY * (2 ** min(attempts - 1, 20))
+    return min(wait, MAX_RETRY)
+
+
+def stamp(at: datetime) -> str:
+    return at.isoformat(timespec="microseconds")
+
+
+class Sender:
+    def __init__(self, store: Store, client: httpx.Client | None = None) -> None:
+        self.store = store
+        self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+
+    def run_once(self, now: datetime | None = None) -> int:
+        """Handle the notifications due at ``now``; how many were handled."""
+        now = now or datetime.now(UTC)
+        due = self.store.due_notifications(stamp(now), BATCH)
+        if not due:
+            return 0
+        subscriptions = {s.subscription_id: s for s in self.store.subscriptions()}
+        for n in due:
+            handled = self._handle(subscriptions.get(n.subscription_id), n, now)
+            self.store.update_notification(handled)
+        return len(due)
+
+    def run(self, stop: threading.Event, poll_seconds: float = 1.0) -> None:
+        """Until ``stop``: what is due, then a wait of ``poll_seconds`` when nothing was."""
+        while not stop.is_set():
+            if self.run_once() == 0:
+                stop.wait(poll_seconds)
+
+    def _handle(self, s: Subscription | None, n: Notification, now: datetime) -> Notification:
+        done = stamp(now)
+        if s is None:
+            return dataclasses.replace(
+                n, state="failed", last_error="the subscription was removed", done_at=done
+            )
+        if not self._holds(n):
+            return dataclasses.replace(n, state="superseded", done_at=done)
+        try:
+            # Signed at the wall clock's time, whatever ``now`` says: receivers refuse a
+            # webhook-timestamp more than minutes away from theirs.
+            send(self.client, s, n, datetime.now(UTC))
+        except Refused as exc:
+            attempts = n.attempts + 1
+            decided = datetime.fromisoformat(n.decided_at)
+            error = str(exc)
+            if now - decided >= GIVE_UP:
+                log.warning("notification %s given up: %s", n.notification_id, error)
+                return dataclasses.replace(
+                    n, state="failed", attempts=attempts, last_error=error, done_at=done
+                )
+            retry = stamp(now + backoff(attempts))
+            return dataclasses.replace(n, attempts=attempts, next_at=retry, last_error=error)
+        return dataclasses.replace(
+            n, state="sent", attempts=n.attempts + 1, last_error=None, done_at=done
+        )
+
+    def _holds(self, n: Notification) -> bool:
+        """Whether the cause is still what the graph says now: a check's latest result is
+        still the one it names (a newer result arrived in the meantime: superseded), and
+        a recovery's failure was sent (no "recovered" for a failure nobody heard of)."""
+        body: dict[str, Any] = orjson.loads(n.body)
+        dataset = body["dataset"]
+        key = (dataset["namespace"], dataset["name"], check_id(body["check"]))
+        with self.store.reader() as reader:
+            rows = reader.rows(DatasetCheckRow, ("ds_ns", "ds_name", "check_id"), [key])
+        if not rows or causes.check_key(n.kind, rows[0]) != n.cause:
+            return False
+        if n.kind == "check.recovered":
+            failed = body["recovers"]
+            return self.store.notification_states(n.subscription_id, [failed]).get(failed) == "sent"
+        return True

@@ -1,0 +1,96 @@
+"""Subscriptions and the notifications outbox (docs/notifications.md), one SQL text for
+both backends (PostgreSQL's connection translates the placeholders)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from embrasure.model import Notification, Subscription
+
+SUBSCRIPTION_COLUMNS = (
+    "subscription_id, target, namespace, name, events, url, secret, created_at, created_by"
+)
+NOTIFICATION_COLUMNS = (
+    "subscription_id, cause, notification_id, kind, body, decided_at, state, attempts,"
+    " next_at, last_error, done_at"
+)
+Connection = Any  # sqlite3.Connection or postgres_conn.Connection
+
+
+def subscription_of(row: Sequence[Any]) -> Subscription:
+    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:9])
+
+
+def subscriptions(conn: Connection) -> list[Subscription]:
+    rows = conn.execute(
+        f"SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions ORDER BY created_at, subscription_id"
+    ).fetchall()
+    return [subscription_of(r) for r in rows]
+
+
+def add_subscription(conn: Connection, s: Subscription) -> None:
+    row = dataclasses.astuple(s)
+    conn.execute(
+        f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*row[:4], " ".join(s.events), *row[5:]),
+    )
+
+
+def remove_subscription(conn: Connection, subscription_id: str) -> bool:
+    cursor = conn.execute("DELETE FROM subscriptions WHERE subscription_id = ?", (subscription_id,))
+    return bool(cursor.rowcount == 1)
+
+
+def add_notifications(conn: Connection, rows: Sequence[Notification]) -> None:
+    """The outbox's new rows; a cause already decided for a subscription is left as it
+    is (sent, pending or given up): that is what makes a cause fire once."""
+    if rows:
+        conn.executemany(
+            f"INSERT INTO notifications ({NOTIFICATION_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (subscription_id, cause) DO NOTHING",
+            [dataclasses.astuple(n) for n in rows],
+        )
+
+
+def due(conn: Connection, now: str, limit: int) -> list[Notification]:
+    rows = conn.execute(
+        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications"
+        " WHERE state = 'pending' AND next_at <= ? ORDER BY next_at, notification_id LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    return [Notification(*r) for r in rows]
+
+
+def update(conn: Connection, n: Notification) -> None:
+    conn.execute(
+        "UPDATE notifications SET state = ?, attempts = ?, next_at = ?, last_error = ?,"
+        " done_at = ? WHERE subscription_id = ? AND cause = ?",
+        (n.state, n.attempts, n.next_at, n.last_error, n.done_at, n.subscription_id, n.cause),
+    )
+
+
+def states(conn: Connection, subscription_id: str, causes: Iterable[str]) -> dict[str, str]:
+    """The state of each of a subscription's causes that has a row."""
+    out: dict[str, str] = {}
+    for cause in causes:
+        row = conn.execute(
+            "SELECT state FROM notifications WHERE subscription_id = ? AND cause = ?",
+            (subscription_id, cause),
+        ).fetchone()
+        if row is not None:
+            out[cause] = row[0]
+    return out
+
+
+def notifications(conn: Connection, subscription_id: str | None = None) -> list[Notification]:
+    """Every outbox row (one subscription's), oldest first."""
+    where, args = ("WHERE subscription_id = ?", (subscription_id,)) if subscription_id else ("", ())
+    rows = conn.execute(
+        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications {where}"
+        " ORDER BY decided_at, notification_id",
+        args,
+    ).fetchall()
+    return [Notification(*r) for r in rows]

@@ -1,0 +1,184 @@
+"""Failed and recovered data-quality checks reach a subscriber's webhook once, signed
+(docs/notifications.md): the in-process app on each backend, a real HTTP receiver on
+loopback that verifies each request with the Standard Webhooks library, as a receiver
+would; the events in any order, duplicated, and a late older result."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
+import standardwebhooks
+
+from embrasure.model import Subscription, utc_now
+from embrasure.notify.sender import Sender
+from embrasure.notify.webhooks import new_secret
+from embrasure.projector.worker import reproject
+
+from graph_api import Api, at, ds, facet, run_event, run_id
+
+ORDERS = ("postgres://db:5432", "shop.orders")
+
+
+def assertions(ok: bool) -> dict[str, Any]:
+    listed = [{"assertion": "not_null", "success": ok, "column": "id"}]
+    return facet("DataQualityAssertionsDatasetFacet", "1-1-0", assertions=listed)
+
+
+def check(n: int, hour: int, ok: bool) -> dict[str, Any]:
+    """A dbt test run reading ORDERS, its result as an input facet (OpenLineage's place)."""
+    checked = {**ds(*ORDERS), "inputFacets": {"dataQualityAssertions": assertions(ok)}}
+    return run_event("COMPLETE", "checks", run_id(n), at(hour), inputs=[checked])
+
+
+class Receiver:
+    """A webhook receiver on loopback: verifies every request's signature and keeps the
+    verified bodies; ``refuse`` makes it answer 503 (a receiver that is down)."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.verifier = standardwebhooks.Webhook(secret)
+        self.received: list[tuple[str, dict[str, Any]]] = []
+        self.refuse = False
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                if outer.refuse:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                try:
+                    doc = outer.verifier.verify(body, dict(self.headers))
+                except standardwebhooks.WebhookVerificationError:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                outer.received.append((self.headers["webhook-id"], doc))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver(new_secret())
+    yield r
+    r.close()
+
+
+def subscribe(api: Api, receiver: Receiver, secret: str | None = None) -> Subscription:
+    s = Subscription(
+        "sub1",
+        "dataset",
+        *ORDERS,
+        ("check.failed", "check.recovered"),
+        receiver.url,
+        secret or receiver.secret,
+        utc_now(),
+        None,
+    )
+    api.store.add_subscription(s)
+    return s
+
+
+LATER = datetime.now(UTC) + timedelta(minutes=1)  # past the settle window
+
+
+def deliver(api: Api) -> int:
+    return Sender(api.store).run_once(LATER)
+
+
+def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: Receiver) -> None:
+    subscribe(api, receiver)
+    api.ingest(check(1, 9, ok=True))
+    api.ingest(check(2, 10, ok=False))
+    api.ingest(check(2, 10, ok=False))  # the same event again: a duplicate
+    assert deliver(api) == 1
+    ((msg_id, doc),) = receiver.received
+    assert doc["type"] == "check.failed"
+    assert doc["dataset"] == {"namespace": ORDERS[0], "name": ORDERS[1]}
+    assert doc["check"] == {"assertion": "not_null", "column": "id", "name": None}
+    assert msg_id.startswith("msg_")
+    assert deliver(api) == 0  # sent: nothing more is due
+    # The next passing result recovers it.
+    api.ingest(check(3, 11, ok=True))
+    assert deliver(api) == 1
+    assert [d["type"] for _, d in receiver.received] == ["check.failed", "check.recovered"]
+    assert receiver.received[1][1]["recovers"]
+
+
+def test_a_late_older_failure_fires_nothing(api: Api, receiver: Receiver) -> None:
+    subscribe(api, receiver)
+    api.ingest(check(3, 11, ok=True))
+    api.ingest(check(2, 10, ok=False))  # older than the pass: not the latest result
+    assert deliver(api) == 0
+    assert receiver.received == []
+
+
+def test_out_of_order_within_the_settle_window_fires_what_in_order_would(
+    api: Api, receiver: Receiver
+) -> None:
+    # In order: fail at 10, pass at 11 — the failure is superseded before it is sent,
+    # and the recovery of a failure nobody heard of is not sent either.
+    subscribe(api, receiver)
+    api.ingest(check(2, 10, ok=False))
+    api.ingest(check(3, 11, ok=True))
+    assert deliver(api) == 2
+    assert receiver.received == []
+    states = sorted(n.state for n in api.store.notifications())
+    assert states == ["superseded", "superseded"]
+
+
+def test_a_receiver_that_is_down_gets_it_later_with_the_same_id(
+    api: Api, receiver: Receiver
+) -> None:
+    subscribe(api, receiver)
+    api.ingest(check(2, 10, ok=False))
+    receiver.refuse = True
+    assert deliver(api) == 1
+    (n,) = api.store.notifications()
+    assert (n.state, n.attempts) == ("pending", 1) and "503" in (n.last_error or "")
+    receiver.refuse = False
+    assert Sender(api.store).run_once(LATER + timedelta(hours=3)) == 1
+    ((msg_id, doc),) = receiver.received
+    assert msg_id == n.notification_id and doc["type"] == "check.failed"
+    (sent,) = api.store.notifications()
+    assert (sent.state, sent.attempts) == ("sent", 2)
+
+
+def test_a_forged_signature_is_refused_by_the_receiver(api: Api, receiver: Receiver) -> None:
+    subscribe(api, receiver, secret=new_secret())  # not the receiver's secret
+    api.ingest(check(2, 10, ok=False))
+    assert deliver(api) == 1
+    assert receiver.received == []
+    (n,) = api.store.notifications()
+    assert n.state == "pending" and "401" in (n.last_error or "")
+
+
+def test_reprojection_sends_nothing_again(api: Api, receiver: Receiver) -> None:
+    subscribe(api, receiver)
+    api.ingest(check(2, 10, ok=False))
+    assert deliver(api) == 1
+    reproject(api.store)
+    api.project()
+    assert deliver(api) == 0
+    assert len(receiver.received) == 1
+    assert orjson.loads(api.store.notifications()[0].body)["type"] == "check.failed"
