@@ -23,6 +23,7 @@ from embrasure.cli import graph as cli_graph
 from embrasure.cli import import_marquez as cli_import_marquez
 from embrasure.cli import ingest as cli_ingest
 from embrasure.cli import retention as cli_retention
+from embrasure.cli import subscriptions as cli_subscriptions
 from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, open_log_store, setting_options
 from embrasure.errors import EmbrasureError
@@ -161,6 +162,7 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
         stages.append(Stage("projector", ["project"], {**env, **off}))
     if settings.retain_log or settings.retain_runs:
         stages.append(Stage("retention", ["retention", "--loop"], env))
+    stages.append(Stage("notifier", ["notify"], env))  # docs/notifications.md#delivery
     if settings.kafka_bootstrap:
         stages.append(Stage("kafka", ["consume"], env))
     shown = show_address(sockets[0])
@@ -192,6 +194,7 @@ def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> 
     from embrasure.app import build_app
     from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.marquez.http import PortDispatch
+    from embrasure.notify.sender import Sender
     from embrasure.projector.worker import Projector
 
     archived = ArchivedBodies(settings.archive)
@@ -233,9 +236,20 @@ def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> 
     log.info("listening on http://%s", show_address(sockets[0]))
     if settings.marquez_port:
         log.info("Marquez's API on http://%s", show_address(sockets[1]))
+    # The notifications' sender (docs/notifications.md#delivery), a thread of this
+    # process beside its projector (a receiver alone, a stage of `serve`, has neither).
+    stop_sending = threading.Event()
+    sender = threading.Thread(
+        target=Sender(store).run, args=(stop_sending,), name="embrasure-notify", daemon=True
+    )
+    if projector is not None:
+        sender.start()
     try:
         uvicorn.Server(config).run(sockets=sockets)
     finally:
+        stop_sending.set()
+        if sender.is_alive():
+            sender.join(timeout=15)
         store.close()
 
 
@@ -335,6 +349,26 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
+@setting_options("db", "log_level", "log_format", "db_pool_size")
+def notify(**flags: Any) -> None:
+    """Send the notifications the projector decided (docs/notifications.md#delivery),
+    until SIGTERM; `serve` runs it as a process of its own."""
+    from embrasure.notify.sender import Sender
+
+    settings = load_settings(flags)
+    logs.configure(settings.log_level, settings.log_format)
+    store = open_db(flags)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    log.info("sending notifications")
+    try:
+        Sender(store).run(stop)
+    finally:
+        store.close()
+
+
+@main.command()
 @setting_options("db", "projector_batch_events", "reproject_batch_events", "archive")
 def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it.
@@ -426,6 +460,7 @@ for command in (
     + cli_graph.COMMANDS
     + cli_tokens.COMMANDS
     + cli_grants.COMMANDS
+    + cli_subscriptions.COMMANDS
     + cli_admin.COMMANDS
     + cli_archive.COMMANDS
     + cli_retention.COMMANDS

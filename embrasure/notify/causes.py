@@ -77,13 +77,23 @@ def _dataset(row: DatasetCheckRow) -> DatasetId:
     return DatasetId(row.ds_ns, row.ds_name)
 
 
-def concerns(s: Subscription, cause: Cause) -> bool:
-    """Whether ``s`` asked for ``cause``: its kind, and its dataset or namespace."""
-    if cause.kind not in s.events:
-        return False
-    if s.target == "namespace":
-        return cause.dataset.namespace == s.namespace
-    return s.target == "dataset" and cause.dataset == DatasetId(s.namespace, s.name)
+class Interested:
+    """The subscriptions by what they watch, so a cause finds its own in a lookup or two,
+    not a scan of them all (a deployment may hold thousands)."""
+
+    def __init__(self, subscriptions: Iterable[Subscription]) -> None:
+        self.by_target: dict[tuple[str, str, str], list[Subscription]] = {}
+        for s in subscriptions:
+            self.by_target.setdefault((s.target, s.namespace, s.name), []).append(s)
+
+    def of(self, cause: Cause) -> list[Subscription]:
+        """The subscriptions that asked for ``cause``: its kind, on its dataset or its
+        dataset's namespace."""
+        ns, name = cause.dataset
+        watching = self.by_target.get(("dataset", ns, name), []) + self.by_target.get(
+            ("namespace", ns, ""), []
+        )
+        return [s for s in watching if cause.kind in s.events]
 
 
 def notification_id(subscription_id: str, cause: str) -> str:
@@ -104,10 +114,9 @@ def decide(
     decided = now.isoformat(timespec="microseconds")
     due = (now + settle).isoformat(timespec="microseconds")
     rows = []
+    interested = Interested(subscriptions)
     for cause in causes:
-        for s in subscriptions:
-            if not concerns(s, cause):
-                continue
+        for s in interested.of(cause):
             body = {
                 "type": cause.kind,
                 "subscription": s.subscription_id,
