@@ -563,6 +563,10 @@ class Store(abc.ABC):
             write=False,
         )
 
+    def outbox_summary(self) -> tuple[dict[str, int], str | None]:
+        """Notifications by state, and when the oldest pending one was decided."""
+        return self._outbox("reading the outbox", outbox_sql.summary, write=False)
+
     def notifications(self, subscription_id: str | None = None) -> list[Notification]:
         return self._outbox(
             "reading the outbox", lambda c: outbox_sql.notifications(c, subscription_id), False

@@ -85,6 +85,22 @@ def states(conn: Connection, subscription_id: str, causes: Iterable[str]) -> dic
     return out
 
 
+STATES = ("pending", "sent", "superseded", "failed")
+
+
+def summary(conn: Connection) -> tuple[dict[str, int], str | None]:
+    """Outbox rows by state, and when the oldest pending one was decided (None: none)."""
+    counts = dict.fromkeys(STATES, 0)
+    for state, count in conn.execute(
+        "SELECT state, COUNT(*) FROM notifications GROUP BY state"
+    ).fetchall():
+        counts[state] = int(count)
+    row = conn.execute(
+        "SELECT MIN(decided_at) FROM notifications WHERE state = 'pending'"
+    ).fetchone()
+    return counts, row[0]
+
+
 def notifications(conn: Connection, subscription_id: str | None = None) -> list[Notification]:
     """Every outbox row (one subscription's), oldest first."""
     where, args = ("WHERE subscription_id = ?", (subscription_id,)) if subscription_id else ("", ())

@@ -92,6 +92,7 @@ class GraphCollector(Collector):
             "Age of the oldest delivery not yet projected (0 when caught up).",
             value=lag,
         )
+        yield from _outbox(self.store)
         free = self.store.free_disk_bytes()
         if free is not None:
             yield GaugeMetricFamily(
@@ -105,6 +106,28 @@ class GraphCollector(Collector):
                 " projector's grows up to 128 MiB as it touches more of the graph).",
                 value=engine,
             )
+
+
+def _outbox(store: Store) -> Iterator[Metric]:
+    """The notifications' outbox (docs/notifications.md#metrics)."""
+    counts, oldest = store.outbox_summary()
+    by_state = GaugeMetricFamily(
+        "embrasure_notifications",
+        "Notifications in the outbox, by state: pending (to send, or to retry), sent,"
+        " superseded (no longer true when due), failed (given up).",
+        labels=["state"],
+    )
+    for state, count in counts.items():
+        by_state.add_metric([state], count)
+    yield by_state
+    age = 0.0
+    if oldest is not None:
+        age = max(0.0, (datetime.now(UTC) - datetime.fromisoformat(oldest)).total_seconds())
+    yield GaugeMetricFamily(
+        "embrasure_notifications_oldest_pending_seconds",
+        "Age of the oldest notification not yet sent nor given up (0 when none).",
+        value=age,
+    )
 
 
 class RetentionCollector(Collector):

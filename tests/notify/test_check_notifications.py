@@ -123,6 +123,10 @@ def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: R
     assert deliver(api) == 1
     assert [d["type"] for _, d in receiver.received] == ["check.failed", "check.recovered"]
     assert receiver.received[1][1]["recovers"]
+    metrics = api.client.get("/metrics").text
+    assert 'embrasure_notifications{state="sent"} 2.0' in metrics
+    assert 'embrasure_notifications{state="pending"} 0.0' in metrics
+    assert "embrasure_notifications_oldest_pending_seconds 0.0" in metrics
 
 
 def test_a_late_older_failure_fires_nothing(api: Api, receiver: Receiver) -> None:
@@ -156,6 +160,7 @@ def test_a_receiver_that_is_down_gets_it_later_with_the_same_id(
     assert deliver(api) == 1
     (n,) = api.store.notifications()
     assert (n.state, n.attempts) == ("pending", 1) and "503" in (n.last_error or "")
+    assert 'embrasure_notifications{state="pending"} 1.0' in api.client.get("/metrics").text
     receiver.refuse = False
     assert Sender(api.store).run_once(LATER + timedelta(hours=3)) == 1
     ((msg_id, doc),) = receiver.received
