@@ -272,6 +272,14 @@ SETTINGS: tuple[Setting, ...] = (
         low=1,
     ),
     Setting(
+        "notify_settle_seconds",
+        10,
+        "How long a notification the projector decided waits before it is sent, and is"
+        " checked to still hold: results of a check that arrive out of order within it fire"
+        " what they would have in order (docs/notifications.md#order).",
+        low=0,
+    ),
+    Setting(
         "reproject_batch_events",
         20000,
         "Most events one transaction of a rebuild (reproject, or the one on start after an"
@@ -414,6 +422,7 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
+    notify_settle_seconds: int = BY_NAME["notify_settle_seconds"].default
     reproject_batch_events: int = BY_NAME["reproject_batch_events"].default
     log_compression: str = BY_NAME["log_compression"].default
     retain_log: str = BY_NAME["retain_log"].default

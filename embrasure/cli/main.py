@@ -81,6 +81,7 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "notify_settle_seconds",
     "reproject_batch_events",
     "log_compression",
     "retain_log",
@@ -276,10 +277,13 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def projector_limits(settings: Settings) -> Any:
+    from datetime import timedelta
+
     from embrasure.projector.worker import ProjectorLimits
 
     return ProjectorLimits(
         batch_events=settings.projector_batch_events,
+        notify_settle=timedelta(seconds=settings.notify_settle_seconds),
         rebuild_events=settings.reproject_batch_events,
     )
 
@@ -302,6 +306,7 @@ def open_db(flags: dict[str, Any]) -> Any:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "notify_settle_seconds",
     "reproject_batch_events",
     "retain_log",
     "archive",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -130,10 +131,11 @@ def item_row(seq: int, idx: int, result: EventFacts | Quarantined) -> ItemRow:
     return ItemRow.projected(seq, idx, result.kind, warnings)
 
 
-def commit(tx: ProjectionTx, prepared: Prepared, notify: bool = False) -> None:
+def commit(tx: ProjectionTx, prepared: Prepared, notify: timedelta | None = None) -> None:
     """Apply prepared deliveries inside ``tx`` and record the new position (the caller
     commits the transaction); with ``notify`` (the served graph's projection, not a
-    rebuild's), decide the notifications they cause in the same transaction."""
+    rebuild's: the settle time), decide the notifications they cause in the same
+    transaction."""
     edges_by_seq = _apply_changes(tx, prepared.changes, notify)
     tx.merge(HiddenRow, prepared.hidden)
     tx.merge(TagRow, prepared.tags)
@@ -166,7 +168,7 @@ def commit(tx: ProjectionTx, prepared: Prepared, notify: bool = False) -> None:
     tx.set_position(prepared.entries[-1].seq)
 
 
-def apply(tx: ProjectionTx, entries: Sequence[LogEntry], notify: bool = False) -> None:
+def apply(tx: ProjectionTx, entries: Sequence[LogEntry], notify: timedelta | None = None) -> None:
     """``prepare`` and ``commit`` in one go, inside ``tx``."""
     commit(tx, prepare(entries), notify)
 
@@ -174,10 +176,12 @@ def apply(tx: ProjectionTx, entries: Sequence[LogEntry], notify: bool = False) -
 def apply_events(tx: ProjectionTx, facts: Sequence[tuple[EventFacts, int, int]]) -> None:
     """Apply single events (a replayed item: the served graph's) without touching
     positions or outcomes."""
-    _apply_changes(tx, graph_rows.contributions(facts), notify=True)
+    _apply_changes(tx, graph_rows.contributions(facts), notify=causes.SETTLE)
 
 
-def _apply_changes(tx: ProjectionTx, changes: Contributions, notify: bool) -> dict[int, int]:
+def _apply_changes(
+    tx: ProjectionTx, changes: Contributions, notify: timedelta | None
+) -> dict[int, int]:
     """Apply a batch's contributions; return the edges created per delivery. The bulk
     rows go as plain tuples in their record's field order (store/base.py ProjectionTx
     says why); the table is named by its record all the same."""
@@ -203,19 +207,19 @@ def _apply_changes(tx: ProjectionTx, changes: Contributions, notify: bool) -> di
     return edges_created
 
 
-def _merge_checks(tx: ProjectionTx, changes: Contributions, notify: bool) -> None:
+def _merge_checks(tx: ProjectionTx, changes: Contributions, notify: timedelta | None) -> None:
     """The checks' latest results; with ``notify``, the notifications they cause
     (notify/causes.py), decided from their rows before and after the merge. A rebuild
     decides none: what it replays was decided when it happened."""
     rows = [(*key, *check) for key, check in sorted(changes.checks.items())]
-    subscriptions = tx.subscriptions() if notify and rows else []
+    subscriptions = tx.subscriptions() if notify is not None and rows else []
     keys = [row[:3] for row in rows]
     before = tx.load(DatasetCheckRow, keys) if subscriptions else {}
     tx.merge(DatasetCheckRow, rows)
-    if subscriptions:
+    if notify is not None and subscriptions:
         found = causes.check_causes(before, tx.load(DatasetCheckRow, keys))
         now = datetime.datetime.now(datetime.UTC)
-        tx.add_notifications(causes.decide(subscriptions, found, now, causes.SETTLE))
+        tx.add_notifications(causes.decide(subscriptions, found, now, notify))
 
 
 def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from embrasure.errors import (
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
+from embrasure.notify import causes
 from embrasure.projector import admin, collector
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
@@ -63,6 +65,7 @@ class ProjectorLimits:
     batch_events: int = 2000  # items per transaction (at least one delivery)
     batch_bytes: int = 16 * 1024 * 1024  # bodies per transaction
     idle_seconds: float = 0.05  # how long to sleep when the log has nothing new
+    notify_settle: timedelta = causes.SETTLE  # docs/notifications.md#order
     # A rebuild's transactions (``reproject``): nobody reads its generation until the
     # swap, so they fold more of the log at once. A job's row, its edges and column edges
     # are merged once per transaction whatever its runs in it: on 200,000 bench platform
@@ -182,6 +185,8 @@ class Projector:
         self.store = store
         self.limits = limits or ProjectorLimits()
         self.generation = generation  # None: whichever generation is served
+        # A rebuild decides no notification: what it replays was decided when it happened.
+        self._settle = self.limits.notify_settle if generation is None else None
         # Where trimmed bodies are read: only a rebuild meets them (retention trims
         # projected deliveries only), and a reproject started by the loop (_run).
         self.archived = archived
@@ -247,7 +252,7 @@ class Projector:
             if tx.position() != position:
                 entries.clear()
                 return
-            commit(tx, prepared, notify=self.generation is None)
+            commit(tx, prepared, notify=self._settle)
 
     def _claim_then_validate(self, entries: list[LogEntry]) -> None:
         """Several projectors at once (PostgreSQL): the transaction claims its
@@ -257,7 +262,7 @@ class Projector:
         with self.store.projection(self.generation) as tx:
             entries += self.read(tx.read_log, tx.position())
             if entries:
-                commit(tx, prepare(entries), notify=self.generation is None)
+                commit(tx, prepare(entries), notify=self._settle)
 
     @staticmethod
     def _ours(tx: ProjectionTx, entry: LogEntry) -> bool:
@@ -274,7 +279,7 @@ class Projector:
                 with self.store.projection(self.generation) as tx:
                     if not self._ours(tx, entry):
                         return  # another projector got there first
-                    apply(tx, [entry], notify=self.generation is None)
+                    apply(tx, [entry], notify=self._settle)
                 return
             except StoreUnavailable:
                 raise
