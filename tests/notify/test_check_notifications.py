@@ -38,19 +38,22 @@ def check(n: int, hour: int, ok: bool) -> dict[str, Any]:
 
 class Receiver:
     """A webhook receiver on loopback: verifies every request's signature and keeps the
-    verified bodies; ``refuse`` makes it answer 503 (a receiver that is down)."""
+    verified bodies (and every webhook-id that arrived, in ``ids_seen``); ``refuse`` makes
+    it answer 503 (a receiver that is down)."""
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
         self.verifier = standardwebhooks.Webhook(secret)
         self.received: list[tuple[str, dict[str, Any]]] = []
+        self.ids_seen: list[str] = []
         self.refuse = False
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
-                if outer.refuse:
+                outer.ids_seen.append(self.headers["webhook-id"])
+                if outer.refuse or outer.cut():
                     self.send_response(503)
                     self.end_headers()
                     return
@@ -71,6 +74,10 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def cut(self) -> bool:
+        """Whether to drop this request unanswered (HoldingReceiver holds one)."""
+        return False
 
     def close(self) -> None:
         self.server.shutdown()
