@@ -12,9 +12,8 @@ nothing (every merge is idempotent), so ``commit`` needs no knowledge of what is
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -218,7 +217,7 @@ def _merge_checks(tx: ProjectionTx, changes: Contributions, notify: timedelta | 
     tx.merge(DatasetCheckRow, rows)
     if notify is not None and subscriptions:
         found = causes.check_causes(before, tx.load(DatasetCheckRow, keys))
-        now = datetime.datetime.now(datetime.UTC)
+        now = datetime.now(UTC)
         tx.add_notifications(causes.decide(subscriptions, found, now, notify))
 
 
