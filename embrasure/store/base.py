@@ -567,6 +567,13 @@ class Store(abc.ABC):
         """Notifications by state, and when the oldest pending one was decided."""
         return self._outbox("reading the outbox", outbox_sql.summary, write=False)
 
+    def failing_subscriptions(self, attempts: int) -> list[str]:
+        """Subscriptions whose receiver refused a notification ``attempts`` times or more
+        and has not taken it since."""
+        return self._outbox(
+            "reading the outbox", lambda c: outbox_sql.failing(c, attempts), write=False
+        )
+
     def notifications(self, subscription_id: str | None = None) -> list[Notification]:
         return self._outbox(
             "reading the outbox", lambda c: outbox_sql.notifications(c, subscription_id), False

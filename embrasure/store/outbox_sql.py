@@ -101,6 +101,16 @@ def summary(conn: Connection) -> tuple[dict[str, int], str | None]:
     return counts, row[0]
 
 
+def failing(conn: Connection, attempts: int) -> list[str]:
+    """The subscriptions with a pending notification refused ``attempts`` times or more."""
+    rows = conn.execute(
+        "SELECT DISTINCT subscription_id FROM notifications"
+        " WHERE state = 'pending' AND attempts >= ? ORDER BY subscription_id",
+        (attempts,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
 def notifications(conn: Connection, subscription_id: str | None = None) -> list[Notification]:
     """Every outbox row (one subscription's), oldest first."""
     where, args = ("WHERE subscription_id = ?", (subscription_id,)) if subscription_id else ("", ())

@@ -14,6 +14,10 @@ from embrasure.store import Store
 from embrasure.web.auth import public
 from embrasure.web.responses import json_response
 
+# Refusals of one notification after which /readyz names its subscription (5 s, 10 s,
+# 20 s… of backoff: about a minute and a quarter of a receiver that is down).
+FAILING_AFTER = 4
+
 
 class Health:
     def __init__(
@@ -95,6 +99,9 @@ class Health:
         kafka = self.kafka_check()
         if kafka is not None:
             doc["kafka"] = kafka
+        failing = await run_in_threadpool(self.store.failing_subscriptions, FAILING_AFTER)
+        if failing:  # docs/notifications.md#delivery: not readiness, as retention's
+            doc["notifications"] = {"status": "failing", "subscriptions": failing}
         if self.processes is not None:  # docs/operations.md#processes
             doc["processes"] = self.processes.table()
         return json_response(doc)

@@ -168,12 +168,19 @@ def test_a_receiver_that_is_down_gets_it_later_with_the_same_id(
     (n,) = api.store.notifications()
     assert (n.state, n.attempts) == ("pending", 1) and "503" in (n.last_error or "")
     assert 'embrasure_notifications{state="pending"} 1.0' in api.client.get("/metrics").text
+    for retry in range(1, 4):  # refused again and again: /readyz names the subscription
+        assert Sender(api.store).run_once(LATER + timedelta(hours=retry)) == 1
+    assert api.client.get("/readyz").json()["notifications"] == {
+        "status": "failing",
+        "subscriptions": ["sub1"],
+    }
     receiver.refuse = False
-    assert Sender(api.store).run_once(LATER + timedelta(hours=3)) == 1
+    assert Sender(api.store).run_once(LATER + timedelta(hours=5)) == 1
     ((msg_id, doc),) = receiver.received
     assert msg_id == n.notification_id and doc["type"] == "check.failed"
     (sent,) = api.store.notifications()
-    assert (sent.state, sent.attempts) == ("sent", 2)
+    assert (sent.state, sent.attempts) == ("sent", 5)
+    assert "notifications" not in api.client.get("/readyz").json()
 
 
 def test_a_forged_signature_is_refused_by_the_receiver(api: Api, receiver: Receiver) -> None:

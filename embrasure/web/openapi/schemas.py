@@ -669,5 +669,16 @@ def component_schemas() -> dict[str, Schema]:
                     },
                 ),
             },
+            {
+                "notifications": obj(
+                    "Present when a subscription's receiver refused a notification 4 times"
+                    " or more and has not taken it since (docs/notifications.md#delivery);"
+                    " the server stays ready.",
+                    {
+                        "status": enum(("failing",)),
+                        "subscriptions": array(string(), "Their ids."),
+                    },
+                )
+            },
         ),
     }
