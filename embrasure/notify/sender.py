@@ -28,7 +28,10 @@ from embrasure.store.rows import DatasetCheckRow
 
 log = logging.getLogger("embrasure.notify")
 
-BATCH = 100
+BATCH = 100  # notifications handled per run_once, each claimed on its own
+# How long a claimed notification is this sender's: past its send's time-out, after
+# which another sender (or this one, restarted) takes what a dead one claimed.
+LEASE = timedelta(seconds=30)
 FIRST_RETRY = timedelta(seconds=5)
 MAX_RETRY = timedelta(minutes=10)
 GIVE_UP = timedelta(hours=72)  # a receiver down for hours is still caught up
@@ -51,16 +54,23 @@ class Sender:
         self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
 
     def run_once(self, now: datetime | None = None) -> int:
-        """Handle the notifications due at ``now``; how many were handled."""
+        """Handle the notifications due at ``now``, one claim at a time (another sender
+        may take the next): how many were handled."""
         now = now or datetime.now(UTC)
-        due = self.store.due_notifications(stamp(now), BATCH)
-        if not due:
-            return 0
-        subscriptions = {s.subscription_id: s for s in self.store.subscriptions()}
-        for n in due:
-            handled = self._handle(subscriptions.get(n.subscription_id), n, now)
-            self.store.update_notification(handled)
-        return len(due)
+        subscriptions: dict[str, Subscription] | None = None
+        handled = 0
+        while handled < BATCH:
+            claimed = self.store.claim_notifications(stamp(now), stamp(now + LEASE), 1)
+            if not claimed:
+                break
+            if subscriptions is None:
+                subscriptions = {s.subscription_id: s for s in self.store.subscriptions()}
+            (n,) = claimed
+            self.store.update_notification(
+                self._handle(subscriptions.get(n.subscription_id), n, now)
+            )
+            handled += 1
+        return handled
 
     def run(self, stop: threading.Event, poll_seconds: float = 1.0) -> None:
         """Until ``stop``: what is due, then a wait of ``poll_seconds`` when nothing was."""

@@ -550,8 +550,11 @@ class Store(abc.ABC):
             "removing a subscription", lambda c: outbox_sql.remove_subscription(c, subscription_id)
         )
 
-    def due_notifications(self, now: str, limit: int) -> list[Notification]:
-        return self._outbox("reading the outbox", lambda c: outbox_sql.due(c, now, limit), False)
+    def claim_notifications(self, now: str, until: str, limit: int) -> list[Notification]:
+        """Due notifications, claimed until ``until`` (store/outbox_sql.py ``claim``)."""
+        return self._outbox(
+            "claiming notifications", lambda c: outbox_sql.claim(c, now, until, limit)
+        )
 
     def update_notification(self, n: Notification) -> None:
         self._outbox("updating the outbox", lambda c: outbox_sql.update(c, n))

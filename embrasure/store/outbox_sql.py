@@ -55,13 +55,25 @@ def add_notifications(conn: Connection, rows: Sequence[Notification]) -> None:
         )
 
 
-def due(conn: Connection, now: str, limit: int) -> list[Notification]:
+def claim(conn: Connection, now: str, until: str, limit: int) -> list[Notification]:
+    """Up to ``limit`` due notifications, oldest first, claimed until ``until``: their
+    ``next_at`` moves there in the same statement, so another sender (another process,
+    another machine on PostgreSQL) does not take them meanwhile, and takes them after it
+    if this one dies before recording what became of them. PostgreSQL re-checks the
+    condition on a row another transaction just claimed, and skips it."""
     rows = conn.execute(
-        f"SELECT {NOTIFICATION_COLUMNS} FROM notifications"
-        " WHERE state = 'pending' AND next_at <= ? ORDER BY next_at, notification_id LIMIT ?",
-        (now, limit),
+        "UPDATE notifications SET next_at = ?"
+        " WHERE state = 'pending' AND next_at <= ? AND notification_id IN ("
+        "  SELECT notification_id FROM notifications WHERE state = 'pending' AND next_at <= ?"
+        "  ORDER BY next_at, notification_id LIMIT ?)"
+        f" RETURNING {NOTIFICATION_COLUMNS}",
+        (until, now, now, limit),
     ).fetchall()
-    return [Notification(*r) for r in rows]
+    # As they were before the claim: a refusal's backoff counts from now, not the lease.
+    return sorted(
+        (dataclasses.replace(Notification(*r), next_at=now) for r in rows),
+        key=lambda n: (n.decided_at, n.notification_id),
+    )
 
 
 def update(conn: Connection, n: Notification) -> None:

@@ -201,3 +201,32 @@ def test_reprojection_sends_nothing_again(api: Api, receiver: Receiver) -> None:
     assert deliver(api) == 0
     assert len(receiver.received) == 1
     assert orjson.loads(api.store.notifications()[0].body)["type"] == "check.failed"
+
+
+def test_two_senders_send_each_notification_once(api: Api, receiver: Receiver) -> None:
+    # Several processes (serve on several machines, on PostgreSQL) each run a sender:
+    # a notification is claimed by one of them (store/outbox_sql.py claim).
+    subscribe(api, receiver)
+    namespace = Subscription(
+        "sub2", "namespace", ORDERS[0], "", ("check.failed",), receiver.url,
+        receiver.secret, utc_now(), None,
+    )  # fmt: skip
+    api.store.add_subscription(namespace)
+    for n in range(1, 8):  # fails at 1, 3, 5, 7, each a transaction: 11 outbox rows
+        api.ingest(check(n, 9 + n, ok=n % 2 == 0))
+    senders = [Sender(api.store) for _ in range(2)]
+    counts: list[int] = []
+    threads = [
+        threading.Thread(target=lambda s=s: counts.append(s.run_once(LATER))) for s in senders
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = api.store.notifications()
+    assert len(rows) == 11 and sum(counts) == 11  # each handled by one sender
+    assert all(n.state in ("sent", "superseded") and n.attempts <= 1 for n in rows)
+    ids = [msg_id for msg_id, _ in receiver.received]
+    assert len(ids) == len(set(ids)) == 2
+    # The latest result (7, a failure) is what holds: one check.failed per subscription.
+    assert sorted(d["subscription"] for _, d in receiver.received) == ["sub1", "sub2"]
