@@ -3,9 +3,10 @@ first; each is checked to still hold, then sent, and on a refusal tried again wi
 exponential backoff (capped), until it is sent or GIVE_UP after it was decided.
 
 The sender reads and writes only the outbox and reads the graph: a slow or dead receiver
-holds up no ingest and no projection, only its own notifications. Each attempt is
-recorded before the next, so a sender killed mid-delivery sends that notification again
-on restart, under the same ``webhook-id``: at least once, with the id to drop repeats.
+holds up no ingest and no projection, only its own notifications. Each notification is
+claimed before it is sent (LEASE) and its attempt recorded after, so a sender killed
+mid-delivery leaves it to whichever sender runs once the claim runs out, under the same
+``webhook-id``: at least once, with the id to drop repeats.
 """
 
 from __future__ import annotations
