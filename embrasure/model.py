@@ -135,7 +135,7 @@ class Token:
 class Subscription:
     """Who wants to hear of what (docs/notifications.md): ``events`` about the ``target``
     (``dataset``, ``job`` or ``namespace``; ``name`` is '' for a namespace), sent to
-    ``url`` signed with ``secret`` (Standard Webhooks, ``whsec_…``)."""
+    ``url`` signed with ``secret`` (Standard Webhooks, ``whsec_…``) in ``format``."""
 
     subscription_id: str
     target: str
@@ -146,6 +146,7 @@ class Subscription:
     secret: str
     created_at: str
     created_by: str | None
+    format: str = "standard"  # or "slack": a Slack incoming webhook's body (webhooks.py)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

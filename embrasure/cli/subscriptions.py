@@ -14,7 +14,7 @@ from embrasure.cli.options import add_row, console, fail, new_table, print_json,
 from embrasure.cli.tokens import database
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.causes import KINDS
-from embrasure.notify.webhooks import new_secret
+from embrasure.notify.webhooks import FORMATS, new_secret
 
 
 @click.group()
@@ -33,8 +33,22 @@ def subscriptions() -> None:
     help=f"Comma-separated, of {', '.join(KINDS)}.",
 )
 @click.option("--url", required=True, help="The receiver's webhook (http or https).")
+@click.option(
+    "--format",
+    "body_format",
+    type=click.Choice(FORMATS),
+    default="standard",
+    show_default=True,
+    help="standard: the JSON body, signed (Standard Webhooks); slack: a Slack incoming"
+    " webhook's message.",
+)
 def add(
-    dataset: tuple[str, str] | None, namespace: str | None, events: str, url: str, **flags: Any
+    dataset: tuple[str, str] | None,
+    namespace: str | None,
+    events: str,
+    url: str,
+    body_format: str,
+    **flags: Any,
 ) -> None:
     """Subscribe a webhook; prints its id and its signing secret (shown once)."""
     if (dataset is None) == (namespace is None):
@@ -48,7 +62,16 @@ def add(
         fail(f"--url must be an http or https URL, got {url!r}")
     target, ns, name = ("dataset", *dataset) if dataset else ("namespace", namespace or "", "")
     s = Subscription(
-        f"sub_{secrets.token_hex(6)}", target, ns, name, wanted, url, new_secret(), utc_now(), None
+        f"sub_{secrets.token_hex(6)}",
+        target,
+        ns,
+        name,
+        wanted,
+        url,
+        new_secret(),
+        utc_now(),
+        None,
+        body_format,
     )
     with database(flags, create=True) as store:
         store.add_subscription(s)
@@ -73,6 +96,7 @@ def list_subscriptions(as_json: bool, **flags: Any) -> None:
             "name": s.name or None,
             "events": list(s.events),
             "url": s.url,
+            "format": s.format,
             "created_at": s.created_at,
         }
         for s in found

@@ -2,15 +2,19 @@
 body as decided, signed per the Standard Webhooks spec with the reference library —
 ``webhook-id`` (the notification's stable id: a receiver drops repeats by it),
 ``webhook-timestamp``, ``webhook-signature`` (``v1,`` HMAC-SHA256 of id, timestamp and
-body under the subscription's secret)."""
+body under the subscription's secret). A ``slack`` subscription gets the body a Slack
+incoming webhook takes instead (``{"text": …}``, mrkdwn), under the same headers: Slack
+reads none of them, its URL being its secret."""
 
 from __future__ import annotations
 
 import base64
 import secrets
 from datetime import datetime
+from typing import Any
 
 import httpx
+import orjson
 import standardwebhooks
 
 from embrasure.model import Notification, Subscription
@@ -22,8 +26,30 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
-def signed_headers(secret: str, n: Notification, at: datetime) -> dict[str, str]:
-    signature = standardwebhooks.Webhook(secret).sign(n.notification_id, at, n.body.encode())
+FORMATS = ("standard", "slack")
+HEADLINES = {
+    "check.failed": ":red_circle: Check failed",
+    "check.recovered": ":white_check_mark: Check recovered",
+}
+
+
+def slack_text(n: Notification) -> str:
+    """One Slack message (mrkdwn) saying what the notification's body says."""
+    body: dict[str, Any] = orjson.loads(n.body)
+    check, dataset = body["check"], body["dataset"]
+    what = f"`{check['assertion']}`" + (f" on `{check['column']}`" if check.get("column") else "")
+    when = f" (result of {body['result_time']})" if body.get("result_time") else ""
+    return f"{HEADLINES[n.kind]}: {what} of *{dataset['namespace']} {dataset['name']}*{when}"
+
+
+def payload(s: Subscription, n: Notification) -> bytes:
+    if s.format == "slack":
+        return orjson.dumps({"text": slack_text(n)})
+    return n.body.encode()
+
+
+def signed_headers(secret: str, n: Notification, at: datetime, body: bytes) -> dict[str, str]:
+    signature = standardwebhooks.Webhook(secret).sign(n.notification_id, at, body)
     return {
         "content-type": "application/json",
         "webhook-id": n.notification_id,
@@ -40,8 +66,9 @@ def send(client: httpx.Client, s: Subscription, n: Notification, at: datetime) -
     """POST ``n`` to the subscription's URL; Refused unless the receiver answers 2xx.
     The client follows no redirect (a 3xx is refused: a redirect could lead the signed
     body anywhere) and times out (webhooks.py's callers set it)."""
+    body = payload(s, n)
     try:
-        reply = client.post(s.url, content=n.body.encode(), headers=signed_headers(s.secret, n, at))
+        reply = client.post(s.url, content=body, headers=signed_headers(s.secret, n, at, body))
     except httpx.HTTPError as exc:
         raise Refused(f"{type(exc).__name__}: {exc}") from exc
     if not 200 <= reply.status_code < 300:

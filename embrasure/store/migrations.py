@@ -399,7 +399,8 @@ MIGRATIONS += (
             url TEXT NOT NULL,               -- the receiver's webhook
             secret TEXT NOT NULL,            -- whsec_…, the Standard Webhooks signing key
             created_at TEXT NOT NULL,
-            created_by TEXT                  -- who added it (NULL: auth was off)
+            created_by TEXT,                 -- who added it (NULL: auth was off)
+            format TEXT NOT NULL             -- standard (Standard Webhooks) or slack
         );
         -- The outbox: one row per (subscription, cause), inserted in the projection's
         -- transaction that saw the cause, so order, duplicates, several projectors and

@@ -10,7 +10,7 @@ from typing import Any
 from embrasure.model import Notification, Subscription
 
 SUBSCRIPTION_COLUMNS = (
-    "subscription_id, target, namespace, name, events, url, secret, created_at, created_by"
+    "subscription_id, target, namespace, name, events, url, secret, created_at, created_by, format"
 )
 NOTIFICATION_COLUMNS = (
     "subscription_id, cause, notification_id, kind, body, decided_at, state, attempts,"
@@ -20,7 +20,7 @@ Connection = Any  # sqlite3.Connection or postgres_conn.Connection
 
 
 def subscription_of(row: Sequence[Any]) -> Subscription:
-    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:9])
+    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:10])
 
 
 def subscriptions(conn: Connection) -> list[Subscription]:
@@ -33,7 +33,7 @@ def subscriptions(conn: Connection) -> list[Subscription]:
 def add_subscription(conn: Connection, s: Subscription) -> None:
     row = dataclasses.astuple(s)
     conn.execute(
-        f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*row[:4], " ".join(s.events), *row[5:]),
     )
 
