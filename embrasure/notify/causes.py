@@ -86,14 +86,15 @@ class Interested:
         for s in subscriptions:
             self.by_target.setdefault((s.target, s.namespace, s.name), []).append(s)
 
-    def of(self, cause: Cause) -> list[Subscription]:
-        """The subscriptions that asked for ``cause``: its kind, on its dataset or its
-        dataset's namespace."""
-        ns, name = cause.dataset
-        watching = self.by_target.get(("dataset", ns, name), []) + self.by_target.get(
-            ("namespace", ns, ""), []
-        )
-        return [s for s in watching if cause.kind in s.events]
+    def of(self, cause: Cause, identities: Sequence[DatasetId]) -> list[Subscription]:
+        """The subscriptions that asked for ``cause``: its kind, on one of the
+        ``identities`` of its dataset's node, or on one of their namespaces."""
+        watching: dict[str, Subscription] = {}
+        for ns, name in identities:
+            for target in (("dataset", ns, name), ("namespace", ns, "")):
+                for s in self.by_target.get(target, ()):
+                    watching.setdefault(s.subscription_id, s)
+        return [s for s in watching.values() if cause.kind in s.events]
 
 
 def notification_id(subscription_id: str, cause: str) -> str:
@@ -106,17 +107,19 @@ def notification_id(subscription_id: str, cause: str) -> str:
 def decide(
     subscriptions: Sequence[Subscription],
     causes: Iterable[Cause],
+    identities: Mapping[DatasetId, Sequence[DatasetId]],
     now: datetime,
     settle: timedelta,
 ) -> list[Notification]:
-    """The outbox rows for ``causes``, one per subscription that asked for each, due
-    after ``settle`` (the sender checks then that the cause still holds)."""
+    """The outbox rows for ``causes``, one per subscription that asked for each (by any
+    of the ``identities`` of its dataset's node: the one it was sent under when none is
+    given), due after ``settle`` (the sender checks then that the cause still holds)."""
     decided = now.isoformat(timespec="microseconds")
     due = (now + settle).isoformat(timespec="microseconds")
     rows = []
     interested = Interested(subscriptions)
     for cause in causes:
-        for s in interested.of(cause):
+        for s in interested.of(cause, identities.get(cause.dataset, [cause.dataset])):
             body = {
                 "type": cause.kind,
                 "subscription": s.subscription_id,

@@ -20,7 +20,7 @@ from embrasure.notify.sender import Sender
 from embrasure.notify.webhooks import new_secret
 from embrasure.projector.worker import reproject
 
-from graph_api import Api, at, ds, facet, run_event, run_id
+from graph_api import Api, at, ds, facet, run_event, run_id, symlinks
 
 ORDERS = ("postgres://db:5432", "shop.orders")
 
@@ -255,3 +255,21 @@ def test_a_slack_subscription_gets_a_slack_message(api: Api) -> None:
         }
     finally:
         slack.close()
+
+
+def test_a_check_sent_under_an_alias_reaches_the_subscriber_of_its_table(
+    api: Api, receiver: Receiver
+) -> None:
+    # Spark checks the path; the subscriber watches the warehouse table the path is
+    # symlinked to: one node (docs/projection.md#symlinks).
+    subscribe(api, receiver)
+    path = ("s3://lake", "warehouse/orders")
+    checked = {
+        **ds(*path, symlinks=symlinks((*ORDERS, "TABLE"))),
+        "inputFacets": {"dataQualityAssertions": assertions(False)},
+    }
+    api.ingest(run_event("COMPLETE", "spark_checks", run_id(9), at(10), inputs=[checked]))
+    assert deliver(api) == 1
+    ((_, doc),) = receiver.received
+    assert doc["type"] == "check.failed"
+    assert doc["dataset"] == {"namespace": path[0], "name": path[1]}  # as it was sent
