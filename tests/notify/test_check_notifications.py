@@ -111,11 +111,13 @@ def subscribe(api: Api, receiver: Receiver, secret: str | None = None) -> Subscr
     return s
 
 
-LATER = datetime.now(UTC) + timedelta(minutes=1)  # past the settle window
+def later(hours: int = 0) -> datetime:
+    """A minute from now (past the settle window), and ``hours`` more."""
+    return datetime.now(UTC) + timedelta(minutes=1, hours=hours)
 
 
 def deliver(api: Api) -> int:
-    return Sender(api.store).run_once(LATER)
+    return Sender(api.store).run_once(later())
 
 
 def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: Receiver) -> None:
@@ -174,13 +176,13 @@ def test_a_receiver_that_is_down_gets_it_later_with_the_same_id(
     assert (n.state, n.attempts) == ("pending", 1) and "503" in (n.last_error or "")
     assert 'embrasure_notifications{state="pending"} 1.0' in api.client.get("/metrics").text
     for retry in range(1, 4):  # refused again and again: /readyz names the subscription
-        assert Sender(api.store).run_once(LATER + timedelta(hours=retry)) == 1
+        assert Sender(api.store).run_once(later(retry)) == 1
     assert api.client.get("/readyz").json()["notifications"] == {
         "status": "failing",
         "subscriptions": ["sub1"],
     }
     receiver.refuse = False
-    assert Sender(api.store).run_once(LATER + timedelta(hours=5)) == 1
+    assert Sender(api.store).run_once(later(5)) == 1
     ((msg_id, doc),) = receiver.received
     assert msg_id == n.notification_id and doc["type"] == "check.failed"
     (sent,) = api.store.notifications()
@@ -222,7 +224,7 @@ def test_two_senders_send_each_notification_once(api: Api, receiver: Receiver) -
     senders = [Sender(api.store) for _ in range(2)]
     counts: list[int] = []
     threads = [
-        threading.Thread(target=lambda s=s: counts.append(s.run_once(LATER))) for s in senders
+        threading.Thread(target=lambda s=s: counts.append(s.run_once(later()))) for s in senders
     ]
     for t in threads:
         t.start()
