@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import orjson
 
+from embrasure.errors import StoreUnavailable
 from embrasure.model import Notification, Subscription
 from embrasure.notify import causes
 from embrasure.notify.webhooks import Refused, send
@@ -74,9 +75,16 @@ class Sender:
         return handled
 
     def run(self, stop: threading.Event, poll_seconds: float = 1.0) -> None:
-        """Until ``stop``: what is due, then a wait of ``poll_seconds`` when nothing was."""
+        """Until ``stop``: what is due, then a wait of ``poll_seconds`` when nothing was.
+        A store that cannot be reached is logged and tried again: what is due stays in
+        the outbox meanwhile."""
         while not stop.is_set():
-            if self.run_once() == 0:
+            try:
+                handled = self.run_once()
+            except StoreUnavailable as exc:
+                log.warning("notifications wait for the store: %s", exc)
+                handled = 0
+            if handled == 0:
                 stop.wait(poll_seconds)
 
     def _handle(self, s: Subscription | None, n: Notification, now: datetime) -> Notification:
