@@ -38,6 +38,10 @@ FIRST_RETRY = timedelta(seconds=5)
 MAX_RETRY = timedelta(minutes=10)
 GIVE_UP = timedelta(hours=72)  # a receiver down for hours is still caught up
 TIMEOUT = httpx.Timeout(10.0)
+# The outbox stays bounded: pending rows end within GIVE_UP, and rows done are deleted
+# KEEP after (checked every FORGET_EVERY).
+KEEP = timedelta(days=30)
+FORGET_EVERY = timedelta(hours=1)
 
 
 def backoff(attempts: int) -> timedelta:
@@ -54,11 +58,17 @@ class Sender:
     def __init__(self, store: Store, client: httpx.Client | None = None) -> None:
         self.store = store
         self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self.forgotten_at: datetime | None = None  # the last trim of the outbox
 
     def run_once(self, now: datetime | None = None) -> int:
         """Handle the notifications due at ``now``, one claim at a time (another sender
         may take the next): how many were handled."""
         now = now or datetime.now(UTC)
+        if self.forgotten_at is None or now - self.forgotten_at >= FORGET_EVERY:
+            self.forgotten_at = now
+            forgotten = self.store.forget_notifications(stamp(now - KEEP))
+            if forgotten:
+                log.info("forgot %d notifications done before %s", forgotten, stamp(now - KEEP))
         subscriptions: dict[str, Subscription] | None = None
         handled = 0
         while handled < BATCH:

@@ -570,6 +570,10 @@ class Store(abc.ABC):
         """Notifications by state, and when the oldest pending one was decided."""
         return self._outbox("reading the outbox", outbox_sql.summary, write=False)
 
+    def forget_notifications(self, before: str) -> int:
+        """Delete outbox rows done before ``before`` (store/outbox_sql.py ``forget``)."""
+        return self._outbox("trimming the outbox", lambda c: outbox_sql.forget(c, before))
+
     def failing_subscriptions(self, attempts: int) -> list[str]:
         """Subscriptions whose receiver refused a notification ``attempts`` times or more
         and has not taken it since."""

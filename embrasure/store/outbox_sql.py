@@ -97,6 +97,16 @@ def states(conn: Connection, subscription_id: str, causes: Iterable[str]) -> dic
     return out
 
 
+def forget(conn: Connection, before: str) -> int:
+    """Delete the rows done (sent, superseded, given up) before ``before``: how many. A
+    cause that old is never decided again (its result is no longer a check's latest, and
+    a rebuild decides nothing), so its row is no longer needed to keep it from firing."""
+    cursor = conn.execute(
+        "DELETE FROM notifications WHERE state <> 'pending' AND done_at < ?", (before,)
+    )
+    return int(cursor.rowcount)
+
+
 STATES = ("pending", "sent", "superseded", "failed")
 
 

@@ -141,6 +141,11 @@ def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: R
     assert 'embrasure_notifications{state="sent"} 2.0' in metrics
     assert 'embrasure_notifications{state="pending"} 0.0' in metrics
     assert "embrasure_notifications_oldest_pending_seconds 0.0" in metrics
+    # Rows done are deleted 30 days later (the outbox stays bounded).
+    assert Sender(api.store).run_once(later(24 * 29)) == 0
+    assert len(api.store.notifications()) == 2
+    assert Sender(api.store).run_once(later(24 * 31)) == 0
+    assert api.store.notifications() == []
 
 
 def test_a_late_older_failure_fires_nothing(api: Api, receiver: Receiver) -> None:
