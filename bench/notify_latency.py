@@ -1,0 +1,205 @@
+"""How long a notification takes (issue 43): from the POST of a failing check's event to
+its webhook's arrival at a receiver on loopback, through the whole ``embrasure serve``
+(receiver, projector, notifier processes) on SQLite.
+
+Each measured event is a check run whose assertion fails for the first time (a cause of
+its own). Two phases, each on a fresh server and database:
+
+- idle: the events alone, one every 200 ms;
+- under load: the same while wrk sends single events as fast as the receiver takes them
+  (bench/ingest_load.py's workload), so the projector has a backlog to work through.
+
+Run with ``--notify-settle-seconds 0``: the default settle time (10 s) is a wait by
+design (docs/notifications.md#order) and would be most of the figure; what is left is
+the receipt, the projector reaching the event, the sender's poll (every 1 s when idle)
+and the POST. Results: bench/results/notify-latency.{md,json}. Usage:
+``bench/notify_latency.py [--events N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import servers
+from ingest_load import SINGLE, ensure_wrk, event_template, run_wrk
+
+RESULTS = Path(__file__).parent / "results" / "notify-latency"
+NAMESPACE = "postgres://bench:5432"
+PRODUCER = "https://github.com/dbt-labs/dbt-core/tree/1.10.0"
+LOAD_SECONDS = 40
+
+
+class Receiver:
+    """Keeps when each notification arrived, by its check's assertion."""
+
+    def __init__(self) -> None:
+        self.arrived: dict[str, float] = {}
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = orjson.loads(self.rfile.read(int(self.headers["content-length"])))
+                outer.arrived.setdefault(body["check"]["assertion"], time.time())
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def check_event(name: str, n: int) -> bytes:
+    facet = {
+        "_producer": PRODUCER,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json",
+        "assertions": [{"assertion": name, "success": False}],
+    }
+    return orjson.dumps(
+        {
+            "eventType": "COMPLETE",
+            "eventTime": f"2026-12-01T10:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
+            "producer": PRODUCER,
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": f"01937a2b-0000-7000-a000-{n:012x}"},
+            "job": {"namespace": "dbt", "name": f"test.{name}"},
+            "inputs": [
+                {
+                    "namespace": NAMESPACE,
+                    "name": "analytics.orders",
+                    "inputFacets": {"dataQualityAssertions": facet},
+                }
+            ],
+            "outputs": [],
+        }
+    )
+
+
+def phase(work: Path, source: Path, name: str, events: int, load: bool) -> dict[str, Any]:
+    db = work / f"{name}.db"
+    receiver = Receiver()
+    subscribed = subprocess.run(
+        [sys.executable, "-m", "embrasure", "subscriptions", "add", "--db", f"sqlite:///{db}",
+         "--namespace", NAMESPACE, "--events", "check.failed", "--url", receiver.url],
+        capture_output=True, text=True, env=servers.child_env(source), cwd=work,
+    )  # fmt: skip
+    if subscribed.returncode != 0:
+        raise RuntimeError(subscribed.stderr)
+    server = servers.start_embrasure(
+        work, db, source, projector=True, extra=["--notify-settle-seconds", "0"]
+    )
+    wrk_result: dict[str, Any] = {}
+    try:
+        loader = None
+        if load:
+            template = work / "template.json"
+            template.write_bytes(event_template())
+
+            def hammer() -> None:
+                run = run_wrk(ensure_wrk(), server.url, SINGLE, LOAD_SECONDS, 3, template)
+                wrk_result["events_per_s"] = run.count(202) / run.duration_s
+
+            loader = threading.Thread(target=hammer)
+            loader.start()
+            time.sleep(3)  # the load under way
+        posted: dict[str, float] = {}
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for n in range(events):
+                check = f"{name}_{n:04d}"
+                body = check_event(check, n)
+                posted[check] = time.time()
+                reply = client.post(
+                    "/api/v1/lineage", content=body, headers={"Content-Type": "application/json"}
+                )
+                if reply.status_code != 202:
+                    raise RuntimeError(f"{reply.status_code}: {reply.text}")
+                time.sleep(0.2)
+        deadline = time.monotonic() + 180
+        while len(receiver.arrived) < events and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if loader is not None:
+            loader.join()
+    finally:
+        server.stop()
+        receiver.server.shutdown()
+    latencies = sorted(receiver.arrived[c] - t for c, t in posted.items() if c in receiver.arrived)
+    if len(latencies) < events:
+        raise RuntimeError(f"{name}: {events - len(latencies)} notifications did not arrive")
+    return {
+        "phase": name,
+        "events": events,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))] * 1000,
+        "max_ms": latencies[-1] * 1000,
+        "load_events_per_s": wrk_result.get("events_per_s"),
+    }
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        f"# Notification latency, {results['date']}",
+        "",
+        "Written by `python bench/notify_latency.py`; how and why: bench/README.md, *How long"
+        " a notification takes*. Raw numbers: [notify-latency.json](notify-latency.json)."
+        f" Code: {results['code']}. `embrasure serve` on SQLite with"
+        " `--notify-settle-seconds 0`; from the POST of a failing check's event to the"
+        " webhook's arrival on loopback, one event every 200 ms.",
+        "",
+        "| phase | events | p50 ms | p99 ms | max ms | load (wrk, events/s acknowledged) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results["rows"]:
+        load = f"{r['load_events_per_s']:,.0f}" if r["load_events_per_s"] else "none"
+        lines.append(
+            f"| {r['phase']} | {r['events']} | {r['p50_ms']:,.0f} | {r['p99_ms']:,.0f} |"
+            f" {r['max_ms']:,.0f} | {load} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--events", type=int, default=100, help="measured events per phase")
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="embrasure-notify-latency-"))
+    source = work / "source"
+    code = servers.copy_source(source, None)
+    try:
+        rows = [
+            phase(work, source, "idle", args.events, load=False),
+            phase(work, source, "under_load", args.events, load=True),
+        ]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "code": code,
+        "rows": rows,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{RESULTS}.json").write_text(json.dumps(results, indent=2) + "\n")
+    Path(f"{RESULTS}.md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
