@@ -11,7 +11,7 @@ its own). Two phases, each on a fresh server and database:
 
 Run with ``--notify-settle-seconds 0``: the default settle time (10 s) is a wait by
 design (docs/notifications.md#order) and would be most of the figure; what is left is
-the receipt, the projector reaching the event, the sender's poll (every 1 s when idle)
+the receipt, the projector reaching the event, the sender's poll (every 0.25 s when idle)
 and the POST. Results: bench/results/notify-latency.{md,json}. Usage:
 ``bench/notify_latency.py [--events N]``.
 """

@@ -550,6 +550,11 @@ class Store(abc.ABC):
             "removing a subscription", lambda c: outbox_sql.remove_subscription(c, subscription_id)
         )
 
+    def any_notification_due(self, now: str) -> bool:
+        """A read, so that a sender with nothing to do takes no write lock (SQLite's is
+        the receiver's group commit's too)."""
+        return self._outbox("reading the outbox", lambda c: outbox_sql.any_due(c, now), write=False)
+
     def claim_notifications(self, now: str, until: str, limit: int) -> list[Notification]:
         """Due notifications, claimed until ``until`` (store/outbox_sql.py ``claim``)."""
         return self._outbox(

@@ -55,6 +55,13 @@ def add_notifications(conn: Connection, rows: Sequence[Notification]) -> None:
         )
 
 
+def any_due(conn: Connection, now: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM notifications WHERE state = 'pending' AND next_at <= ? LIMIT 1", (now,)
+    ).fetchone()
+    return row is not None
+
+
 def claim(conn: Connection, now: str, until: str, limit: int) -> list[Notification]:
     """Up to ``limit`` due notifications, oldest first, claimed until ``until``: their
     ``next_at`` moves there in the same statement, so another sender (another process,
