@@ -30,7 +30,6 @@ import json
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import projection
+import servers
 
 from embrasure.model import DeliveryDraft, Subscription, utc_now
 from embrasure.projector.worker import ProjectorLimits
@@ -54,13 +54,13 @@ SIDES = {"A": 0, "B": 100, "C": 10_000}
 TARGET = 0.95
 
 
-def check_event(n: int, table: int) -> dict[str, Any]:
-    """Check run ``n`` of the platform's table ``table``: fails one time in three."""
-    ok = (n // projection.JOBS + table) % 3 != 0
+def check_event(n: int, name: str, assertion: str, ok: bool) -> dict[str, Any]:
+    """Check run ``n`` (a dbt-like test job) of the warehouse table ``name``: one
+    ``dataQualityAssertions`` input facet with its result."""
     facet = {
         "_producer": PRODUCER,
         "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json",
-        "assertions": [{"assertion": "not_null", "success": ok, "column": "id"}],
+        "assertions": [{"assertion": assertion, "success": ok, "column": "id"}],
     }
     return {
         "eventType": "COMPLETE",
@@ -68,11 +68,11 @@ def check_event(n: int, table: int) -> dict[str, Any]:
         "producer": PRODUCER,
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
         "run": {"runId": f"01937a2b-0000-7000-9000-{n:012x}"},
-        "job": {"namespace": "dbt", "name": f"test.not_null_target_{table}"},
+        "job": {"namespace": "dbt", "name": f"test.{assertion}_{name}"},
         "inputs": [
             {
                 "namespace": WAREHOUSE,
-                "name": f"analytics.public.target_{table}",
+                "name": name,
                 "inputFacets": {"dataQualityAssertions": facet},
             }
         ],
@@ -80,13 +80,18 @@ def check_event(n: int, table: int) -> dict[str, Any]:
     }
 
 
+def platform_check(n: int) -> dict[str, Any]:
+    """Check run ``n``, of the platform's table n mod 500: fails one time in three."""
+    table = n % projection.JOBS
+    ok = (n // projection.JOBS + table) % 3 != 0
+    return check_event(n, f"analytics.public.target_{table}", "not_null", ok)
+
+
 def append_checks(path: Path, checks: int, per_delivery: int = 500) -> None:
     store = SQLiteStore(str(path))
     try:
         for start in range(0, checks, per_delivery):
-            events = [
-                check_event(n, n % projection.JOBS) for n in range(start, start + per_delivery)
-            ]
+            events = [platform_check(n) for n in range(start, start + per_delivery)]
             body = orjson.dumps(events)
             digest = hashlib.sha256(body).hexdigest()
             store.append(
@@ -225,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="embrasure-notify-cost-"))
     try:
-        code = revision()
+        code = servers.copy_source(work / "source", None)  # what the report names
         logs = prepare(work, args.events, args.checks)
         records = run(logs, work, args.rounds, args.quiet_wait)
     finally:
@@ -244,16 +249,6 @@ def main(argv: list[str] | None = None) -> int:
     Path(f"{RESULTS}.md").write_text(markdown(results))
     print(markdown(results))
     return 0
-
-
-def revision() -> str:
-    """The git revision measured (this process imports the working tree's package)."""
-    git = ["git", "-C", str(Path(__file__).resolve().parents[1])]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    edited = subprocess.run(
-        [*git, "status", "--porcelain", "embrasure"], capture_output=True, text=True
-    ).stdout.strip()
-    return f"git {head.stdout.strip()}" + (" (embrasure/ edited)" if edited else "")
 
 
 if __name__ == "__main__":

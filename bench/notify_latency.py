@@ -38,10 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import servers
 from ingest_load import SINGLE, ensure_wrk, event_template, run_wrk
+from notify_cost import WAREHOUSE, check_event
 
 RESULTS = Path(__file__).parent / "results" / "notify-latency"
-NAMESPACE = "postgres://bench:5432"
-PRODUCER = "https://github.com/dbt-labs/dbt-core/tree/1.10.0"
 LOAD_SECONDS = 40
 
 
@@ -67,38 +66,12 @@ class Receiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def check_event(name: str, n: int) -> bytes:
-    facet = {
-        "_producer": PRODUCER,
-        "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json",
-        "assertions": [{"assertion": name, "success": False}],
-    }
-    return orjson.dumps(
-        {
-            "eventType": "COMPLETE",
-            "eventTime": f"2026-12-01T10:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
-            "producer": PRODUCER,
-            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-            "run": {"runId": f"01937a2b-0000-7000-a000-{n:012x}"},
-            "job": {"namespace": "dbt", "name": f"test.{name}"},
-            "inputs": [
-                {
-                    "namespace": NAMESPACE,
-                    "name": "analytics.orders",
-                    "inputFacets": {"dataQualityAssertions": facet},
-                }
-            ],
-            "outputs": [],
-        }
-    )
-
-
 def phase(work: Path, source: Path, name: str, events: int, load: bool) -> dict[str, Any]:
     db = work / f"{name}.db"
     receiver = Receiver()
     subscribed = subprocess.run(
         [sys.executable, "-m", "embrasure", "subscriptions", "add", "--db", f"sqlite:///{db}",
-         "--namespace", NAMESPACE, "--events", "check.failed", "--url", receiver.url],
+         "--namespace", WAREHOUSE, "--events", "check.failed", "--url", receiver.url],
         capture_output=True, text=True, env=servers.child_env(source), cwd=work,
     )  # fmt: skip
     if subscribed.returncode != 0:
@@ -124,7 +97,7 @@ def phase(work: Path, source: Path, name: str, events: int, load: bool) -> dict[
         with httpx.Client(base_url=server.url, timeout=60) as client:
             for n in range(events):
                 check = f"{name}_{n:04d}"
-                body = check_event(check, n)
+                body = orjson.dumps(check_event(n, "analytics.orders", check, ok=False))
                 posted[check] = time.time()
                 reply = client.post(
                     "/api/v1/lineage", content=body, headers={"Content-Type": "application/json"}
