@@ -132,6 +132,8 @@ def _job_jsons(
     edges: dict[JobId, list[EdgeRow]] = {j: [] for j in jobs}
     for row in reader.rows(EdgeRow, ("job_ns", "job_name"), keys):
         edges[JobId(row.job_ns, row.job_name)].append(row)
+    # Every edge's identity resolved in one read; _job_json then finds them cached.
+    graph.ids.canonical(DatasetId(e.ds_ns, e.ds_name) for rows in edges.values() for e in rows)
     latest = {j: reader.runs_of_job((j.namespace, j.name), None, latest_runs) for j in jobs}
     runs = run_jsons(graph, [r for rows in latest.values() for r in rows])
     by_id = {run["id"]: run for run in runs}

@@ -364,6 +364,8 @@ def run_views(
         RunRow, ("parent_run_id", "run_id"), ("parent_run_id",), run_ids
     ):
         children_of.setdefault(str(parent), []).append(str(child))
+    # Every io row's identity resolved in one read; _used then finds them cached.
+    ids.canonical(DatasetId(r.ds_ns, r.ds_name) for rs in io_of.values() for r in rs)
     used_of = {row.run_id: _used(ids, io_of.get(row.run_id, ())) for row in rows}
     groups: dict[tuple[str, Any, str], list[Owner]] = {}
     for row in rows:
