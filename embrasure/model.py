@@ -147,6 +147,7 @@ class Subscription:
     created_at: str
     created_by: str | None
     format: str = "standard"  # or "slack": a Slack incoming webhook's body (webhooks.py)
+    depth: int = 0  # a dataset's: also what lies this many datasets downstream of it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

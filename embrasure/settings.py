@@ -180,6 +180,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
+        "public_url",
+        "",
+        "The web UI's address as people reach it (https://lineage.example.com), for the"
+        " links in notifications (docs/notifications.md); empty: http://HOST:PORT.",
+    ),
+    Setting(
         "marquez_port",
         0,
         "serve: also listen on this port (same --host) with Marquez's API, for marquez-web,"
@@ -407,6 +413,7 @@ class Settings:
     oidc_session_hours: int = BY_NAME["oidc_session_hours"].default
     port: int = BY_NAME["port"].default
     marquez_port: int = BY_NAME["marquez_port"].default
+    public_url: str = BY_NAME["public_url"].default
     no_projector: bool = BY_NAME["no_projector"].default
     single_process: bool = BY_NAME["single_process"].default
     upgrade: bool = BY_NAME["upgrade"].default
@@ -462,6 +469,10 @@ class Settings:
             self.kafka_client()
         except ValueError as exc:
             raise ValueError(f"--kafka-config (EMBRASURE_KAFKA_CONFIG): {exc}") from None
+
+    def ui_url(self) -> str:
+        """Where people reach the web UI: --public-url, else this server's address."""
+        return self.public_url.rstrip("/") or f"http://{self.host}:{self.port}"
 
     def environment(self) -> dict[str, str]:
         """Every setting as its EMBRASURE_* variable: what ``serve`` hands the processes

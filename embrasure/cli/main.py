@@ -66,6 +66,7 @@ def main() -> None:
     "oidc_leeway_seconds",
     "db",
     "marquez_port",
+    "public_url",
     "no_projector",
     "single_process",
     "upgrade",
@@ -241,7 +242,10 @@ def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> 
     # process beside its projector (a receiver alone, a stage of `serve`, has neither).
     stop_sending = threading.Event()
     sender = threading.Thread(
-        target=Sender(store).run, args=(stop_sending,), name="embrasure-notify", daemon=True
+        target=Sender(store, settings.ui_url()).run,
+        args=(stop_sending,),
+        name="embrasure-notify",
+        daemon=True,
     )
     if projector is not None:
         sender.start()
@@ -354,7 +358,7 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db", "log_level", "log_format", "db_pool_size")
+@setting_options("db", "public_url", "host", "port", "log_level", "log_format", "db_pool_size")
 def notify(**flags: Any) -> None:
     """Send the notifications the projector decided (docs/notifications.md#delivery),
     until SIGTERM; `serve` runs it as a process of its own."""
@@ -368,7 +372,7 @@ def notify(**flags: Any) -> None:
         signal.signal(sig, lambda signum, frame: stop.set())
     log.info("sending notifications")
     try:
-        Sender(store).run(stop)
+        Sender(store, settings.ui_url()).run(stop)
     finally:
         store.close()
 

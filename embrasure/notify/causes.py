@@ -23,11 +23,18 @@ from typing import Any
 
 import orjson
 
-from embrasure.model import DatasetId, Notification, Subscription
+from embrasure.model import DatasetId, JobId, Notification, Subscription
 from embrasure.store.base import Key
-from embrasure.store.rows import DatasetCheckRow
+from embrasure.store.rows import DatasetCheckRow, FacetRow, RunRow
 
-KINDS = ("check.failed", "check.recovered")
+KINDS = (
+    "check.failed",
+    "check.recovered",
+    "schema.changed",
+    "run.failed",
+    "run.aborted",
+)
+RUN_KINDS = {"FAIL": "run.failed", "ABORT": "run.aborted"}
 # How long a decided notification waits before it is sent, and checked to still hold:
 # results of one check that arrive out of order within it fire what they would have in
 # order (docs/notifications.md#order).
@@ -38,8 +45,15 @@ SETTLE = timedelta(seconds=10)
 class Cause:
     kind: str
     key: str  # stable: the same facts decide the same key, whoever decides them
-    dataset: DatasetId  # as sent
+    dataset: DatasetId | None  # as sent: what the notification is about, or a job's run
     facts: dict[str, Any]  # what the notification says about it
+    job: JobId | None = None
+    # Every dataset it concerns (as sent; ``dataset`` first): a failed run's outputs,
+    # which it did not refresh. A subscription on any of them hears of it.
+    datasets: tuple[DatasetId, ...] = ()
+
+    def concerns(self) -> tuple[DatasetId, ...]:
+        return self.datasets or ((self.dataset,) if self.dataset is not None else ())
 
 
 def check_key(kind: str, row: DatasetCheckRow) -> str:
@@ -73,6 +87,72 @@ def check_causes(
     return out
 
 
+def schema_key(dataset: DatasetId, row: FacetRow) -> str:
+    return " ".join(
+        ("schema.changed", dataset.namespace, dataset.name, row.value_key or "", _hex(row))
+    )
+
+
+def schema_causes(
+    before: Mapping[DatasetId, FacetRow],
+    after: Mapping[DatasetId, FacetRow],
+    merged: Mapping[DatasetId, bytes | None],
+) -> list[Cause]:
+    """The schema changes a projection may have made: ``before``/``after`` the stored
+    schema facet (SchemaDatasetFacet) of each dataset whose schema it merged, ``merged``
+    the hash of the value it merged. A dataset's current schema that changed is a cause,
+    and so is an older schema that differs from the current one, arriving late: it is
+    the current schema's predecessor, perhaps, and in order it would have fired. Both
+    decide the key of the current schema, so either order decides the same key; what
+    changed (against the write before the latest, whatever arrived when) is read when
+    it is sent (sender.py), after SETTLE."""
+    out = []
+    for dataset, now in sorted(after.items()):
+        if now.value_hash is None:
+            continue  # deleted: no schema to compare
+        old = before.get(dataset)
+        changed = old is not None and old.value_hash != now.value_hash
+        late = merged.get(dataset) not in (None, now.value_hash)
+        if changed or late:
+            facts = {"schema_time": now.value_key or None}
+            out.append(Cause("schema.changed", schema_key(dataset, now), dataset, facts))
+    return out
+
+
+def run_key(kind: str, row: RunRow) -> str:
+    return " ".join((kind, row.run_id))
+
+
+def run_causes(
+    before: Mapping[Key, RunRow],
+    after: Mapping[Key, RunRow],
+    outputs: Mapping[str, list[DatasetId]],
+) -> list[Cause]:
+    """The runs a projection made failed or aborted (their merged state: a FAIL outranks
+    every other event, whatever the order, projector/runs.py), each with the datasets
+    its job writes (``outputs`` by run id: as sent), which it did not refresh."""
+    out = []
+    for key, now in sorted(after.items()):
+        kind = RUN_KINDS.get(now.state or "")
+        old = before.get(key)
+        if kind is None or (old is not None and old.state == now.state):
+            continue
+        written = tuple(outputs.get(now.run_id, ()))
+        facts = {
+            "run": {"runId": now.run_id, "state": now.state, "ended_at": now.ended_text},
+            "not_refreshed": [_id(d) for d in written],
+        }
+        job = JobId(now.job_ns, now.job_name)
+        out.append(
+            Cause(kind, run_key(kind, now), written[0] if written else None, facts, job, written)
+        )
+    return out
+
+
+def _hex(row: FacetRow) -> str:
+    return row.value_hash.hex() if row.value_hash is not None else ""
+
+
 def _dataset(row: DatasetCheckRow) -> DatasetId:
     return DatasetId(row.ds_ns, row.ds_name)
 
@@ -85,15 +165,29 @@ class Interested:
         self.by_target: dict[tuple[str, str, str], list[Subscription]] = {}
         for s in subscriptions:
             self.by_target.setdefault((s.target, s.namespace, s.name), []).append(s)
+        # How far upstream of a cause a dataset subscription may be (its ``depth``).
+        self.depth = max((s.depth for s in subscriptions if s.target == "dataset"), default=0)
 
-    def of(self, cause: Cause, identities: Sequence[DatasetId]) -> list[Subscription]:
-        """The subscriptions that asked for ``cause``: its kind, on one of the
-        ``identities`` of its dataset's node, or on one of their namespaces."""
+    def of(self, cause: Cause, reach: Mapping[DatasetId, int]) -> list[Subscription]:
+        """The subscriptions that asked for ``cause``'s kind, on what it concerns:
+        ``reach`` holds every identity of the datasets it concerns (at 0) and of those
+        upstream of them, each at its distance in datasets (a dataset, a job, a
+        dataset: 1). A dataset subscription watches its dataset and ``depth`` below it;
+        a namespace one its datasets and jobs; a job one its runs."""
         watching: dict[str, Subscription] = {}
-        for ns, name in identities:
-            for target in (("dataset", ns, name), ("namespace", ns, "")):
-                for s in self.by_target.get(target, ()):
+
+        def add(target: tuple[str, str, str], distance: int = 0) -> None:
+            for s in self.by_target.get(target, ()):
+                if distance <= s.depth:
                     watching.setdefault(s.subscription_id, s)
+
+        for (ns, name), distance in reach.items():
+            add(("dataset", ns, name), distance)
+            if distance == 0:
+                add(("namespace", ns, ""))
+        if cause.job is not None:
+            add(("job", cause.job.namespace, cause.job.name))
+            add(("namespace", cause.job.namespace, ""))
         return [s for s in watching.values() if cause.kind in s.events]
 
 
@@ -107,32 +201,33 @@ def notification_id(subscription_id: str, cause: str) -> str:
 def decide(
     subscriptions: Sequence[Subscription],
     causes: Iterable[Cause],
-    identities: Mapping[DatasetId, Sequence[DatasetId]],
+    reach: Mapping[str, Mapping[DatasetId, int]],
     now: datetime,
     settle: timedelta,
 ) -> list[Notification]:
-    """The outbox rows for ``causes``, one per subscription that asked for each (by any
-    of the ``identities`` of its dataset's node: the one it was sent under when none is
-    given), due after ``settle`` (the sender checks then that the cause still holds)."""
+    """The outbox rows for ``causes``, one per subscription that asked for each (by
+    what ``reach`` holds for the cause's key: Interested.of; the datasets it concerns,
+    as sent, when none is given), due after ``settle`` (the sender checks then that the
+    cause still holds, and adds what lies downstream: notify/impact.py)."""
     decided = now.isoformat(timespec="microseconds")
     due = (now + settle).isoformat(timespec="microseconds")
     rows = []
     interested = Interested(subscriptions)
     for cause in causes:
-        for s in interested.of(cause, identities.get(cause.dataset, [cause.dataset])):
-            body = {
-                "type": cause.kind,
-                "subscription": s.subscription_id,
-                "dataset": {"namespace": cause.dataset.namespace, "name": cause.dataset.name},
-                **cause.facts,
-            }
+        found = reach.get(cause.key) or dict.fromkeys(cause.concerns(), 0)
+        for s in interested.of(cause, found):
+            body: dict[str, Any] = {"type": cause.kind, "subscription": s.subscription_id}
+            if cause.dataset is not None:
+                body["dataset"] = _id(cause.dataset)
+            if cause.job is not None:
+                body["job"] = _id(cause.job)
             rows.append(
                 Notification(
                     s.subscription_id,
                     cause.key,
                     notification_id(s.subscription_id, cause.key),
                     cause.kind,
-                    orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode(),
+                    orjson.dumps(body | cause.facts, option=orjson.OPT_SORT_KEYS).decode(),
                     decided,
                     "pending",
                     0,
@@ -142,3 +237,7 @@ def decide(
                 )
             )
     return rows
+
+
+def _id(entity: DatasetId | JobId) -> dict[str, str]:
+    return {"namespace": entity.namespace, "name": entity.name}

@@ -21,12 +21,13 @@ import httpx
 import orjson
 
 from embrasure.errors import StoreUnavailable
-from embrasure.model import Notification, Subscription
-from embrasure.notify import causes
+from embrasure.model import DatasetId, Notification, Subscription
+from embrasure.notify import causes, impact
 from embrasure.notify.webhooks import Refused, send
 from embrasure.projector.quality import check_id
+from embrasure.projector.shapes import entity
 from embrasure.store import Store
-from embrasure.store.rows import DatasetCheckRow
+from embrasure.store.rows import DatasetCheckRow, FacetRow, RunRow
 
 log = logging.getLogger("embrasure.notify")
 
@@ -47,6 +48,9 @@ KEEP = timedelta(days=30)
 FORGET_EVERY = timedelta(hours=1)
 
 
+DEFAULT_URL = "http://127.0.0.1:5000"  # serve's --host and --port defaults
+
+
 def backoff(attempts: int) -> timedelta:
     """The wait after the ``attempts``-th refusal: 5 s doubling, at most 10 minutes."""
     wait: timedelta = FIRST_RETRY * (2 ** min(attempts - 1, 20))
@@ -58,8 +62,11 @@ def stamp(at: datetime) -> str:
 
 
 class Sender:
-    def __init__(self, store: Store, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, store: Store, public_url: str = DEFAULT_URL, client: httpx.Client | None = None
+    ) -> None:
         self.store = store
+        self.public_url = public_url  # the UI's address, for the links in bodies
         self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
         self.forgotten_at: datetime | None = None  # the last trim of the outbox
 
@@ -108,7 +115,14 @@ class Sender:
             return dataclasses.replace(
                 n, state="failed", last_error="the subscription was removed", done_at=done
             )
-        if not self._holds(n):
+        if n.attempts == 0:  # at the first attempt: does it hold, and what lies downstream
+            body = self._described(n)
+            if body is None:
+                return dataclasses.replace(n, state="superseded", done_at=done)
+            n = dataclasses.replace(
+                n, body=orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+            )
+        elif n.kind == "check.recovered" and not self._failure_sent(n):
             return dataclasses.replace(n, state="superseded", done_at=done)
         try:
             # Signed at the wall clock's time, whatever ``now`` says: receivers refuse a
@@ -129,18 +143,39 @@ class Sender:
             n, state="sent", attempts=n.attempts + 1, last_error=None, done_at=done
         )
 
-    def _holds(self, n: Notification) -> bool:
-        """Whether the cause is still what the graph says now: a check's latest result is
-        still the one it names (a newer result arrived in the meantime: superseded), and
-        a recovery's failure was sent (no "recovered" for a failure nobody heard of)."""
+    def _described(self, n: Notification) -> dict[str, Any] | None:
+        """The body to send, when the cause still holds (None: superseded): what the graph
+        says now, after the settle time — a check's latest result is still the one it
+        names, a schema is still the current one and changed something against the
+        write before, a run is still failed or aborted; and a recovery's failure was
+        sent (no "recovered" for a failure nobody heard of). With what lies downstream
+        (notify/impact.py), read in the same snapshot."""
         body: dict[str, Any] = orjson.loads(n.body)
-        dataset = body["dataset"]
-        key = (dataset["namespace"], dataset["name"], check_id(body["check"]))
         with self.store.reader() as reader:
-            rows = reader.rows(DatasetCheckRow, ("ds_ns", "ds_name", "check_id"), [key])
-        if not rows or causes.check_key(n.kind, rows[0]) != n.cause:
-            return False
-        if n.kind == "check.recovered":
-            failed = body["recovers"]
-            return self.store.notification_states(n.subscription_id, [failed]).get(failed) == "sent"
-        return True
+            if n.kind.startswith("check."):
+                dataset = body["dataset"]
+                key = (dataset["namespace"], dataset["name"], check_id(body["check"]))
+                rows = reader.rows(DatasetCheckRow, ("ds_ns", "ds_name", "check_id"), [key])
+                if not rows or causes.check_key(n.kind, rows[0]) != n.cause:
+                    return None
+            elif n.kind == "schema.changed":
+                dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
+                slot = (entity("dataset", *dataset), "schema")
+                facets = reader.rows(FacetRow, ("entity", "name"), [slot])
+                if not facets or causes.schema_key(dataset, facets[0]) != n.cause:
+                    return None
+                change = impact.schema_change(reader, dataset)
+                if change is None:
+                    return None
+                body["changes"] = change
+            else:
+                runs = reader.rows(RunRow, ("run_id",), [(body["run"]["runId"],)])
+                if not runs or causes.RUN_KINDS.get(runs[0].state or "") != n.kind:
+                    return None
+            if n.kind == "check.recovered" and not self._failure_sent(n):
+                return None
+            return impact.Describer(reader, self.public_url).describe(body)
+
+    def _failure_sent(self, n: Notification) -> bool:
+        failed = orjson.loads(n.body)["recovers"]
+        return self.store.notification_states(n.subscription_id, [failed]).get(failed) == "sent"

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import orjson
 
-from embrasure.model import ONE_ITEM_ROUTES, DatasetId, EventFacts, Quarantined, Subscription
+from embrasure.model import ONE_ITEM_ROUTES, DatasetId, EventFacts, Quarantined
 from embrasure.notify import causes
-from embrasure.projector import admin, graph_rows
+from embrasure.projector import admin, graph_rows, outbox
 from embrasure.projector.graph_rows import Contributions, time_key
 from embrasure.projector.pipeline import project_event
 from embrasure.projector.shapes import EdgeKey
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.projector.validate import Invalid
-from embrasure.store.base import Key, LogEntry, ProjectionTx
+from embrasure.store.base import LogEntry, ProjectionTx
 from embrasure.store.facet_values import value_row
 from embrasure.store.rows import (
     CanonicalRow,
@@ -185,6 +185,7 @@ def _apply_changes(
     rows go as plain tuples in their record's field order (store/base.py ProjectionTx
     says why); the table is named by its record all the same."""
     tx.insert_missing(EventRow, changes.events)  # where each event was first seen
+    seen = outbox.watch(tx, changes, notify)  # before the merges: what they may change
     _insert_shapes(tx, changes)
     links = sorted(changes.links)
     link_rows = [
@@ -200,64 +201,16 @@ def _apply_changes(
     _merge_run_io(tx, changes)
     tx.sync_run_keys(sorted(changes.runs))
     _merge_facets(tx, changes)
-    checks = _merge_checks(tx, changes, notify)
+    _merge_checks(tx, changes)
     _merge_columns(tx, changes)
     _resolve_identities(tx, new_links)
-    if checks is not None:  # after the identities: a cause is matched by its node's
-        _notify(tx, checks)
+    if seen is not None:  # after the identities: a cause is matched by its node's
+        outbox.decide(tx, seen)
     return edges_created
 
 
-@dataclasses.dataclass
-class CheckMerge:
-    """What deciding the notifications of a batch's checks needs from their merge."""
-
-    subscriptions: list[Subscription]
-    keys: list[Key]  # the checks the batch touched
-    before: dict[Key, DatasetCheckRow]  # their rows before the merge
-    settle: timedelta
-
-
-def _merge_checks(
-    tx: ProjectionTx, changes: Contributions, notify: timedelta | None
-) -> CheckMerge | None:
-    """The checks' latest results; with ``notify`` and subscriptions, what ``_notify``
-    needs to decide the notifications they cause. A rebuild (no ``notify``) decides none:
-    what it replays was decided when it happened."""
-    rows = [(*key, *check) for key, check in sorted(changes.checks.items())]
-    subscriptions = tx.subscriptions() if notify is not None and rows else []
-    keys = [row[:3] for row in rows]
-    before = tx.load(DatasetCheckRow, keys) if subscriptions else {}
-    tx.merge(DatasetCheckRow, rows)
-    if notify is None or not subscriptions:
-        return None
-    return CheckMerge(subscriptions, keys, before, notify)
-
-
-def _notify(tx: ProjectionTx, checks: CheckMerge) -> None:
-    """The notifications of the checks' new results (notify/causes.py), in this
-    transaction's outbox, for the subscriptions watching any identity of each check's
-    dataset node (symlinked identities are one node)."""
-    found = causes.check_causes(checks.before, tx.load(DatasetCheckRow, checks.keys))
-    if not found:
-        return
-    sent = sorted({c.dataset for c in found})
-    canonical = {
-        DatasetId(*key): DatasetId(row.c_ns, row.c_name)
-        for key, row in tx.load(CanonicalRow, [(d.namespace, d.name) for d in sent]).items()
-    }
-    nodes = {d: canonical.get(d, d) for d in sent}
-    members: dict[DatasetId, list[DatasetId]] = {node: [node] for node in nodes.values()}
-    for row in tx.select_by(
-        CanonicalRow, ("c_ns", "c_name"), sorted({(n.namespace, n.name) for n in members})
-    ):
-        identity = DatasetId(row.ns, row.name)
-        node = DatasetId(row.c_ns, row.c_name)
-        if identity != node:
-            members[node].append(identity)
-    identities = {d: members[nodes[d]] for d in sent}
-    rows = causes.decide(checks.subscriptions, found, identities, datetime.now(UTC), checks.settle)
-    tx.add_notifications(rows)
+def _merge_checks(tx: ProjectionTx, changes: Contributions) -> None:
+    tx.merge(DatasetCheckRow, [(*key, *check) for key, check in sorted(changes.checks.items())])
 
 
 def _insert_shapes(tx: ProjectionTx, changes: Contributions) -> None:

@@ -130,6 +130,11 @@ class ProjectionTx(abc.ABC):
         """Every links row with either end in ``identities``, in key order."""
 
     @abc.abstractmethod
+    def any_subscription(self) -> bool:
+        """Whether any notification subscription exists: a projection without one
+        decides no notification and reads nothing for them."""
+
+    @abc.abstractmethod
     def subscriptions(self) -> list[Subscription]:
         """The notification subscriptions, as this transaction sees them."""
 

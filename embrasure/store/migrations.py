@@ -424,6 +424,18 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        15,
+        "subscriptions to what lies downstream of a dataset",
+        """
+        -- docs/notifications.md#subscribing: a dataset subscription also hears of what
+        -- lies this many datasets downstream of it (0: the dataset alone).
+        ALTER TABLE subscriptions ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

@@ -10,7 +10,8 @@ from typing import Any
 from embrasure.model import Notification, Subscription
 
 SUBSCRIPTION_COLUMNS = (
-    "subscription_id, target, namespace, name, events, url, secret, created_at, created_by, format"
+    "subscription_id, target, namespace, name, events, url, secret, created_at, created_by, format,"
+    " depth"
 )
 NOTIFICATION_COLUMNS = (
     "subscription_id, cause, notification_id, kind, body, decided_at, state, attempts,"
@@ -20,7 +21,7 @@ Connection = Any  # sqlite3.Connection or postgres_conn.Connection
 
 
 def subscription_of(row: Sequence[Any]) -> Subscription:
-    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:10])
+    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:11])
 
 
 def subscriptions(conn: Connection) -> list[Subscription]:
@@ -30,10 +31,15 @@ def subscriptions(conn: Connection) -> list[Subscription]:
     return [subscription_of(r) for r in rows]
 
 
+def any_subscription(conn: Connection) -> bool:
+    return conn.execute("SELECT 1 FROM subscriptions LIMIT 1").fetchone() is not None
+
+
 def add_subscription(conn: Connection, s: Subscription) -> None:
     row = dataclasses.astuple(s)
     conn.execute(
-        f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*row[:4], " ".join(s.events), *row[5:]),
     )
 
@@ -84,10 +90,21 @@ def claim(conn: Connection, now: str, until: str, limit: int) -> list[Notificati
 
 
 def update(conn: Connection, n: Notification) -> None:
+    """What became of a notification: its state, attempts, and its body (the sender
+    adds what lies downstream at the first attempt, and sends the same bytes after)."""
     conn.execute(
         "UPDATE notifications SET state = ?, attempts = ?, next_at = ?, last_error = ?,"
-        " done_at = ? WHERE subscription_id = ? AND cause = ?",
-        (n.state, n.attempts, n.next_at, n.last_error, n.done_at, n.subscription_id, n.cause),
+        " done_at = ?, body = ? WHERE subscription_id = ? AND cause = ?",
+        (
+            n.state,
+            n.attempts,
+            n.next_at,
+            n.last_error,
+            n.done_at,
+            n.body,
+            n.subscription_id,
+            n.cause,
+        ),
     )
 
 

@@ -158,6 +158,9 @@ class TxReads:
         listed = list(keys)
         return self.interner.stored(name, listed, create=False) if name in INTERNED else listed
 
+    def any_subscription(self) -> bool:
+        return outbox_sql.any_subscription(self.conn)
+
     def subscriptions(self) -> list[Subscription]:
         return outbox_sql.subscriptions(self.conn)
 

@@ -16,7 +16,7 @@ import pytest
 import standardwebhooks
 
 from embrasure.model import Subscription, utc_now
-from embrasure.notify.sender import Sender
+from embrasure.notify.sender import DEFAULT_URL, Sender
 from embrasure.notify.webhooks import new_secret
 from embrasure.projector.worker import reproject
 
@@ -128,7 +128,29 @@ def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: R
     assert deliver(api) == 1
     ((msg_id, doc),) = receiver.received
     assert doc["type"] == "check.failed"
-    assert doc["dataset"] == {"namespace": ORDERS[0], "name": ORDERS[1]}
+    # The dataset, with its owners (none here) and its page in the UI.
+    page = "namespace=postgres%3A%2F%2Fdb%3A5432&name=shop.orders"
+    assert doc["dataset"] == {
+        "namespace": ORDERS[0],
+        "name": ORDERS[1],
+        "owners": [],
+        "url": f"{DEFAULT_URL}/#/dataset?{page}",
+    }
+    # What reads it: the check's own job (a dbt test reads what it checks).
+    assert doc["downstream"] == {
+        "datasets": [],
+        "jobs": [
+            {
+                "type": "job",
+                "namespace": "spark",
+                "name": "checks",
+                "distance": 1,
+                "owners": [],
+                "url": f"{DEFAULT_URL}/#/job?namespace=spark&name=checks",
+            }
+        ],
+        "truncated": False,
+    }
     assert doc["check"] == {"assertion": "not_null", "column": "id", "name": None}
     assert msg_id.startswith("msg_")
     assert deliver(api) == 0  # sent: nothing more is due
@@ -279,4 +301,6 @@ def test_a_check_sent_under_an_alias_reaches_the_subscriber_of_its_table(
     assert deliver(api) == 1
     ((_, doc),) = receiver.received
     assert doc["type"] == "check.failed"
-    assert doc["dataset"] == {"namespace": path[0], "name": path[1]}  # as it was sent
+    # As it was sent; its link is its node's page, the table's.
+    assert (doc["dataset"]["namespace"], doc["dataset"]["name"]) == path
+    assert doc["dataset"]["url"].endswith("namespace=postgres%3A%2F%2Fdb%3A5432&name=shop.orders")
