@@ -30,7 +30,7 @@ from embrasure.projector.graph_rows import entity
 from embrasure.query.columns import column_edges_of
 from embrasure.query.dataset_runs import writer_runs
 from embrasure.query.entities import run_views
-from embrasure.query.facets import current_facets
+from embrasure.query.facets import facets_of_groups
 from embrasure.query.graph import Graph
 from embrasure.query.hidden import Hidden
 from embrasure.query.tags import entity_tags, field_tags
@@ -61,22 +61,44 @@ def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
 
 
 def dataset_jsons(graph: Graph, nodes: list[DatasetId]) -> list[dict[str, Any]]:
-    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of each canonical node."""
+    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of each canonical node: a
+    page in a few queries (facets, edges, tags and column lineage for all of it), plus
+    one per identity for its latest writer."""
+    reader = graph.reader
     lineage = column_lineage_jsons(graph, nodes)
-    return [_dataset_json(graph, node, lineage[node]) for node in nodes]
+    members = graph.ids.members(nodes)
+    owners = {n: [entity("dataset", m.namespace, m.name) for m in members[n]] for n in nodes}
+    facets = facets_of_groups(reader, owners)
+    spans = _spans(graph, nodes, owners)
+    keys = [(n.namespace, n.name) for n in nodes]
+    tags = entity_tags(reader, graph.ids, "dataset", keys)
+    fields_tags = field_tags(reader, graph.ids, keys)
+    return [
+        _dataset_json(
+            graph,
+            node,
+            members[node],
+            facets[node],
+            spans[node],
+            (tags[key], fields_tags[key]),
+            lineage[node],
+        )
+        for node, key in zip(nodes, keys, strict=True)
+    ]
 
 
 def _dataset_json(
-    graph: Graph, node: DatasetId, column_lineage: list[dict[str, Any]] | None
+    graph: Graph,
+    node: DatasetId,
+    members: list[DatasetId],
+    facets: dict[str, Any],
+    span: tuple[str | None, str | None],
+    tagged: tuple[list[str], dict[str, list[str]]],
+    column_lineage: list[dict[str, Any]] | None,
 ) -> dict[str, Any]:
-    reader = graph.reader
-    members = graph.ids.members([node])[node]
-    facets = current_facets(reader, [entity("dataset", m.namespace, m.name) for m in members])
-    created, updated = _span(graph, node, members)
+    created, updated = span
+    tags, fields_tags = tagged
     writer = _latest_writer(graph, members)
-    key = (node.namespace, node.name)
-    tags = entity_tags(reader, graph.ids, "dataset", [key])[key]
-    fields_tags = field_tags(reader, graph.ids, [key])[key]
     lifecycle = lifecycle_state(facets)
     dataset_type = facet_text(facets, "datasetType", "datasetType")
     return {
@@ -184,16 +206,22 @@ def column_lineage_jsons(
     }
 
 
-def _span(graph: Graph, node: DatasetId, members: list[DatasetId]) -> tuple[str | None, str | None]:
-    """The earliest and latest eventTime that named the dataset: its edges' first and
+def _spans(
+    graph: Graph, nodes: list[DatasetId], owners: dict[DatasetId, list[str]]
+) -> dict[DatasetId, tuple[str | None, str | None]]:
+    """Each node's earliest and latest eventTime that named it: its edges' first and
     last seen, and its facets' times."""
-    keys: list[str] = []
+    keys: dict[DatasetId, list[str]] = {n: [] for n in nodes}
     for direction in ("in", "out"):
-        for edge in graph.edges_of_datasets([node], direction):
-            keys += [t[0] for t in (edge.first, edge.last) if t is not None]
-    owners = [(entity("dataset", m.namespace, m.name),) for m in members]
-    keys += [r.value_key for r in graph.reader.rows(FacetRow, ("entity",), owners) if r.value_key]
-    return (instant(min(keys)), instant(max(keys))) if keys else (None, None)
+        for edge in graph.edges_of_datasets(nodes, direction):
+            if edge.dataset in keys:
+                keys[edge.dataset] += [t[0] for t in (edge.first, edge.last) if t is not None]
+    node_of = {owner: n for n, listed in owners.items() for owner in listed}
+    rows = graph.reader.rows(FacetRow, ("entity",), [(o,) for o in node_of])
+    for row in rows:
+        if row.value_key:
+            keys[node_of[row.entity]].append(row.value_key)
+    return {n: (instant(min(k)), instant(max(k))) if k else (None, None) for n, k in keys.items()}
 
 
 def _latest_writer(graph: Graph, members: list[DatasetId]) -> RunRow | None:
