@@ -5,9 +5,10 @@ The log: bench/projection.py's platform (its ~4.7 KB Spark RunEvents, 500 jobs) 
 after it, data-quality runs — a dbt-like test job per platform table reading it with a
 ``dataQualityAssertions`` input facet, failing one time in three, so checks fail and
 recover all along (each check result is a merge the notification hook reads before and
-after). The subscriptions:
+after; so is the schema facet of every dataset the platform's events carry a schema for,
+and every run they fail). The subscriptions, each to every kind of notification:
 
-- A: none (the hook reads the subscriptions once per transaction with checks, finds
+- A: none (the hook asks once per transaction whether there is a subscription, finds
   none, and stops);
 - B: 100, one per table of the first 100 jobs (watched datasets: their checks decide
   notifications);
@@ -44,6 +45,7 @@ import projection
 import servers
 
 from embrasure.model import DeliveryDraft, Subscription, utc_now
+from embrasure.notify.causes import KINDS
 from embrasure.projector.worker import ProjectorLimits
 from embrasure.store.sqlite import SQLiteStore
 
@@ -112,7 +114,7 @@ def subscriptions(count: int) -> list[Subscription]:
                 "dataset",
                 WAREHOUSE,
                 name,
-                ("check.failed", "check.recovered"),
+                KINDS,  # every kind: the hook reads what each needs
                 f"http://127.0.0.1:9/hook/{i}",
                 "whsec_" + "A" * 32,
                 utc_now(),

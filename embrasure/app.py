@@ -41,6 +41,7 @@ from embrasure.web.health import Health
 from embrasure.web.metrics import Metrics
 from embrasure.web.openapi import document as openapi
 from embrasure.web.sign_in import routes as sign_in_routes
+from embrasure.web.subscriptions import SubscriptionsApi
 
 if TYPE_CHECKING:  # imported when used: librdkafka only loads for a server that consumes
     from embrasure.receiver.kafka import KafkaSource
@@ -79,6 +80,7 @@ def build_app(
     archived = ArchivedBodies(settings.archive)
     deliveries_api = DeliveriesApi(store, archived)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
+    subscriptions_api = SubscriptionsApi(store, settings.body_timeout_seconds)
     consumer = None
     if kafka is not None:
         from embrasure.receiver.kafka import KafkaConsumer
@@ -141,6 +143,7 @@ def build_app(
         *read_api.routes(),
         *health.routes(),
         *admin_api.routes(),
+        *subscriptions_api.routes(),
         *metrics.routes(),
         *ui.routes(),
         *sign_in_routes(),

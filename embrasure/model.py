@@ -174,7 +174,7 @@ class Grant:
 
     grant_id: str
     who: str  # group:NAME, subject:SUB, client:ID or token:ID
-    scope: str  # ingest, read or admin
+    scope: str  # ingest, read, subscriptions or admin
     namespaces: str
     created_at: str
     created_by: str | None  # who added it, as Principal.who

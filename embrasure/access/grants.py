@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from embrasure.model import Grant, Principal, Token
 
-SCOPES = ("ingest", "read", "admin")
+SCOPES = ("ingest", "read", "subscriptions", "admin")
 KINDS = ("group", "subject", "client", "token")
 EVERYWHERE = "*"
 TOKEN_ISSUER = "embrasure"  # Principal.issuer of this server's own static tokens

@@ -383,9 +383,14 @@ def events() -> list[Event]:
 
 def items() -> list[Item]:
     """The events as ingest items, each named by its job, with fixed bytes."""
+    return as_items(events(), "demo")
+
+
+def as_items(events: list[Event], label: str) -> list[Item]:
     out = []
-    for n, event in enumerate(events()):
+    for n, event in enumerate(events):
         raw = orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
-        job = event["job"]["name"]
-        out.append(Item(f"demo[{n}] {event.get('eventType', 'JobEvent')} {job}", raw, event, 0))
+        what = event["job"]["name"] if "job" in event else event["dataset"]["name"]
+        kind = event.get("eventType") or event["schemaURL"].rsplit("/", 1)[-1]
+        out.append(Item(f"{label}[{n}] {kind} {what}", raw, event, 0))
     return out

@@ -9,11 +9,13 @@ import os
 import shutil
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from embrasure.cli import event_files as ingesting
 from embrasure.cli.options import (
@@ -149,19 +151,34 @@ def ingest(
 @click.command()
 @setting_options("url", "token", "db")
 @click.option("--json", "as_json", is_flag=True, help="Print the ingest summary as JSON.")
-def demo(as_json: bool, **flags: Any) -> None:
+@click.option(
+    "--webhook",
+    metavar="URL",
+    help="Subscribe URL to what happens to the demo's warehouse table and below it, then"
+    " load the next night too, when a check fails, a column is dropped and a run fails.",
+)
+def demo(as_json: bool, webhook: str | None, **flags: Any) -> None:
     """Load a small sample platform, so the graph has something to show.
 
     An Airflow DAG with three tasks, a Spark job writing an S3 path that is also a
     warehouse table, three dbt models with column lineage (a masked e-mail, a join, an
     aggregation) and a dashboard service. Into the default database unless --url or --db
-    says otherwise; loading it again changes nothing.
+    says otherwise; loading it again changes nothing. With --webhook, the notifications
+    of its second night (docs/notifications.md#a-worked-example).
     """
     from embrasure.cli import demo as sample
+    from embrasure.cli import demo_incident as incident
     from embrasure.cli.client import LocalClient
 
+    items = sample.items()
     with connected(flags, create=True, prefer_db=True) as client:
-        summary = ingesting.ingest(client, sample.items(), provider_key=sample.PROVIDER_KEY)
+        added = None
+        if webhook is not None:
+            # Before the night that causes them: a projection decides what it sees.
+            wanted = {**incident.SUBSCRIPTION, "url": webhook}
+            added = client.post("/api/v1/subscriptions", content=orjson.dumps(wanted))
+            items += incident.items()
+        summary = ingesting.ingest(client, items, provider_key=sample.PROVIDER_KEY)
         where = (
             f"--db {client.target}" if isinstance(client, LocalClient) else f"--url {client.target}"
         )
@@ -170,6 +187,18 @@ def demo(as_json: bool, **flags: Any) -> None:
         sys.exit(1)
     if as_json:
         return
+    if added is not None:
+        port = urllib.parse.urlsplit(webhook).port or 80
+        click.echo(
+            f"subscription {added['subscription_id']}: {', '.join(added['events'])} of"
+            f" {incident.WATCHED} and {incident.DEPTH} datasets below it, to {webhook};"
+            " its signing secret, shown once:"
+        )
+        click.echo(added["secret"])
+        click.echo(
+            f"watch them arrive: {_command()} subscriptions listen --port {port}"
+            f" --secret {added['secret']} (the server sends them, `{_command()} serve`)"
+        )
     click.echo(
         ("already loaded" if summary.accepted == 0 else "loaded")
         + ": an Airflow DAG (orders_daily, 3 tasks), a Spark job writing "

@@ -1,6 +1,7 @@
 """`embrasure subscriptions add|list|remove` (docs/notifications.md#subscribing): who
-hears of failed and recovered checks, and where, straight in the database (--db), like
-`embrasure grants`. `add` prints the new subscription's signing secret once."""
+hears of failed checks, schema changes and failed runs, and where, straight in the
+database (--db), like `embrasure grants`; the HTTP API has the same (web/subscriptions.py).
+`add` prints the new subscription's signing secret once."""
 
 from __future__ import annotations
 
@@ -15,17 +16,29 @@ from embrasure.cli.tokens import database
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.causes import KINDS
 from embrasure.notify.webhooks import FORMATS, new_secret
+from embrasure.projector.outbox import MAX_DEPTH
 
 
 @click.group()
 def subscriptions() -> None:
-    """Notification subscriptions: failed and recovered checks, sent as signed webhooks."""
+    """Notification subscriptions: failed checks, schema changes, failed runs, sent as
+    signed webhooks."""
 
 
 @subscriptions.command()
 @setting_options("db")
 @click.option("--dataset", nargs=2, metavar="NAMESPACE NAME", help="Watch one dataset.")
-@click.option("--namespace", metavar="NAMESPACE", help="Watch every dataset of a namespace.")
+@click.option("--job", nargs=2, metavar="NAMESPACE NAME", help="Watch one job's runs.")
+@click.option(
+    "--namespace", metavar="NAMESPACE", help="Watch every dataset and job of a namespace."
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(0, MAX_DEPTH),
+    default=0,
+    show_default=True,
+    help="With --dataset: also what lies this many datasets downstream of it.",
+)
 @click.option(
     "--events",
     default=",".join(KINDS),
@@ -44,15 +57,22 @@ def subscriptions() -> None:
 )
 def add(
     dataset: tuple[str, str] | None,
+    job: tuple[str, str] | None,
     namespace: str | None,
+    depth: int,
     events: str,
     url: str,
     body_format: str,
     **flags: Any,
 ) -> None:
     """Subscribe a webhook; prints its id and its signing secret (shown once)."""
-    if (dataset is None) == (namespace is None):
-        fail("name what to watch: --dataset NAMESPACE NAME or --namespace NAMESPACE")
+    if [dataset, job, namespace].count(None) != 2:
+        fail(
+            "name one thing to watch: --dataset NAMESPACE NAME, --job NAMESPACE NAME"
+            " or --namespace NAMESPACE"
+        )
+    if depth and dataset is None:
+        fail("--depth is for --dataset: what lies downstream of it")
     wanted = tuple(e.strip() for e in events.split(",") if e.strip())
     unknown = sorted(set(wanted) - set(KINDS))
     if unknown or not wanted:
@@ -60,7 +80,12 @@ def add(
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         fail(f"--url must be an http or https URL, got {url!r}")
-    target, ns, name = ("dataset", *dataset) if dataset else ("namespace", namespace or "", "")
+    if dataset:
+        target, ns, name = ("dataset", *dataset)
+    elif job:
+        target, ns, name = ("job", *job)
+    else:
+        target, ns, name = ("namespace", namespace or "", "")
     s = Subscription(
         f"sub_{secrets.token_hex(6)}",
         target,
@@ -72,10 +97,11 @@ def add(
         utc_now(),
         None,
         body_format,
+        depth,
     )
     with database(flags, create=True) as store:
         store.add_subscription(s)
-    what = f"dataset {ns} {name}" if target == "dataset" else f"namespace {ns}"
+    what = described(s)
     click.echo(f"subscription {s.subscription_id}: {', '.join(wanted)} of {what} to {url}")
     click.echo("Its signing secret, shown once (the receiver verifies webhook-signature with it):")
     click.echo(s.secret)
@@ -94,6 +120,7 @@ def list_subscriptions(as_json: bool, **flags: Any) -> None:
             "target": s.target,
             "namespace": s.namespace,
             "name": s.name or None,
+            "depth": s.depth,
             "events": list(s.events),
             "url": s.url,
             "format": s.format,
@@ -106,8 +133,7 @@ def list_subscriptions(as_json: bool, **flags: Any) -> None:
         return
     table = new_table("subscription", "watches", "events", "url", "created")
     for s in found:
-        watches = f"{s.namespace} {s.name}" if s.name else f"{s.namespace} (namespace)"
-        add_row(table, s.subscription_id, watches, ", ".join(s.events), s.url, s.created_at)
+        add_row(table, s.subscription_id, described(s), ", ".join(s.events), s.url, s.created_at)
     console().print(table)
 
 
@@ -124,3 +150,56 @@ def remove(subscription_id: str, **flags: Any) -> None:
 
 
 COMMANDS = (subscriptions,)
+
+
+def described(s: Subscription) -> str:
+    """What a subscription watches, in words."""
+    if s.target == "namespace":
+        return f"namespace {s.namespace}"
+    below = f" and {s.depth} downstream" if s.depth else ""
+    return f"{s.target} {s.namespace} {s.name}{below}"
+
+
+@subscriptions.command()
+@click.option("--port", type=click.IntRange(1, 65535), required=True, help="Port to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--secret", required=True, help="The subscription's signing secret (whsec_…).")
+def listen(port: int, host: str, secret: str) -> None:
+    """A webhook receiver to watch notifications arrive: verifies each one's signature
+    (Standard Webhooks) and prints it, until Ctrl-C. For trying subscriptions out."""
+    import http.server
+
+    import orjson
+    import standardwebhooks
+
+    try:
+        verifier = standardwebhooks.Webhook(secret)
+    except Exception as exc:  # the library raises its own errors for a malformed secret
+        fail(f"--secret is not a Standard Webhooks secret (whsec_…): {exc}")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            try:
+                doc = verifier.verify(body, dict(self.headers))
+            except standardwebhooks.WebhookVerificationError as exc:
+                click.echo(f"refused a request: {exc}", err=True)
+                self.send_response(401)
+                self.end_headers()
+                return
+            click.echo(f"{self.headers['webhook-id']} {doc.get('type')}, verified:")
+            click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, port), Handler)
+    click.echo(f"listening on http://{host}:{port}/ (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

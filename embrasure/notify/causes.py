@@ -96,24 +96,23 @@ def schema_key(dataset: DatasetId, row: FacetRow) -> str:
 def schema_causes(
     before: Mapping[DatasetId, FacetRow],
     after: Mapping[DatasetId, FacetRow],
-    merged: Mapping[DatasetId, bytes | None],
+    seen: Mapping[DatasetId, set[bytes]],
 ) -> list[Cause]:
     """The schema changes a projection may have made: ``before``/``after`` the stored
-    schema facet (SchemaDatasetFacet) of each dataset whose schema it merged, ``merged``
-    the hash of the value it merged. A dataset's current schema that changed is a cause,
-    and so is an older schema that differs from the current one, arriving late: it is
-    the current schema's predecessor, perhaps, and in order it would have fired. Both
-    decide the key of the current schema, so either order decides the same key; what
-    changed (against the write before the latest, whatever arrived when) is read when
-    it is sent (sender.py), after SETTLE."""
+    schema facet (SchemaDatasetFacet) of each dataset whose schema its events carry,
+    ``seen`` the hashes of those schemas. A dataset's current schema that changed is a
+    cause, and so is a schema seen that differs from the current one — older, arriving
+    late, or folded into the same batch: the current schema's predecessor, perhaps, and
+    in order it would have fired. Either decides the key of the current schema, so any
+    order decides the same key; what changed (against the write before the latest,
+    whatever arrived when) is read when it is sent (sender.py), after SETTLE."""
     out = []
     for dataset, now in sorted(after.items()):
         if now.value_hash is None:
             continue  # deleted: no schema to compare
         old = before.get(dataset)
         changed = old is not None and old.value_hash != now.value_hash
-        late = merged.get(dataset) not in (None, now.value_hash)
-        if changed or late:
+        if changed or any(h != now.value_hash for h in seen.get(dataset, ())):
             facts = {"schema_time": now.value_key or None}
             out.append(Cause("schema.changed", schema_key(dataset, now), dataset, facts))
     return out

@@ -39,7 +39,7 @@ class Watch:
     checks: dict[Key, DatasetCheckRow]
     schema_keys: dict[Key, DatasetId]  # the facets row's key → its dataset
     schemas: dict[Key, FacetRow]
-    merged_schemas: dict[DatasetId, bytes | None]  # the hash the batch merged
+    seen_schemas: dict[DatasetId, set[bytes]]  # the hashes the batch's events carry
     run_keys: list[Key]
     runs: dict[Key, RunRow]
 
@@ -51,14 +51,17 @@ def watch(tx: ProjectionTx, changes: Contributions, settle: timedelta | None) ->
     if settle is None or not tx.any_subscription():
         return None
     check_keys = sorted(changes.checks)
+    # Every schema the batch's events carry, per dataset (not only the winner its facet
+    # slot keeps): a batch holding a dataset's old and new schema changed it too.
     schema_keys: dict[Key, DatasetId] = {}
-    merged: dict[DatasetId, bytes | None] = {}
-    for (owner, name), slot in changes.facet_slots.items():
-        kind, _, rest = owner.partition(SEP)
-        if name == "schema" and kind == "dataset" and slot.current is not None:
-            dataset = DatasetId(*rest.split(SEP, 1))
-            schema_keys[(owner, name)] = dataset
-            merged[dataset] = slot.current.value_hash()
+    seen: dict[DatasetId, set[bytes]] = {}
+    for use in changes.shapes.values():
+        for owner, name, _canonical, digest, _value, deletion in use.shape.facets:
+            kind, _, rest = owner.partition(SEP)
+            if name == "schema" and kind == "dataset" and not deletion:
+                dataset = DatasetId(*rest.split(SEP, 1))
+                schema_keys[(owner, name)] = dataset
+                seen.setdefault(dataset, set()).add(digest)
     # Only runs this batch failed or aborted can become so.
     run_keys = sorted(
         (run_id,) for run_id, part in changes.runs.items() if part.state.state in causes.RUN_KINDS
@@ -69,7 +72,7 @@ def watch(tx: ProjectionTx, changes: Contributions, settle: timedelta | None) ->
         tx.load(DatasetCheckRow, check_keys) if check_keys else {},
         schema_keys,
         tx.load(FacetRow, list(schema_keys)) if schema_keys else {},
-        merged,
+        seen,
         run_keys,
         tx.load(RunRow, run_keys) if run_keys else {},
     )
@@ -84,7 +87,7 @@ def decide(tx: ProjectionTx, seen: Watch) -> None:
         found += causes.schema_causes(
             {seen.schema_keys[k]: row for k, row in seen.schemas.items()},
             {seen.schema_keys[k]: row for k, row in after.items()},
-            seen.merged_schemas,
+            seen.seen_schemas,
         )
     if seen.run_keys:
         after_runs = tx.load(RunRow, seen.run_keys)

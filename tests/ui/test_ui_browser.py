@@ -962,3 +962,46 @@ def test_a_dataset_opened_by_an_alias_shows_the_canonical_history(page: Page) ->
     expect(runs).to_have_count(len(canonical))
     assert runs.all_inner_texts() == canonical
     expect(runs.filter(has_text="wrote")).to_contain_text([demo.SPARK_JOB])
+
+
+def test_the_notifications_page_subscribes_and_shows_the_secret_once(
+    page: Page, server: ServerProcess
+) -> None:
+    # From a dataset's page, "Notify me" opens the form filled in for it.
+    page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
+    page.get_by_role("link", name="Notify me").click()
+    expect(page).to_have_url(re.compile(r"#/subscriptions\?target=dataset"))
+    form = page.get_by_role("form", name="New subscription")
+    expect(form.get_by_label("Namespace")).to_have_value(WAREHOUSE)
+    expect(form.get_by_label("Name")).to_have_value(demo.TABLE)
+    form.get_by_label("Datasets downstream").fill("2")
+    form.get_by_label("run.aborted").uncheck()
+    form.get_by_label("Webhook URL").fill("https://hooks.example.com/orders")
+    form.get_by_role("button", name="Subscribe").click()
+    secret = form.locator("code.secret")
+    expect(secret).to_contain_text("whsec_")
+    rows = page.get_by_role("region", name="Subscriptions").locator("tr.subscription")
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text(f"{WAREHOUSE} {demo.TABLE} and 2 downstream")
+    expect(rows).to_contain_text("check.failed, check.recovered, schema.changed, run.failed")
+    shot(page, "notifications")
+    # Stored as asked; listed again without its secret.
+    with httpx.Client(base_url=server.url) as http:
+        (stored,) = http.get("/api/v1/subscriptions").json()["subscriptions"]
+    assert (stored["depth"], stored["url"]) == (2, "https://hooks.example.com/orders")
+    assert "run.aborted" not in stored["events"] and "secret" not in stored
+    page.reload()
+    expect(rows).to_have_count(1)
+    expect(page.locator("code.secret")).to_have_count(0)
+    # A bad URL is the server's clear answer, shown in place.
+    form.get_by_label("Watch").select_option("namespace")
+    expect(form.get_by_label("Name")).to_be_disabled()
+    form.get_by_label("Webhook URL").fill("https://hooks.example.com/x")
+    form.get_by_label("Namespace").fill("")
+    form.get_by_label("Namespace").evaluate("el => el.removeAttribute('required')")
+    form.get_by_role("button", name="Subscribe").click()
+    expect(form.locator(".error")).to_contain_text("namespace must be a non-empty string")
+    rows.first.get_by_role("button", name="Remove").click()
+    expect(rows).to_have_count(0)
+    with httpx.Client(base_url=server.url) as http:
+        assert http.get("/api/v1/subscriptions").json()["subscriptions"] == []

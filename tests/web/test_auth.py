@@ -53,6 +53,9 @@ ROUTES: dict[tuple[str, str], str | tuple[str, ...] | None] = {
     ("POST", "/api/v1/admin/hide"): "admin",
     ("POST", "/api/v1/admin/unhide"): "admin",
     ("GET", "/api/v1/admin/hidden"): "admin",
+    ("GET", "/api/v1/subscriptions"): ("read", "subscriptions"),  # URLs masked for read
+    ("POST", "/api/v1/subscriptions"): "subscriptions",
+    ("DELETE", "/api/v1/subscriptions/{subscription_id}"): "subscriptions",
     ("GET", "/metrics"): "read",
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,

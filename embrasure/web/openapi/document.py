@@ -48,6 +48,10 @@ from embrasure.web.openapi.paths import (
     read_paths,
 )
 from embrasure.web.openapi.schemas import component_schemas
+from embrasure.web.openapi.subscriptions import (
+    subscription_paths,
+    subscription_schemas,
+)
 
 # -- ingestion (docs/receiver.md) ------------------------------------------------------------------
 
@@ -369,7 +373,7 @@ def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict
         prefix = "/api/v1/openlineage" if compat else "/api/v1"
         paths[f"{prefix}/lineage"] = _ingest(limits, batch=False, compat=compat)
         paths[f"{prefix}/lineage/batch"] = _ingest(limits, batch=True, compat=compat)
-    for path, item in (read_paths() | _service()).items():
+    for path, item in (read_paths() | subscription_paths() | _service()).items():
         # POST /api/v1/lineage ingests, GET reads: one path item with both methods.
         paths.setdefault(path, {}).update(item)
     if scopes is not None:
@@ -395,17 +399,19 @@ def document(limits: Limits | None = None, scopes: Scopes | None = None) -> dict
             {"name": "graph", "description": "Lineage, column lineage, impact, export."},
             {"name": "entities", "description": "Runs, datasets, jobs, search, raw events."},
             {"name": "admin", "description": "Hide and unhide datasets, jobs, namespaces."},
+            {"name": "notifications", "description": "Subscriptions to notifications."},
             {"name": "service", "description": "Health and this documentation."},
         ],
         "paths": dict(sorted(paths.items())),
         "components": {
-            "schemas": component_schemas(),
+            "schemas": component_schemas() | subscription_schemas(),
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
                     "description": "A token from `embrasure tokens create` (docs/security.md):"
-                    " needed once any token exists. Scopes: ingest, read, admin (all).",
+                    " needed once any token exists. Scopes: ingest, read, subscriptions, admin"
+                    " (all).",
                 }
             },
         },

@@ -54,16 +54,18 @@ export async function signOut() {
   token.set(null);
 }
 
-async function request(method, path, params) {
+async function request(method, path, params, json) {
   const bearer = token.get();
   const csrf = !bearer && method !== "GET" ? await signedIn() : null;
   const response = await fetch(url(path, params), {
     method,
     headers: {
       Accept: "application/json",
+      ...(json !== undefined ? { "Content-Type": "application/json" } : {}),
       ...(bearer ? { Authorization: `Bearer ${bearer}` } : {}),
       ...(csrf ? { [csrf.csrf_header]: csrf.csrf_token } : {}),
     },
+    ...(json !== undefined ? { body: JSON.stringify(json) } : {}),
   });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new ApiError(response.status, body);
@@ -72,3 +74,5 @@ async function request(method, path, params) {
 
 export const get = (path, params) => request("GET", path, params);
 export const post = (path, params) => request("POST", path, params);
+export const postJson = (path, json) => request("POST", path, {}, json);
+export const remove = (path) => request("DELETE", path);

@@ -13,6 +13,7 @@ import * as home from "./pages/home.js";
 import * as job from "./pages/job.js";
 import * as namespace from "./pages/namespace.js";
 import * as run from "./pages/run.js";
+import * as subscriptions from "./pages/subscriptions.js";
 
 const PAGES = {
   "/": home,
@@ -23,6 +24,7 @@ const PAGES = {
   "/delivery": delivery,
   "/namespace": namespace,
   "/run": run,
+  "/subscriptions": subscriptions,
 };
 
 const main = document.getElementById("page");

@@ -23,6 +23,11 @@ export function runHref(runId) {
   return "#" + url("/run", { id: runId });
 }
 
+// The notifications page with its form filled in for this dataset or job.
+export function subscribeHref(target, namespace, name) {
+  return "#" + url("/subscriptions", { target, namespace, name });
+}
+
 export function deliveryHref(id) {
   return "#" + url("/delivery", { id });
 }

@@ -7,7 +7,7 @@ import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { impactTable } from "../impact.js";
 import { lineageExplorer } from "../lineage.js";
-import { columnHref, datasetHref, namespaceHref } from "../links.js";
+import { columnHref, datasetHref, namespaceHref, subscribeHref } from "../links.js";
 import {
   HISTORY_PAGE,
   WRITES_PAGE,
@@ -36,6 +36,8 @@ export async function render(params, page) {
       h("span", { class: "kind kind-dataset" }, "dataset"),
       " ",
       h("a", { href: namespaceHref(dataset.namespace) }, dataset.namespace),
+      " · ",
+      h("a", { href: subscribeHref("dataset", dataset.namespace, dataset.name) }, "Notify me"),
     ),
     h(
       "h1",

@@ -8,7 +8,7 @@ import { append, h } from "../dom.js";
 import { facetList } from "../facets.js";
 import { descendants } from "../hierarchy.js";
 import { lineageExplorer } from "../lineage.js";
-import { namespaceHref } from "../links.js";
+import { namespaceHref, subscribeHref } from "../links.js";
 import { entityLink } from "../names.js";
 import { pagedRunTable } from "../runs.js";
 
@@ -44,6 +44,8 @@ export async function render(params, page) {
       h("span", { class: `kind kind-${job.type}` }, job.type),
       " ",
       h("a", { href: namespaceHref(job.namespace) }, job.namespace),
+      " · ",
+      h("a", { href: subscribeHref("job", job.namespace, job.name) }, "Notify me"),
     ),
     h("h1", {}, job.name),
     job.parent_job ? h("p", {}, "Part of ", entityLink(job.parent_job)) : null,

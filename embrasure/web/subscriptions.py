@@ -1,0 +1,184 @@
+"""Notification subscriptions over HTTP (docs/notifications.md#subscribing), the same as
+`embrasure subscriptions` (cli/subscriptions.py):
+
+- ``GET /api/v1/subscriptions``: the subscriptions on namespaces the token reads or
+  manages subscriptions of; a webhook URL is shown in full only with scope
+  ``subscriptions`` on its namespace (it is often a secret itself: a Slack incoming
+  webhook's is), else as its scheme and host; never the signing secret.
+- ``POST /api/v1/subscriptions``: ``{"target": "dataset"|"job"|"namespace",
+  "namespace", "name" (not for a namespace), "depth" (a dataset's), "events", "url",
+  "format"}`` → 201 with the subscription and its signing secret, shown this once.
+- ``DELETE /api/v1/subscriptions/{subscription_id}`` → 204.
+
+Both writes need scope ``subscriptions`` on the subscription's namespace.
+"""
+
+from __future__ import annotations
+
+import secrets
+import urllib.parse
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from embrasure.access.grants import allows_in, may_read
+from embrasure.errors import Problem
+from embrasure.model import Principal, Subscription, utc_now
+from embrasure.notify.causes import KINDS
+from embrasure.notify.webhooks import FORMATS, new_secret
+from embrasure.projector.outbox import MAX_DEPTH
+from embrasure.receiver.bounds import read_body
+from embrasure.store import Store
+from embrasure.web.admin import who
+from embrasure.web.auth import requires
+from embrasure.web.params import bad, not_found
+from embrasure.web.responses import json_response
+
+MAX_BODY = 16 * 1024
+TARGETS = ("dataset", "job", "namespace")
+
+
+def manages(request: Request, namespace: str) -> bool:
+    """Whether the request may manage subscriptions on ``namespace`` (auth off: yes)."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    return principal is None or allows_in(principal, "subscriptions", namespace)
+
+
+def masked(url: str) -> str:
+    """A webhook URL as one who may not manage it sees it: its scheme and host."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}/…"
+
+
+def subscription_json(s: Subscription, full_url: bool) -> dict[str, Any]:
+    return {
+        "subscription_id": s.subscription_id,
+        "target": s.target,
+        "namespace": s.namespace,
+        "name": s.name or None,
+        "depth": s.depth,
+        "events": list(s.events),
+        "url": s.url if full_url else masked(s.url),
+        "format": s.format,
+        "created_at": s.created_at,
+        "created_by": s.created_by,
+    }
+
+
+def parse(body: bytes) -> tuple[str, str, str, int, tuple[str, ...], str, str]:
+    """(target, namespace, name, depth, events, url, format) of a request body; 400
+    saying what is wrong."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"the body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise bad('the body is a JSON object: {"target": …, "namespace": …, "url": …}')
+    unknown = sorted(set(doc) - {"target", "namespace", "name", "depth", "events", "url", "format"})
+    if unknown:
+        raise bad(f"unknown keys: {', '.join(unknown)}")
+    target, namespace, name = doc.get("target"), doc.get("namespace"), doc.get("name")
+    if target not in TARGETS:
+        raise bad(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    if not isinstance(namespace, str) or not namespace:
+        raise bad("namespace must be a non-empty string")
+    if target == "namespace":
+        if name not in (None, ""):
+            raise bad("a namespace is named by namespace alone; leave name out")
+        name = ""
+    elif not isinstance(name, str) or not name:
+        raise bad(f"name must be a non-empty string for a {target}")
+    depth = doc.get("depth", 0)
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= MAX_DEPTH:
+        raise bad(f"depth must be a whole number from 0 to {MAX_DEPTH}")
+    if depth and target != "dataset":
+        raise bad("depth is a dataset's: what lies downstream of it")
+    events = doc.get("events", list(KINDS))
+    if not isinstance(events, list) or not events or any(e not in KINDS for e in events):
+        raise bad(f"events must be a non-empty list of {', '.join(KINDS)}")
+    url = doc.get("url")
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise bad(f"url must be an http or https URL; got {url!r}")
+    body_format = doc.get("format", "standard")
+    if body_format not in FORMATS:
+        raise bad(f"format must be one of {', '.join(FORMATS)}")
+    return target, namespace, name, depth, tuple(dict.fromkeys(events)), str(url), body_format
+
+
+def _refused(request: Request, namespace: str) -> Problem:
+    return Problem(
+        403,
+        "insufficient-scope",
+        "Insufficient scope",
+        f"{request.method} {request.url.path} needs scope subscriptions on namespace"
+        f" {namespace!r} (docs/security.md#grants).",
+        headers={"WWW-Authenticate": 'Bearer error="insufficient_scope", scope="subscriptions"'},
+    )
+
+
+class SubscriptionsApi:
+    def __init__(self, store: Store, body_seconds: float) -> None:
+        self.store = store
+        self.body_seconds = body_seconds
+
+    async def listing(self, request: Request) -> Response:
+        found = await run_in_threadpool(self.store.subscriptions)
+        shown = [
+            subscription_json(s, manages(request, s.namespace))
+            for s in found
+            if may_read(s.namespace) or manages(request, s.namespace)
+        ]
+        return json_response({"subscriptions": shown})
+
+    async def add(self, request: Request) -> Response:
+        target, namespace, name, depth, events, url, body_format = parse(
+            await read_body(request, MAX_BODY, self.body_seconds)
+        )
+        if not manages(request, namespace):
+            raise _refused(request, namespace)
+        s = Subscription(
+            f"sub_{secrets.token_hex(6)}",
+            target,
+            namespace,
+            name,
+            events,
+            url,
+            new_secret(),
+            utc_now(),
+            who(request),
+            body_format,
+            depth,
+        )
+        await run_in_threadpool(self.store.add_subscription, s)
+        # The signing secret, this once: the receiver verifies webhook-signature with it.
+        return json_response(subscription_json(s, True) | {"secret": s.secret}, status_code=201)
+
+    async def remove(self, request: Request) -> Response:
+        wanted = request.path_params["subscription_id"]
+        found = await run_in_threadpool(self.store.subscriptions)
+        s = next((s for s in found if s.subscription_id == wanted), None)
+        if s is None or not (may_read(s.namespace) or manages(request, s.namespace)):
+            raise not_found(f"No subscription {wanted}.")
+        if not manages(request, s.namespace):
+            raise _refused(request, s.namespace)
+        await run_in_threadpool(self.store.remove_subscription, wanted)
+        return Response(status_code=204)
+
+    def routes(self) -> list[Route]:
+        manage = requires("subscriptions")
+        return [
+            Route(
+                "/api/v1/subscriptions",
+                requires("read", "subscriptions")(self.listing),
+                methods=["GET"],
+            ),
+            Route("/api/v1/subscriptions", manage(self.add), methods=["POST"]),
+            Route(
+                "/api/v1/subscriptions/{subscription_id}", manage(self.remove), methods=["DELETE"]
+            ),
+        ]
