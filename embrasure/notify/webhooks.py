@@ -30,16 +30,43 @@ FORMATS = ("standard", "slack")
 HEADLINES = {
     "check.failed": ":red_circle: Check failed",
     "check.recovered": ":white_check_mark: Check recovered",
+    "schema.changed": ":warning: Schema changed",
+    "run.failed": ":x: Run failed",
+    "run.aborted": ":no_entry_sign: Run aborted",
 }
 
 
 def slack_text(n: Notification) -> str:
     """One Slack message (mrkdwn) saying what the notification's body says."""
     body: dict[str, Any] = orjson.loads(n.body)
-    check, dataset = body["check"], body["dataset"]
-    what = f"`{check['assertion']}`" + (f" on `{check['column']}`" if check.get("column") else "")
-    when = f" (result of {body['result_time']})" if body.get("result_time") else ""
-    return f"{HEADLINES[n.kind]}: {what} of *{dataset['namespace']} {dataset['name']}*{when}"
+    if n.kind.startswith("check."):
+        check = body["check"]
+        what = f"`{check['assertion']}`" + (
+            f" on `{check['column']}`" if check.get("column") else ""
+        )
+        when = f" (result of {body['result_time']})" if body.get("result_time") else ""
+        said = f"{what} of {_named(body['dataset'])}{when}"
+    elif n.kind == "schema.changed":
+        changes = body.get("changes") or {}
+        parts = [f"removed `{f['name']}`" for f in changes.get("removed", ())]
+        parts += [
+            f"retyped `{f['name']}` ({f['from']} → {f['to']})" for f in changes.get("changed", ())
+        ]
+        parts += [f"added `{f['name']}`" for f in changes.get("added", ())]
+        said = f"{_named(body['dataset'])}: {', '.join(parts)}"
+    else:
+        missed = ", ".join(_named(d) for d in body.get("not_refreshed", ())) or "nothing"
+        said = f"{_named(body['job'])} (run {body['run']['runId']}); not refreshed: {missed}"
+    downstream = body.get("downstream") or {}
+    below = len(downstream.get("datasets", ()))
+    tail = f"; {below} dataset{'s' if below != 1 else ''} downstream" if below else ""
+    return f"{HEADLINES[n.kind]}: {said}{tail}"
+
+
+def _named(entity: dict[str, Any]) -> str:
+    """An entity in mrkdwn: bold, linked to its UI page when the body has it."""
+    text = f"*{entity['namespace']} {entity['name']}*"
+    return f"<{entity['url']}|{text}>" if entity.get("url") else text
 
 
 def payload(s: Subscription, n: Notification) -> bytes:

@@ -278,9 +278,11 @@ def test_a_slack_subscription_gets_a_slack_message(api: Api) -> None:
         api.ingest(check(2, 10, ok=False))
         assert deliver(api) == 1
         ((_, doc),) = slack.received
+        page = f"{DEFAULT_URL}/#/dataset?namespace=postgres%3A%2F%2Fdb%3A5432&name=shop.orders"
         assert doc == {
-            "text": ":red_circle: Check failed: `not_null` on `id` of"
-            " *postgres://db:5432 shop.orders* (result of 2026-11-30T10:00:00.000000000Z)"
+            "text": f":red_circle: Check failed: `not_null` on `id` of"
+            f" <{page}|*postgres://db:5432 shop.orders*>"
+            " (result of 2026-11-30T10:00:00.000000000Z)"
         }
     finally:
         slack.close()

@@ -152,3 +152,30 @@ def test_demo_webhook_then_kill_9_mid_delivery(db_url: str, tmp_path: Any) -> No
         assert sorted(receiver.ids_seen) == sorted([*ids, cut])
     finally:
         receiver.close()
+
+
+def test_a_slack_subscription_gets_each_of_the_demo_night_as_a_message(api: Api) -> None:
+    slack = Receiver(new_secret(), verify=False)  # Slack reads the body alone
+    try:
+        wanted = demo_incident.SUBSCRIPTION
+        s = Subscription(
+            "sub_slack", "dataset", wanted["namespace"], wanted["name"],
+            ("check.failed", "schema.changed", "run.failed"), slack.url, slack.secret,
+            utc_now(), None, "slack", wanted["depth"],
+        )  # fmt: skip
+        api.store.add_subscription(s)
+        api.ingest(*demo.events())
+        api.ingest(*demo_incident.events())
+        assert Sender(api.store).run_once(later()) == 3
+        texts = sorted(doc["text"] for _, doc in slack.received)
+        table = f"*{demo.WAREHOUSE} {demo.TABLE}*>"
+        revenue = f"*{demo.WAREHOUSE} {DAILY_REVENUE}*>"
+        assert texts[0].startswith(":red_circle: Check failed: `not_null` on `amount` of <")
+        assert table in texts[0] and texts[0].endswith("; 2 datasets downstream")
+        assert texts[1].startswith(":warning: Schema changed: <")
+        assert "|*s3://demo-lake warehouse/orders_clean*>: removed `amount`;" in texts[1]
+        assert texts[2].startswith(":x: Run failed: <")
+        assert f"*demo-dbt demo_shop.daily_revenue*> (run {demo._run_id(18)})" in texts[2]
+        assert "not refreshed: <" in texts[2] and revenue in texts[2]
+    finally:
+        slack.close()
