@@ -80,7 +80,9 @@ def build_app(
     archived = ArchivedBodies(settings.archive)
     deliveries_api = DeliveriesApi(store, archived)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
-    subscriptions_api = SubscriptionsApi(store, settings.body_timeout_seconds)
+    subscriptions_api = SubscriptionsApi(
+        store, settings.body_timeout_seconds, settings.subscription_secrets_key
+    )
     consumer = None
     if kafka is not None:
         from embrasure.receiver.kafka import KafkaConsumer

@@ -180,6 +180,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
+        "subscription_secrets_key",
+        "",
+        "A Fernet key (`embrasure subscriptions new-key`) the notifications' signing secrets"
+        " are stored encrypted under; kept outside the database. Empty: stored as they are"
+        " (docs/notifications.md#secrets).",
+    ),
+    Setting(
         "public_url",
         "",
         "The web UI's address as people reach it (https://lineage.example.com), for the"
@@ -414,6 +421,7 @@ class Settings:
     port: int = BY_NAME["port"].default
     marquez_port: int = BY_NAME["marquez_port"].default
     public_url: str = BY_NAME["public_url"].default
+    subscription_secrets_key: str = BY_NAME["subscription_secrets_key"].default
     no_projector: bool = BY_NAME["no_projector"].default
     single_process: bool = BY_NAME["single_process"].default
     upgrade: bool = BY_NAME["upgrade"].default
@@ -469,6 +477,9 @@ class Settings:
             self.kafka_client()
         except ValueError as exc:
             raise ValueError(f"--kafka-config (EMBRASURE_KAFKA_CONFIG): {exc}") from None
+        from embrasure.notify.secrets import check_key  # cryptography, loaded when used
+
+        check_key(self.subscription_secrets_key)  # its message never holds the key
 
     def ui_url(self) -> str:
         """Where people reach the web UI: --public-url, else this server's address."""

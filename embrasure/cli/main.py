@@ -67,6 +67,7 @@ def main() -> None:
     "db",
     "marquez_port",
     "public_url",
+    "subscription_secrets_key",
     "no_projector",
     "single_process",
     "upgrade",
@@ -242,7 +243,7 @@ def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> 
     # process beside its projector (a receiver alone, a stage of `serve`, has neither).
     stop_sending = threading.Event()
     sender = threading.Thread(
-        target=Sender(store, settings.ui_url()).run,
+        target=Sender(store, settings.ui_url(), settings.subscription_secrets_key).run,
         args=(stop_sending,),
         name="embrasure-notify",
         daemon=True,
@@ -358,7 +359,16 @@ def project(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db", "public_url", "host", "port", "log_level", "log_format", "db_pool_size")
+@setting_options(
+    "db",
+    "public_url",
+    "host",
+    "port",
+    "subscription_secrets_key",
+    "log_level",
+    "log_format",
+    "db_pool_size",
+)
 def notify(**flags: Any) -> None:
     """Send the notifications the projector decided (docs/notifications.md#delivery),
     until SIGTERM; `serve` runs it as a process of its own."""
@@ -372,7 +382,7 @@ def notify(**flags: Any) -> None:
         signal.signal(sig, lambda signum, frame: stop.set())
     log.info("sending notifications")
     try:
-        Sender(store, settings.ui_url()).run(stop)
+        Sender(store, settings.ui_url(), settings.subscription_secrets_key).run(stop)
     finally:
         store.close()
 

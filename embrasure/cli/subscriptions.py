@@ -5,16 +5,26 @@ database (--db), like `embrasure grants`; the HTTP API has the same (web/subscri
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import urllib.parse
 from typing import Any
 
 import click
 
-from embrasure.cli.options import add_row, console, fail, new_table, print_json, setting_options
+from embrasure.cli.options import (
+    add_row,
+    console,
+    fail,
+    load_settings,
+    new_table,
+    print_json,
+    setting_options,
+)
 from embrasure.cli.tokens import database
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.causes import KINDS
+from embrasure.notify.secrets import new_key, seal
 from embrasure.notify.webhooks import FORMATS, new_secret
 from embrasure.projector.outbox import MAX_DEPTH
 
@@ -26,7 +36,7 @@ def subscriptions() -> None:
 
 
 @subscriptions.command()
-@setting_options("db")
+@setting_options("db", "subscription_secrets_key")
 @click.option("--dataset", nargs=2, metavar="NAMESPACE NAME", help="Watch one dataset.")
 @click.option("--job", nargs=2, metavar="NAMESPACE NAME", help="Watch one job's runs.")
 @click.option(
@@ -99,8 +109,9 @@ def add(
         body_format,
         depth,
     )
+    key = load_settings(flags).subscription_secrets_key
     with database(flags, create=True) as store:
-        store.add_subscription(s)
+        store.add_subscription(dataclasses.replace(s, secret=seal(s.secret, key)))
     what = described(s)
     click.echo(f"subscription {s.subscription_id}: {', '.join(wanted)} of {what} to {url}")
     click.echo("Its signing secret, shown once (the receiver verifies webhook-signature with it):")
@@ -203,3 +214,10 @@ def listen(port: int, host: str, secret: str) -> None:
         pass
     finally:
         server.server_close()
+
+
+@subscriptions.command("new-key")
+def new_key_command() -> None:
+    """Print a new key for --subscription-secrets-key (Fernet: 32 random bytes, url-safe
+    base64). Keep it outside the database, as a secret of every server's and notifier's."""
+    click.echo(new_key())

@@ -23,6 +23,7 @@ import orjson
 from embrasure.errors import StoreUnavailable
 from embrasure.model import DatasetId, Notification, Subscription
 from embrasure.notify import causes, impact
+from embrasure.notify.secrets import Unsealable, unseal
 from embrasure.notify.webhooks import Refused, send
 from embrasure.projector.quality import check_id
 from embrasure.projector.shapes import entity
@@ -63,10 +64,15 @@ def stamp(at: datetime) -> str:
 
 class Sender:
     def __init__(
-        self, store: Store, public_url: str = DEFAULT_URL, client: httpx.Client | None = None
+        self,
+        store: Store,
+        public_url: str = DEFAULT_URL,
+        secrets_key: str = "",
+        client: httpx.Client | None = None,
     ) -> None:
         self.store = store
         self.public_url = public_url  # the UI's address, for the links in bodies
+        self.secrets_key = secrets_key  # what the signing secrets are stored under
         self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
         self.forgotten_at: datetime | None = None  # the last trim of the outbox
 
@@ -127,7 +133,7 @@ class Sender:
         try:
             # Signed at the wall clock's time, whatever ``now`` says: receivers refuse a
             # webhook-timestamp more than minutes away from theirs.
-            send(self.client, s, n, datetime.now(UTC))
+            send(self.client, self._unsealed(s), n, datetime.now(UTC))
         except Refused as exc:
             attempts = n.attempts + 1
             decided = datetime.fromisoformat(n.decided_at)
@@ -142,6 +148,14 @@ class Sender:
         return dataclasses.replace(
             n, state="sent", attempts=n.attempts + 1, last_error=None, done_at=done
         )
+
+    def _unsealed(self, s: Subscription) -> Subscription:
+        """The subscription with its signing secret readable (secrets.py); a secret this
+        sender cannot read is a refusal, tried again (the key may come) and reported."""
+        try:
+            return dataclasses.replace(s, secret=unseal(s.secret, self.secrets_key))
+        except Unsealable as exc:
+            raise Refused(f"not signed: {exc}") from None
 
     def _described(self, n: Notification) -> dict[str, Any] | None:
         """The body to send, when the cause still holds (None: superseded): what the graph

@@ -21,7 +21,6 @@ import asyncio
 import hashlib
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -43,7 +42,9 @@ from embrasure.web.params import (
     bad,
     decode_cursor,
     encode_cursor,
+    entity_named,
     integer,
+    json_object,
     not_found,
 )
 from embrasure.web.responses import answer, json_response, read
@@ -112,24 +113,9 @@ class AdminApi:
 
 def _request(body: bytes) -> tuple[str, str, str, str | None]:
     """(kind, namespace, name, reason) of a hide or unhide request body."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise bad(f"the body is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise bad('the body is a JSON object: {"type": …, "namespace": …, "name": …}')
-    kind, namespace, name = doc.get("type"), doc.get("namespace"), doc.get("name")
+    doc = json_object(body, '{"type": …, "namespace": …, "name": …}')
+    kind, namespace, name = entity_named(doc, "type", KINDS)
     reason = doc.get("reason")
-    if kind not in KINDS:
-        raise bad(f"type must be one of {', '.join(KINDS)}; got {kind!r}")
-    if not isinstance(namespace, str) or not namespace:
-        raise bad("namespace must be a non-empty string")
-    if kind == "namespace":
-        if name not in (None, ""):
-            raise bad("a namespace is named by namespace alone; leave name out")
-        name = ""
-    elif not isinstance(name, str) or not name:
-        raise bad(f"name must be a non-empty string for a {kind}")
     if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
         raise bad(f"reason must be a string of at most {MAX_REASON} characters")
     return kind, namespace, name, reason

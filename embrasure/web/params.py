@@ -178,3 +178,31 @@ def run_states(request: Request) -> set[str] | None:
     if not states <= set(RUN_STATES):
         raise bad(f"states is a comma-separated list of {', '.join(RUN_STATES)}")
     return states
+
+
+def json_object(body: bytes, shape: str) -> dict[str, Any]:
+    """A request body that must be a JSON object (``shape`` shows one); 400 otherwise."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"the body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise bad(f"the body is a JSON object: {shape}")
+    return doc
+
+
+def entity_named(doc: dict[str, Any], key: str, kinds: tuple[str, ...]) -> tuple[str, str, str]:
+    """(kind, namespace, name) of a body naming a dataset, a job or a namespace: its kind
+    under ``key``, ``namespace``, and ``name`` ('' for a namespace); 400 otherwise."""
+    kind, namespace, name = doc.get(key), doc.get("namespace"), doc.get("name")
+    if kind not in kinds:
+        raise bad(f"{key} must be one of {', '.join(kinds)}; got {kind!r}")
+    if not isinstance(namespace, str) or not namespace:
+        raise bad("namespace must be a non-empty string")
+    if kind == "namespace":
+        if name not in (None, ""):
+            raise bad("a namespace is named by namespace alone; leave name out")
+        return kind, namespace, ""
+    if not isinstance(name, str) or not name:
+        raise bad(f"name must be a non-empty string for a {kind}")
+    return kind, namespace, name

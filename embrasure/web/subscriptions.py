@@ -15,11 +15,11 @@ Both writes need scope ``subscriptions`` on the subscription's namespace.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import urllib.parse
 from typing import Any
 
-import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,13 +29,14 @@ from embrasure.access.grants import allows_in, may_read
 from embrasure.errors import Problem
 from embrasure.model import Principal, Subscription, utc_now
 from embrasure.notify.causes import KINDS
+from embrasure.notify.secrets import seal
 from embrasure.notify.webhooks import FORMATS, new_secret
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
 from embrasure.web.admin import who
 from embrasure.web.auth import requires
-from embrasure.web.params import bad, not_found
+from embrasure.web.params import bad, entity_named, json_object, not_found
 from embrasure.web.responses import json_response
 
 MAX_BODY = 16 * 1024
@@ -72,26 +73,11 @@ def subscription_json(s: Subscription, full_url: bool) -> dict[str, Any]:
 def parse(body: bytes) -> tuple[str, str, str, int, tuple[str, ...], str, str]:
     """(target, namespace, name, depth, events, url, format) of a request body; 400
     saying what is wrong."""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise bad(f"the body is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise bad('the body is a JSON object: {"target": …, "namespace": …, "url": …}')
+    doc = json_object(body, '{"target": …, "namespace": …, "url": …}')
     unknown = sorted(set(doc) - {"target", "namespace", "name", "depth", "events", "url", "format"})
     if unknown:
         raise bad(f"unknown keys: {', '.join(unknown)}")
-    target, namespace, name = doc.get("target"), doc.get("namespace"), doc.get("name")
-    if target not in TARGETS:
-        raise bad(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
-    if not isinstance(namespace, str) or not namespace:
-        raise bad("namespace must be a non-empty string")
-    if target == "namespace":
-        if name not in (None, ""):
-            raise bad("a namespace is named by namespace alone; leave name out")
-        name = ""
-    elif not isinstance(name, str) or not name:
-        raise bad(f"name must be a non-empty string for a {target}")
+    target, namespace, name = entity_named(doc, "target", TARGETS)
     depth = doc.get("depth", 0)
     if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= MAX_DEPTH:
         raise bad(f"depth must be a whole number from 0 to {MAX_DEPTH}")
@@ -122,9 +108,10 @@ def _refused(request: Request, namespace: str) -> Problem:
 
 
 class SubscriptionsApi:
-    def __init__(self, store: Store, body_seconds: float) -> None:
+    def __init__(self, store: Store, body_seconds: float, secrets_key: str) -> None:
         self.store = store
         self.body_seconds = body_seconds
+        self.secrets_key = secrets_key  # the signing secrets are stored under it (secrets.py)
 
     async def listing(self, request: Request) -> Response:
         found = await run_in_threadpool(self.store.subscriptions)
@@ -154,7 +141,8 @@ class SubscriptionsApi:
             body_format,
             depth,
         )
-        await run_in_threadpool(self.store.add_subscription, s)
+        stored = dataclasses.replace(s, secret=seal(s.secret, self.secrets_key))
+        await run_in_threadpool(self.store.add_subscription, stored)
         # The signing secret, this once: the receiver verifies webhook-signature with it.
         return json_response(subscription_json(s, True) | {"secret": s.secret}, status_code=201)
 

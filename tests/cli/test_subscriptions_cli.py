@@ -15,7 +15,9 @@ import standardwebhooks
 from click.testing import CliRunner, Result
 
 from embrasure.cli.main import main
+from embrasure.notify.secrets import SEALED, check_key, unseal
 from embrasure.notify.webhooks import new_secret
+from embrasure.store import open_store
 
 from conftest import free_port
 
@@ -101,3 +103,22 @@ def test_listen_prints_what_verifies_and_refuses_the_rest() -> None:
         out, err = listener.communicate(timeout=10)
     assert "msg_1 check.failed, verified:" in out and '"subscription": "sub_1"' in out
     assert "refused a request" in err
+
+
+def test_new_key_then_add_stores_the_secret_encrypted(db_url: str) -> None:
+    key = cli("subscriptions", "new-key").stdout.strip()
+    check_key(key)
+    added = CliRunner().invoke(
+        main,
+        ["subscriptions", "add", "--db", db_url, "--namespace", "pg", "--url", "https://h/x"],
+        env={"EMBRASURE_SUBSCRIPTION_SECRETS_KEY": key},
+        catch_exceptions=False,
+    )
+    assert added.exit_code == 0, added.output
+    shown = added.stdout.splitlines()[-1]
+    store = open_store(db_url)
+    try:
+        (stored,) = store.subscriptions()
+    finally:
+        store.close()
+    assert stored.secret.startswith(SEALED) and unseal(stored.secret, key) == shown

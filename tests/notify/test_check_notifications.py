@@ -306,3 +306,52 @@ def test_a_check_sent_under_an_alias_reaches_the_subscriber_of_its_table(
     # As it was sent; its link is its node's page, the table's.
     assert (doc["dataset"]["namespace"], doc["dataset"]["name"]) == path
     assert doc["dataset"]["url"].endswith("namespace=postgres%3A%2F%2Fdb%3A5432&name=shop.orders")
+
+
+def test_two_projectors_on_postgresql_decide_each_cause_once(pg_db: str) -> None:
+    """Several projectors (docs/postgres.md) each claim deliveries in their own
+    transactions: the same cause decided in two at once is one outbox row."""
+    from embrasure.projector.worker import Projector
+    from embrasure.store import open_store
+
+    from conftest import make_client
+
+    with make_client(pg_db) as client:
+        api = Api(client)
+        receiver_url = "http://127.0.0.1:9/hook"  # never sent to: only the outbox is read
+        s = Subscription(
+            "sub_ns", "namespace", ORDERS[0], "", ("check.failed",), receiver_url,
+            new_secret(), utc_now(), None,
+        )  # fmt: skip
+        api.store.add_subscription(s)
+        tables = [f"shop.t{i:02d}" for i in range(40)]
+        for copy in ("a", "b"):  # every failing result twice, in deliveries of their own
+            for n, table in enumerate(tables):
+                checked = {
+                    **ds(ORDERS[0], table),
+                    "inputFacets": {"dataQualityAssertions": assertions(False)},
+                }
+                event = run_event("COMPLETE", "checks", run_id(100 + n), at(10), inputs=[checked])
+                api.post(event, provider_key=f"{copy}{n}", single=True)
+        stores = [open_store(pg_db) for _ in range(2)]
+        done: list[int] = []
+        try:
+            threads = [
+                threading.Thread(
+                    target=lambda store=store: done.append(Projector(store).run_until_caught_up())
+                )
+                for store in stores
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+        finally:
+            for store in stores:
+                store.close()
+        # Both projected some of the deliveries (whichever interleaving happened, the
+        # rule must hold in it): one row per cause.
+        assert len(done) == 2 and sum(done) == 2 * len(tables) and min(done) > 0, done
+        rows = api.store.notifications("sub_ns")
+        assert len(rows) == len(tables)
+        assert sorted(orjson.loads(r.body)["dataset"]["name"] for r in rows) == tables

@@ -131,6 +131,25 @@ def without_urls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in i.items() if k != "url"} for i in items]
 
 
+def same_as_the_impact_api(
+    api: Api, dataset: tuple[str, str], field: str, impact: list[dict[str, Any]]
+) -> bool:
+    """Whether a notification's impact of a column lists what GET /api/v1/impact answers
+    for that field: the same nodes, in the same order, at the same distances, masked
+    alike."""
+    expected = api.get("/api/v1/impact", namespace=dataset[0], name=dataset[1], field=field)
+    listed = [
+        (i["type"], i["namespace"], i["name"], i.get("field"), i["distance"], i["masked"])
+        for i in impact
+    ]
+    return listed == [
+        (n["type"], n["namespace"], n["name"], n.get("field"), i["distance"], i["masked"])
+        for i in expected["items"]
+        for n in [i["node"]]
+        if n["type"] != "hidden"
+    ]
+
+
 ORDERS_DOWNSTREAM = {
     "datasets": [
         described("dataset", REPORT, 2, ["team:finance"]),
@@ -179,21 +198,7 @@ def test_a_dropped_column_reaches_the_subscriber_with_its_column_impact(
         by_field = {c["field"]: c for c in doc["columns"]}
         assert sorted(by_field) == ["amount", "note"]
         for field, column in by_field.items():
-            expected = api.get("/api/v1/impact", namespace=ORDERS[0], name=ORDERS[1], field=field)
-            assert [
-                (i["type"], i["namespace"], i["name"], i.get("field"), i["distance"], i["masked"])
-                for i in column["impact"]
-            ] == [
-                (
-                    i["node"]["type"],
-                    i["node"]["namespace"],
-                    i["node"]["name"],
-                    i["node"].get("field"),
-                    i["distance"],
-                    i["masked"],
-                )
-                for i in expected["items"]
-            ]
+            assert same_as_the_impact_api(api, ORDERS, field, column["impact"])
         masked = {(i["name"], i.get("field")): i["masked"] for i in by_field["note"]["impact"]}
         assert masked[(REPORT[1], "note")] is True
         amount = {(i["name"], i.get("field")) for i in by_field["amount"]["impact"]}
@@ -321,21 +326,7 @@ def test_a_column_dropped_upstream_of_a_hub_on_the_bench_platform(api: Api) -> N
         ((_, doc),) = receiver.received
         assert [f["name"] for f in doc["changes"]["removed"]] == [dropped]
         (column,) = doc["columns"]
-        expected = api.get("/api/v1/impact", namespace=table[0], name=table[1], field=dropped)
-        assert [
-            (i["type"], i["name"], i.get("field"), i["distance"], i["masked"])
-            for i in column["impact"]
-        ] == [
-            (
-                i["node"]["type"],
-                i["node"]["name"],
-                i["node"].get("field"),
-                i["distance"],
-                i["masked"],
-            )
-            for i in expected["items"]
-            if i["node"]["type"] != "hidden"
-        ]
+        assert same_as_the_impact_api(api, table, dropped, column["impact"])
         # The hub (named by its node: the metastore alias its identities resolve to).
         hub = platform.alias(p, k + 1)[1]
         assert (hub, dropped) in {(i["name"], i.get("field")) for i in column["impact"]}
