@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-import urllib.parse
 from typing import Any
 
 import click
@@ -25,7 +24,7 @@ from embrasure.cli.tokens import database
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.causes import KINDS
 from embrasure.notify.secrets import new_key, seal
-from embrasure.notify.webhooks import FORMATS, new_secret
+from embrasure.notify.webhooks import FORMATS, URL, new_secret
 from embrasure.projector.outbox import MAX_DEPTH
 
 
@@ -87,9 +86,8 @@ def add(
     unknown = sorted(set(wanted) - set(KINDS))
     if unknown or not wanted:
         fail(f"--events takes {', '.join(KINDS)}; got {events!r}")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        fail(f"--url must be an http or https URL, got {url!r}")
+    if not URL.match(url):
+        fail(f"--url must be an http or https URL with a host, got {url!r}")
     if dataset:
         target, ns, name = ("dataset", *dataset)
     elif job:

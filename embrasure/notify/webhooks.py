@@ -9,6 +9,7 @@ reads none of them, its URL being its secret."""
 from __future__ import annotations
 
 import base64
+import re
 import secrets
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,10 @@ def new_secret() -> str:
 
 
 FORMATS = ("standard", "slack")
+# A receiver's URL: http or https with a host (a name or IP in ASCII, an IDN as punycode,
+# or an IPv6 literal). The API's request schema holds the same pattern
+# (web/openapi/subscriptions.py), which reads the same in Python and ECMAScript.
+URL = re.compile(r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])")
 HEADLINES = {
     "check.failed": ":red_circle: Check failed",
     "check.recovered": ":white_check_mark: Check recovered",

@@ -30,7 +30,7 @@ from embrasure.errors import Problem
 from embrasure.model import Principal, Subscription, utc_now
 from embrasure.notify.causes import KINDS
 from embrasure.notify.secrets import seal
-from embrasure.notify.webhooks import FORMATS, new_secret
+from embrasure.notify.webhooks import FORMATS, URL, new_secret
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
@@ -70,30 +70,35 @@ def subscription_json(s: Subscription, full_url: bool) -> dict[str, Any]:
     }
 
 
+KEYS = {"target", "namespace", "name", "depth", "events", "url", "format"}
+
+
 def parse(body: bytes) -> tuple[str, str, str, int, tuple[str, ...], str, str]:
     """(target, namespace, name, depth, events, url, format) of a request body; 400
-    saying what is wrong."""
+    saying what is wrong. The request schema (openapi/subscriptions.py) says exactly
+    this, so what it allows is taken and what it does not is refused."""
     doc = json_object(body, '{"target": …, "namespace": …, "url": …}')
-    unknown = sorted(set(doc) - {"target", "namespace", "name", "depth", "events", "url", "format"})
+    unknown = sorted(set(doc) - KEYS)
     if unknown:
         raise bad(f"unknown keys: {', '.join(unknown)}")
     target, namespace, name = entity_named(doc, "target", TARGETS)
     depth = doc.get("depth", 0)
+    if "depth" in doc and target != "dataset":
+        raise bad("depth is a dataset's: what lies downstream of it")
+    if isinstance(depth, float) and depth.is_integer():
+        depth = int(depth)  # 2.0 is a whole number (JSON Schema's integer)
     if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= MAX_DEPTH:
         raise bad(f"depth must be a whole number from 0 to {MAX_DEPTH}")
-    if depth and target != "dataset":
-        raise bad("depth is a dataset's: what lies downstream of it")
     events = doc.get("events", list(KINDS))
     if not isinstance(events, list) or not events or any(e not in KINDS for e in events):
         raise bad(f"events must be a non-empty list of {', '.join(KINDS)}")
     url = doc.get("url")
-    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise bad(f"url must be an http or https URL; got {url!r}")
+    if not isinstance(url, str) or not URL.match(url):
+        raise bad(f"url must be an http or https URL with a host; got {url!r}")
     body_format = doc.get("format", "standard")
     if body_format not in FORMATS:
         raise bad(f"format must be one of {', '.join(FORMATS)}")
-    return target, namespace, name, depth, tuple(dict.fromkeys(events)), str(url), body_format
+    return target, namespace, name, depth, tuple(dict.fromkeys(events)), url, body_format
 
 
 def _refused(request: Request, namespace: str) -> Problem:

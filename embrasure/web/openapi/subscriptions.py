@@ -4,7 +4,7 @@ docs/notifications.md#subscribing): their paths and their schemas."""
 from __future__ import annotations
 
 from embrasure.notify.causes import KINDS
-from embrasure.notify.webhooks import FORMATS
+from embrasure.notify.webhooks import FORMATS, URL
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.web.openapi.builders import (
     Schema,
@@ -111,18 +111,39 @@ def subscription_schemas() -> dict[str, Schema]:
         "SubscriptionList": obj(
             "The subscriptions.", {"subscriptions": array(ref("Subscription"))}
         ),
-        "SubscriptionRequest": obj(
-            "A new subscription.",
-            {
-                "target": TARGET,
-                "namespace": string(minLength=1),
-                "url": string("An http or https URL.", format="uri"),
-            },
-            {
-                "name": string("The dataset's or job's name; left out for a namespace."),
-                "depth": DEPTH,
-                "events": EVENTS,
-                "format": FORMAT,
-            },
-        ),
+        "SubscriptionRequest": _request(),
     }
+
+
+def _request() -> Schema:
+    """What web/subscriptions.py takes, exactly (schemathesis checks both ways)."""
+    namespace = string(minLength=1)
+    optional = {"events": EVENTS, "format": FORMAT}
+    url = string("An http or https URL with a host.", pattern="^" + URL.pattern)
+
+    def variant(
+        description: str, kinds: tuple[str, ...], named: Schema, more: dict[str, Schema]
+    ) -> Schema:
+        schema = obj(
+            description,
+            {"target": enum(kinds), "namespace": namespace, "url": url},
+            {"name": named, **more, **optional},
+        )
+        return {**schema, "additionalProperties": False}
+
+    dataset = variant(
+        "A dataset, and what lies downstream of it.",
+        ("dataset",),
+        string(minLength=1),
+        {"depth": DEPTH},
+    )
+    dataset["required"].append("name")
+    job = variant("A job.", ("job",), string(minLength=1), {})
+    job["required"].append("name")
+    everything = variant(
+        "A namespace, named by `namespace` alone.",
+        ("namespace",),
+        {"enum": [None, ""], "description": "Left out (or null, or empty)."},
+        {},
+    )
+    return {"description": "A new subscription.", "oneOf": [dataset, job, everything]}
