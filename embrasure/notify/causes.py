@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -198,7 +198,7 @@ def notification_id(subscription_id: str, cause: str) -> str:
 
 
 def decide(
-    subscriptions: Sequence[Subscription],
+    interested: Interested,
     causes: Iterable[Cause],
     reach: Mapping[str, Mapping[DatasetId, int]],
     now: datetime,
@@ -211,7 +211,6 @@ def decide(
     decided = now.isoformat(timespec="microseconds")
     due = (now + settle).isoformat(timespec="microseconds")
     rows = []
-    interested = Interested(subscriptions)
     for cause in causes:
         found = reach.get(cause.key) or dict.fromkeys(cause.concerns(), 0)
         for s in interested.of(cause, found):

@@ -95,10 +95,10 @@ def decide(tx: ProjectionTx, seen: Watch) -> None:
         found += causes.run_causes(seen.runs, after_runs, _outputs(tx, failed))
     if not found:
         return
-    subscriptions = tx.subscriptions()
-    depth = min(causes.Interested(subscriptions).depth, MAX_DEPTH)
+    interested = causes.Interested(tx.subscriptions())
+    depth = min(interested.depth, MAX_DEPTH)
     reach = {c.key: _reach(tx, c.concerns(), depth) for c in found}
-    tx.add_notifications(causes.decide(subscriptions, found, reach, datetime.now(UTC), seen.settle))
+    tx.add_notifications(causes.decide(interested, found, reach, datetime.now(UTC), seen.settle))
 
 
 def _outputs(tx: ProjectionTx, runs: list[RunRow]) -> dict[str, list[DatasetId]]:
