@@ -29,6 +29,7 @@ from embrasure.store.base import GraphReader
 DEPTH = 10
 LIMIT = 200
 RECENT_WRITES = 5  # the writes looked through for the one that set the current schema
+RECENT_RUNS = 20  # the runs looked through for the one that sent a failed check's result
 
 
 def schema_change(reader: GraphReader, dataset: DatasetId) -> dict[str, Any] | None:
@@ -50,6 +51,24 @@ def schema_change(reader: GraphReader, dataset: DatasetId) -> dict[str, Any] | N
     return None
 
 
+def failing_run(reader: GraphReader, dataset: DatasetId, check: dict[str, Any]) -> Any:
+    """The latest of the dataset's RECENT_RUNS runs (readers and writers, newest first)
+    whose assertions failed ``check`` (its assertion and column): the run that sent the
+    result, as "what each run did" shows it; None when none of them did. (A check's
+    stored result keeps its time and hash, not its run.)"""
+    graph = Graph(reader)
+    node = graph.ids.canonical([dataset])[dataset]
+    members = graph.ids.members([node])[node]
+    wanted: dict[str, Any] = {"assertion": check["assertion"]}
+    if check.get("column"):
+        wanted["column"] = check["column"]
+    entries, _cursor = dataset_runs(reader, members, None, None, RECENT_RUNS, lambda _: True)
+    for entry in entries:
+        if wanted in entry["assertions"]["failures"]:
+            return {"runId": entry["runId"], "job": entry["job"]}
+    return None
+
+
 class Describer:
     """Adds the downstream, owners and links to a notification's body."""
 
@@ -65,6 +84,12 @@ class Describer:
             dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
             out["dataset"] = self._dataset(dataset)
             roots.append(dataset)
+        if body["type"] == "check.failed":
+            run = failing_run(self.reader, roots[0], body["check"])
+            if run is not None:
+                out["check"] = body["check"] | {
+                    "run": run | {"url": self._link("/run", id=run["runId"])}
+                }
         if "job" in body:
             out["job"] = self._job(JobId(body["job"]["namespace"], body["job"]["name"]))
         if "run" in body:

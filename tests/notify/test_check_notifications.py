@@ -151,7 +151,17 @@ def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: R
         ],
         "truncated": False,
     }
-    assert doc["check"] == {"assertion": "not_null", "column": "id", "name": None}
+    # The check, and the run that sent its failing result (with its page).
+    assert doc["check"] == {
+        "assertion": "not_null",
+        "column": "id",
+        "name": None,
+        "run": {
+            "runId": run_id(2),
+            "job": {"namespace": "spark", "name": "checks"},
+            "url": f"{DEFAULT_URL}/#/run?id={run_id(2)}",
+        },
+    }
     assert msg_id.startswith("msg_")
     assert deliver(api) == 0  # sent: nothing more is due
     # The next passing result recovers it.

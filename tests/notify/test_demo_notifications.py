@@ -46,7 +46,12 @@ def check_bodies(docs: dict[str, dict[str, Any]]) -> None:
     failed = docs["check.failed"]
     assert (failed["dataset"]["namespace"], failed["dataset"]["name"]) == TABLE
     assert failed["dataset"]["owners"] == [{"name": "team:data-platform", "type": "MAINTAINER"}]
-    assert failed["check"] == {"assertion": "not_null", "column": "amount", "name": None}
+    check = {k: v for k, v in failed["check"].items() if k != "run"}
+    assert check == {"assertion": "not_null", "column": "amount", "name": None}
+    assert (failed["check"]["run"]["runId"], failed["check"]["run"]["job"]) == (
+        demo._run_id(16),
+        {"namespace": demo.DBT_NS, "name": "demo_shop.test_orders_clean"},
+    )
     assert names(failed["downstream"]["datasets"]) == downstream_of_table
     assert (demo.DASHBOARD_NS, demo.DASHBOARD, ALICE) in names(failed["downstream"]["jobs"])
 
