@@ -148,6 +148,7 @@ class Subscription:
     created_by: str | None
     format: str = "standard"  # or "slack": a Slack incoming webhook's body (webhooks.py)
     depth: int = 0  # a dataset's: also what lies this many datasets downstream of it
+    stale_after: int = 0  # a dataset's: seconds without a write that make it stale (0: off)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -368,6 +368,16 @@ _DURATION = re.compile(r"(\d+)([dhms])")
 _UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 
+def spell_duration(seconds: int) -> str:
+    """A whole number of seconds as parse_duration reads it back: ``1d2h``, ``90m``, ``0s``."""
+    parts = []
+    for unit in ("d", "h", "m", "s"):
+        count, seconds = divmod(seconds, _UNIT_SECONDS[unit])
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
 def parse_duration(text: str) -> datetime.timedelta:
     """``90d``, ``12h``, ``5m``, ``0s``, or several in a row (``1h30m``) → a timedelta.
     ValueError, naming the accepted forms, for anything else."""

@@ -22,10 +22,11 @@ from embrasure.cli.options import (
 )
 from embrasure.cli.tokens import database
 from embrasure.model import Subscription, utc_now
-from embrasure.notify.causes import KINDS
+from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import new_key, seal
 from embrasure.notify.webhooks import FORMATS, URL, new_secret
 from embrasure.projector.outbox import MAX_DEPTH
+from embrasure.settings import parse_duration, spell_duration
 
 
 @click.group()
@@ -49,6 +50,11 @@ def subscriptions() -> None:
     help="With --dataset: also what lies this many datasets downstream of it.",
 )
 @click.option(
+    "--stale-after",
+    metavar="DURATION",
+    help="With --dataset: also tell when it was not written for this long (12h, 1d…).",
+)
+@click.option(
     "--events",
     default=",".join(KINDS),
     show_default=True,
@@ -69,6 +75,7 @@ def add(
     job: tuple[str, str] | None,
     namespace: str | None,
     depth: int,
+    stale_after: str | None,
     events: str,
     url: str,
     body_format: str,
@@ -82,6 +89,17 @@ def add(
         )
     if depth and dataset is None:
         fail("--depth is for --dataset: what lies downstream of it")
+    stale_seconds = 0
+    if stale_after is not None:
+        if dataset is None:
+            fail("--stale-after is for --dataset: how long it may go unwritten")
+        try:
+            stale_seconds = int(parse_duration(stale_after).total_seconds())
+        except ValueError as exc:
+            fail(f"--stale-after: {exc}")
+        low, high = STALE_AFTER
+        if not low <= stale_seconds <= high:
+            fail("--stale-after must be from a minute (the sender looks once a minute) to a year")
     wanted = tuple(e.strip() for e in events.split(",") if e.strip())
     unknown = sorted(set(wanted) - set(KINDS))
     if unknown or not wanted:
@@ -106,6 +124,7 @@ def add(
         None,
         body_format,
         depth,
+        stale_seconds,
     )
     key = load_settings(flags).subscription_secrets_key
     with database(flags, create=True) as store:
@@ -130,6 +149,7 @@ def list_subscriptions(as_json: bool, **flags: Any) -> None:
             "namespace": s.namespace,
             "name": s.name or None,
             "depth": s.depth,
+            "stale_after_seconds": s.stale_after,
             "events": list(s.events),
             "url": s.url,
             "format": s.format,
@@ -166,7 +186,8 @@ def described(s: Subscription) -> str:
     if s.target == "namespace":
         return f"namespace {s.namespace}"
     below = f" and {s.depth} downstream" if s.depth else ""
-    return f"{s.target} {s.namespace} {s.name}{below}"
+    stale = f", stale after {spell_duration(s.stale_after)}" if s.stale_after else ""
+    return f"{s.target} {s.namespace} {s.name}{below}{stale}"
 
 
 @subscriptions.command()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -33,8 +33,12 @@ KINDS = (
     "schema.changed",
     "run.failed",
     "run.aborted",
+    "dataset.stale",
 )
 RUN_KINDS = {"FAIL": "run.failed", "ABORT": "run.aborted"}
+# A subscription's ``stale_after``, in seconds: a minute (the sender looks once a
+# minute) to a year.
+STALE_AFTER = (60, 366 * 86_400)
 # How long a decided notification waits before it is sent, and checked to still hold:
 # results of one check that arrive out of order within it fire what they would have in
 # order (docs/notifications.md#order).
@@ -146,6 +150,45 @@ def run_causes(
             Cause(kind, run_key(kind, now), written[0] if written else None, facts, job, written)
         )
     return out
+
+
+def stale_key(dataset: DatasetId, last_written: str) -> str:
+    return " ".join(("dataset.stale", dataset.namespace, dataset.name, last_written))
+
+
+def stale(
+    s: Subscription, last_written: str, last_text: str | None, now: datetime
+) -> Notification | None:
+    """A dataset subscription's freshness (``stale_after``): the notification that its
+    dataset was not written since ``last_written`` (its latest write's eventTime key),
+    when that is longer ago than ``stale_after`` at ``now``; one per write it waits
+    after (the key names it), decided by the sender, since no event causes it."""
+    written = datetime.fromisoformat(last_written[:19]).replace(tzinfo=UTC)
+    if not s.stale_after or now - written <= timedelta(seconds=s.stale_after):
+        return None
+    dataset = DatasetId(s.namespace, s.name)
+    key = stale_key(dataset, last_written)
+    body = {
+        "type": "dataset.stale",
+        "subscription": s.subscription_id,
+        "dataset": _id(dataset),
+        "last_written_at": last_text,
+        "stale_after_seconds": s.stale_after,
+    }
+    decided = now.isoformat(timespec="microseconds")
+    return Notification(
+        s.subscription_id,
+        key,
+        notification_id(s.subscription_id, key),
+        "dataset.stale",
+        orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode(),
+        decided,
+        "pending",
+        0,
+        decided,
+        None,
+        None,
+    )
 
 
 def _hex(row: FacetRow) -> str:

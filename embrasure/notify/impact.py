@@ -18,11 +18,12 @@ from typing import Any
 
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.shapes import entity
-from embrasure.query.dataset_runs import dataset_runs, schema_fields
+from embrasure.query.dataset_runs import dataset_runs, schema_fields, writer_runs
 from embrasure.query.facets import facets_of_groups
 from embrasure.query.graph import Graph
 from embrasure.query.impact import impact
 from embrasure.store.base import GraphReader
+from embrasure.store.rows import RunRow
 
 # How far downstream a notification looks (edges: a dataset, a job, a dataset is two),
 # and how many nodes it names at most (``truncated`` says when there were more).
@@ -49,6 +50,14 @@ def schema_change(reader: GraphReader, dataset: DatasetId) -> dict[str, Any] | N
             return None
         return {"runId": entry["runId"], "job": entry["job"], **change}
     return None
+
+
+def latest_write(reader: GraphReader, dataset: DatasetId) -> RunRow | None:
+    """The latest run that wrote the dataset's node (under any identity), or None."""
+    graph = Graph(reader)
+    node = graph.ids.canonical([dataset])[dataset]
+    rows, _cursor = writer_runs(reader, graph.ids.members([node])[node], None, 1, lambda _: True)
+    return rows[0] if rows else None
 
 
 def failing_run(reader: GraphReader, dataset: DatasetId, check: dict[str, Any]) -> Any:

@@ -47,6 +47,9 @@ POLL_SECONDS = 0.25
 # KEEP after (checked every FORGET_EVERY).
 KEEP = timedelta(days=30)
 FORGET_EVERY = timedelta(hours=1)
+# How often the sender looks for datasets not written for longer than a subscription's
+# ``stale_after`` (docs/notifications.md#freshness): a stale dataset is heard of within it.
+FRESHNESS_EVERY = timedelta(minutes=1)
 
 
 DEFAULT_URL = "http://127.0.0.1:5000"  # serve's --host and --port defaults
@@ -75,6 +78,7 @@ class Sender:
         self.secrets_key = secrets_key  # what the signing secrets are stored under
         self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
         self.forgotten_at: datetime | None = None  # the last trim of the outbox
+        self.freshness_at: datetime | None = None  # the last look for stale datasets
 
     def run_once(self, now: datetime | None = None) -> int:
         """Handle the notifications due at ``now``, one claim at a time (another sender
@@ -85,6 +89,9 @@ class Sender:
             forgotten = self.store.forget_notifications(stamp(now - KEEP))
             if forgotten:
                 log.info("forgot %d notifications done before %s", forgotten, stamp(now - KEEP))
+        if self.freshness_at is None or now - self.freshness_at >= FRESHNESS_EVERY:
+            self.freshness_at = now
+            self._decide_stale(now)
         if not self.store.any_notification_due(stamp(now)):
             return 0
         subscriptions: dict[str, Subscription] | None = None
@@ -121,15 +128,13 @@ class Sender:
             return dataclasses.replace(
                 n, state="failed", last_error="the subscription was removed", done_at=done
             )
-        if n.attempts == 0:  # at the first attempt: does it hold, and what lies downstream
-            body = self._described(n)
-            if body is None:
-                return dataclasses.replace(n, state="superseded", done_at=done)
+        body = self._holding(n)  # at every attempt: a receiver down for hours is not
+        if body is None:  # told of what stopped being true meanwhile
+            return dataclasses.replace(n, state="superseded", done_at=done)
+        if n.attempts == 0:  # what lies downstream, added once: retries send these bytes
             n = dataclasses.replace(
                 n, body=orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
             )
-        elif n.kind == "check.recovered" and not self._failure_sent(n):
-            return dataclasses.replace(n, state="superseded", done_at=done)
         try:
             # Signed at the wall clock's time, whatever ``now`` says: receivers refuse a
             # webhook-timestamp more than minutes away from theirs.
@@ -149,6 +154,26 @@ class Sender:
             n, state="sent", attempts=n.attempts + 1, last_error=None, done_at=done
         )
 
+    def _decide_stale(self, now: datetime) -> None:
+        """The freshness notifications due (causes.stale): no event causes them, so the
+        sender decides them, into the same outbox; the key names the write the dataset
+        waits after, so each stale spell is decided once, by whichever sender looks."""
+        watching = [
+            s
+            for s in self.store.subscriptions()
+            if s.stale_after and s.target == "dataset" and "dataset.stale" in s.events
+        ]
+        if not watching:
+            return
+        rows = []
+        with self.store.reader() as reader:
+            for s in watching:
+                last = impact.latest_write(reader, DatasetId(s.namespace, s.name))
+                if last is not None:
+                    text = last.ended_text or last.started_text
+                    rows.append(causes.stale(s, last.latest_key, text, now))
+        self.store.add_stale_notifications([n for n in rows if n is not None])
+
     def _unsealed(self, s: Subscription) -> Subscription:
         """The subscription with its signing secret readable (secrets.py); a secret this
         sender cannot read is a refusal, tried again (the key may come) and reported."""
@@ -157,13 +182,15 @@ class Sender:
         except Unsealable as exc:
             raise Refused(f"not signed: {exc}") from None
 
-    def _described(self, n: Notification) -> dict[str, Any] | None:
+    def _holding(self, n: Notification) -> dict[str, Any] | None:
         """The body to send, when the cause still holds (None: superseded): what the graph
-        says now, after the settle time — a check's latest result is still the one it
-        names, a schema is still the current one and changed something against the
-        write before, a run is still failed or aborted; and a recovery's failure was
-        sent (no "recovered" for a failure nobody heard of). With what lies downstream
+        says now — a check's latest result is still the one it names, a schema is still
+        the current one (and, at the first attempt, changed something against the write
+        before), a run is still failed or aborted, a dataset still not written since;
+        and a recovery's failure was sent (no "recovered" for a failure nobody heard
+        of). At the first attempt, after the settle time, with what lies downstream
         (notify/impact.py), read in the same snapshot."""
+        first = n.attempts == 0
         body: dict[str, Any] = orjson.loads(n.body)
         with self.store.reader() as reader:
             if n.kind.startswith("check."):
@@ -178,17 +205,22 @@ class Sender:
                 facets = reader.rows(FacetRow, ("entity", "name"), [slot])
                 if not facets or causes.schema_key(dataset, facets[0]) != n.cause:
                     return None
-                change = impact.schema_change(reader, dataset)
-                if change is None:
-                    return None
-                body["changes"] = change
+                if first:
+                    body["changes"] = impact.schema_change(reader, dataset)
+                    if body["changes"] is None:
+                        return None
+            elif n.kind == "dataset.stale":
+                dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
+                last = impact.latest_write(reader, dataset)
+                if last is None or causes.stale_key(dataset, last.latest_key) != n.cause:
+                    return None  # written since: fresh again
             else:
                 runs = reader.rows(RunRow, ("run_id",), [(body["run"]["runId"],)])
                 if not runs or causes.RUN_KINDS.get(runs[0].state or "") != n.kind:
                     return None
             if n.kind == "check.recovered" and not self._failure_sent(n):
                 return None
-            return impact.Describer(reader, self.public_url).describe(body)
+            return impact.Describer(reader, self.public_url).describe(body) if first else body
 
     def _failure_sent(self, n: Notification) -> bool:
         failed = orjson.loads(n.body)["recovers"]

@@ -38,6 +38,7 @@ HEADLINES = {
     "schema.changed": ":warning: Schema changed",
     "run.failed": ":x: Run failed",
     "run.aborted": ":no_entry_sign: Run aborted",
+    "dataset.stale": ":hourglass: Not written for too long",
 }
 
 
@@ -59,6 +60,10 @@ def slack_text(n: Notification) -> str:
         ]
         parts += [f"added `{f['name']}`" for f in changes.get("added", ())]
         said = f"{_named(body['dataset'])}: {', '.join(parts)}"
+    elif n.kind == "dataset.stale":
+        hours = body["stale_after_seconds"] / 3600
+        written = body["last_written_at"]
+        said = f"{_named(body['dataset'])}, last written {written} (expected within {hours:g} h)"
     else:
         missed = ", ".join(_named(d) for d in body.get("not_refreshed", ())) or "nothing"
         said = f"{_named(body['job'])} (run {body['run']['runId']}); not refreshed: {missed}"

@@ -555,6 +555,11 @@ class Store(abc.ABC):
             "removing a subscription", lambda c: outbox_sql.remove_subscription(c, subscription_id)
         )
 
+    def add_stale_notifications(self, rows: Sequence[Notification]) -> None:
+        """Outbox rows the sender decided (a dataset not written for too long: no event
+        causes those); a cause already there is left as it is."""
+        self._outbox("storing notifications", lambda c: outbox_sql.add_notifications(c, rows))
+
     def any_notification_due(self, now: str) -> bool:
         """A read, so that a sender with nothing to do takes no write lock (SQLite's is
         the receiver's group commit's too)."""

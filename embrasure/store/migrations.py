@@ -436,6 +436,18 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        16,
+        "subscriptions to a dataset's freshness",
+        """
+        -- docs/notifications.md#freshness: a dataset subscription hears when the dataset
+        -- was not written for this many seconds (0: never).
+        ALTER TABLE subscriptions ADD COLUMN stale_after INTEGER NOT NULL DEFAULT 0;
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 LATEST = MIGRATIONS[-1].version
 

@@ -11,7 +11,7 @@ from embrasure.model import Notification, Subscription
 
 SUBSCRIPTION_COLUMNS = (
     "subscription_id, target, namespace, name, events, url, secret, created_at, created_by, format,"
-    " depth"
+    " depth, stale_after"
 )
 NOTIFICATION_COLUMNS = (
     "subscription_id, cause, notification_id, kind, body, decided_at, state, attempts,"
@@ -21,7 +21,7 @@ Connection = Any  # sqlite3.Connection or postgres_conn.Connection
 
 
 def subscription_of(row: Sequence[Any]) -> Subscription:
-    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:11])
+    return Subscription(row[0], row[1], row[2], row[3], tuple(row[4].split()), *row[5:12])
 
 
 def subscriptions(conn: Connection) -> list[Subscription]:
@@ -39,7 +39,7 @@ def add_subscription(conn: Connection, s: Subscription) -> None:
     row = dataclasses.astuple(s)
     conn.execute(
         f"INSERT INTO subscriptions ({SUBSCRIPTION_COLUMNS})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*row[:4], " ".join(s.events), *row[5:]),
     )
 

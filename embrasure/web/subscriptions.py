@@ -28,7 +28,7 @@ from starlette.routing import Route
 from embrasure.access.grants import allows_in, may_read
 from embrasure.errors import Problem
 from embrasure.model import Principal, Subscription, utc_now
-from embrasure.notify.causes import KINDS
+from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import seal
 from embrasure.notify.webhooks import FORMATS, URL, new_secret
 from embrasure.projector.outbox import MAX_DEPTH
@@ -62,6 +62,7 @@ def subscription_json(s: Subscription, full_url: bool) -> dict[str, Any]:
         "namespace": s.namespace,
         "name": s.name or None,
         "depth": s.depth,
+        "stale_after": s.stale_after,
         "events": list(s.events),
         "url": s.url if full_url else masked(s.url),
         "format": s.format,
@@ -70,25 +71,23 @@ def subscription_json(s: Subscription, full_url: bool) -> dict[str, Any]:
     }
 
 
-KEYS = {"target", "namespace", "name", "depth", "events", "url", "format"}
+KEYS = {"target", "namespace", "name", "depth", "stale_after", "events", "url", "format"}
 
 
-def parse(body: bytes) -> tuple[str, str, str, int, tuple[str, ...], str, str]:
-    """(target, namespace, name, depth, events, url, format) of a request body; 400
-    saying what is wrong. The request schema (openapi/subscriptions.py) says exactly
+def parse(body: bytes) -> tuple[str, str, str, int, int, tuple[str, ...], str, str]:
+    """(target, namespace, name, depth, stale_after, events, url, format) of a request
+    body; 400 saying what is wrong. The request schema (openapi/subscriptions.py) says exactly
     this, so what it allows is taken and what it does not is refused."""
     doc = json_object(body, '{"target": …, "namespace": …, "url": …}')
     unknown = sorted(set(doc) - KEYS)
     if unknown:
         raise bad(f"unknown keys: {', '.join(unknown)}")
     target, namespace, name = entity_named(doc, "target", TARGETS)
-    depth = doc.get("depth", 0)
-    if "depth" in doc and target != "dataset":
-        raise bad("depth is a dataset's: what lies downstream of it")
-    if isinstance(depth, float) and depth.is_integer():
-        depth = int(depth)  # 2.0 is a whole number (JSON Schema's integer)
-    if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= MAX_DEPTH:
-        raise bad(f"depth must be a whole number from 0 to {MAX_DEPTH}")
+    for key in ("depth", "stale_after"):
+        if key in doc and target != "dataset":
+            raise bad(f"{key} is a dataset's")
+    depth = _whole(doc, "depth", 0, (0, MAX_DEPTH))
+    stale_after = _whole(doc, "stale_after", None, STALE_AFTER) if "stale_after" in doc else 0
     events = doc.get("events", list(KINDS))
     if not isinstance(events, list) or not events or any(e not in KINDS for e in events):
         raise bad(f"events must be a non-empty list of {', '.join(KINDS)}")
@@ -98,7 +97,19 @@ def parse(body: bytes) -> tuple[str, str, str, int, tuple[str, ...], str, str]:
     body_format = doc.get("format", "standard")
     if body_format not in FORMATS:
         raise bad(f"format must be one of {', '.join(FORMATS)}")
-    return target, namespace, name, depth, tuple(dict.fromkeys(events)), url, body_format
+    events_wanted = tuple(dict.fromkeys(events))
+    return target, namespace, name, depth, stale_after, events_wanted, url, body_format
+
+
+def _whole(doc: dict[str, Any], key: str, default: int | None, bounds: tuple[int, int]) -> int:
+    """A whole number in ``bounds`` (2.0 is one: JSON Schema's integer); 400 otherwise."""
+    value = doc.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    low, high = bounds
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise bad(f"{key} must be a whole number from {low} to {high}")
+    return value
 
 
 def _refused(request: Request, namespace: str) -> Problem:
@@ -128,7 +139,7 @@ class SubscriptionsApi:
         return json_response({"subscriptions": shown})
 
     async def add(self, request: Request) -> Response:
-        target, namespace, name, depth, events, url, body_format = parse(
+        target, namespace, name, depth, stale_after, events, url, body_format = parse(
             await read_body(request, MAX_BODY, self.body_seconds)
         )
         if not manages(request, namespace):
@@ -145,6 +156,7 @@ class SubscriptionsApi:
             who(request),
             body_format,
             depth,
+            stale_after,
         )
         stored = dataclasses.replace(s, secret=seal(s.secret, self.secrets_key))
         await run_in_threadpool(self.store.add_subscription, stored)

@@ -15,6 +15,7 @@ import standardwebhooks
 from click.testing import CliRunner, Result
 
 from embrasure.cli.main import main
+from embrasure.notify.causes import KINDS
 from embrasure.notify.secrets import SEALED, check_key, unseal
 from embrasure.notify.webhooks import new_secret
 from embrasure.store import open_store
@@ -38,21 +39,24 @@ def test_add_list_and_remove_what_each_watches(db_url: str) -> None:
         "orders",
         "--depth",
         "2",
+        "--stale-after",
+        "1d",
         "--url",
         url,
     )
     assert added.exit_code == 0, added.output
-    assert "of dataset pg orders and 2 downstream to https://hooks.example.com/x" in added.stdout
+    said = "of dataset pg orders and 2 downstream, stale after 1d to https://hooks"
+    assert said in added.stdout
     assert added.stdout.splitlines()[-1].startswith("whsec_")
     job = cli("subscriptions", "add", "--db", db_url, "--job", "airflow", "dag.load",
               "--events", "run.failed", "--url", url)  # fmt: skip
     assert job.exit_code == 0, job.output
     listed = json.loads(cli("subscriptions", "list", "--db", db_url, "--json").stdout)
     assert [(s["target"], s["namespace"], s["name"], s["depth"], s["events"]) for s in listed] == [
-        ("dataset", "pg", "orders", 2,
-         ["check.failed", "check.recovered", "schema.changed", "run.failed", "run.aborted"]),
+        ("dataset", "pg", "orders", 2, list(KINDS)),
         ("job", "airflow", "dag.load", 0, ["run.failed"]),
     ]  # fmt: skip
+    assert [s["stale_after_seconds"] for s in listed] == [86_400, 0]
     assert all("secret" not in s for s in listed)
     removed = cli("subscriptions", "remove", listed[1]["subscription"], "--db", db_url)
     assert removed.exit_code == 0, removed.output
@@ -67,6 +71,9 @@ def test_refusals_are_one_line_with_the_cause(db_url: str) -> None:
         ("--namespace", "pg", "--depth", "1"): "--depth is for --dataset",
         ("--dataset", "pg", "orders", "--depth", "11"): "11 is not in the range 0<=x<=10",
         ("--namespace", "pg", "--events", "run.exploded"): "--events takes",
+        ("--job", "a", "b", "--stale-after", "1h"): "--stale-after is for --dataset",
+        ("--dataset", "pg", "orders", "--stale-after", "30s"): "from a minute",
+        ("--dataset", "pg", "orders", "--stale-after", "soon"): "is not a duration",
     }
     for args, said in cases.items():
         result = cli("subscriptions", "add", "--db", db_url, *args, *url)

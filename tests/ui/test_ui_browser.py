@@ -30,6 +30,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from embrasure import ui
 from embrasure.cli import demo
+from embrasure.notify.causes import KINDS
 
 import nightly
 import producer_events as pe
@@ -975,6 +976,7 @@ def test_the_notifications_page_subscribes_and_shows_the_secret_once(
     expect(form.get_by_label("Namespace", exact=True)).to_have_value(WAREHOUSE)
     expect(form.get_by_label("Name", exact=True)).to_have_value(demo.TABLE)
     form.get_by_label("Datasets downstream").fill("2")
+    form.get_by_label("Stale after").fill("26")
     form.get_by_label("run.aborted").uncheck()
     form.get_by_label("Webhook URL").fill("https://hooks.example.com/orders")
     form.get_by_role("button", name="Subscribe").click()
@@ -982,13 +984,14 @@ def test_the_notifications_page_subscribes_and_shows_the_secret_once(
     expect(secret).to_contain_text("whsec_")
     rows = page.get_by_role("region", name="Subscriptions").locator("tr.subscription")
     expect(rows).to_have_count(1)
-    expect(rows).to_contain_text(f"{WAREHOUSE} {demo.TABLE} and 2 downstream")
+    expect(rows).to_contain_text(f"{WAREHOUSE} {demo.TABLE} and 2 downstream, stale after 26 h")
     expect(rows).to_contain_text("check.failed, check.recovered, schema.changed, run.failed")
     shot(page, "notifications")
     # Stored as asked; listed again without its secret.
     with httpx.Client(base_url=server.url) as http:
         (stored,) = http.get("/api/v1/subscriptions").json()["subscriptions"]
-    assert (stored["depth"], stored["url"]) == (2, "https://hooks.example.com/orders")
+    assert (stored["depth"], stored["stale_after"]) == (2, 26 * 3600)
+    assert stored["url"] == "https://hooks.example.com/orders"
     assert "run.aborted" not in stored["events"] and "secret" not in stored
     page.reload()
     expect(rows).to_have_count(1)
@@ -1010,7 +1013,7 @@ def test_a_refused_subscription_shows_the_servers_reason(
     form = page.get_by_role("form", name="New subscription")
     form.get_by_label("Namespace", exact=True).fill("warehouse")
     form.get_by_label("Name", exact=True).fill("orders")
-    for kind in ("check.failed", "check.recovered", "schema.changed", "run.failed", "run.aborted"):
+    for kind in KINDS:
         form.get_by_label(kind).uncheck()
     form.get_by_label("Webhook URL").fill("https://hooks.example.com/x")
     form.get_by_role("button", name="Subscribe").click()

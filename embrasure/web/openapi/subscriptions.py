@@ -4,6 +4,7 @@ docs/notifications.md#subscribing): their paths and their schemas."""
 from __future__ import annotations
 
 from embrasure.notify.causes import KINDS
+from embrasure.notify.causes import STALE_AFTER as STALE_BOUNDS
 from embrasure.notify.webhooks import FORMATS, URL
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.web.openapi.builders import (
@@ -24,6 +25,11 @@ DEPTH = integer(
     f"A dataset's: also what lies this many datasets downstream of it (0 to {MAX_DEPTH}).",
     minimum=0,
     maximum=MAX_DEPTH,
+)
+STALE_AFTER = integer(
+    "A dataset's: tell when it was not written for this many seconds (0 in answers: never).",
+    minimum=STALE_BOUNDS[0],
+    maximum=STALE_BOUNDS[1],
 )
 EVENTS = array(enum(KINDS), "What it hears of.", minItems=1)
 FORMAT = enum(FORMATS, "standard: the JSON body, signed; slack: a Slack incoming webhook's.")
@@ -86,6 +92,7 @@ def _subscription() -> Schema:
             "namespace": string(),
             "name": nullable(string("The dataset's or job's name; null for a namespace.")),
             "depth": DEPTH,
+            "stale_after": integer("Seconds without a write that make the dataset stale; 0: off."),
             "events": EVENTS,
             "url": string("The receiver's webhook; scheme and host alone without the scope."),
             "format": FORMAT,
@@ -135,7 +142,7 @@ def _request() -> Schema:
         "A dataset, and what lies downstream of it.",
         ("dataset",),
         string(minLength=1),
-        {"depth": DEPTH},
+        {"depth": DEPTH, "stale_after": STALE_AFTER},
     )
     dataset["required"].append("name")
     job = variant("A job.", ("job",), string(minLength=1), {})

@@ -8,7 +8,14 @@ import { append, h } from "../dom.js";
 import { datasetHref, jobHref, namespaceHref } from "../links.js";
 import { time } from "../format.js";
 
-const KINDS = ["check.failed", "check.recovered", "schema.changed", "run.failed", "run.aborted"];
+const KINDS = [
+  "check.failed",
+  "check.recovered",
+  "schema.changed",
+  "run.failed",
+  "run.aborted",
+  "dataset.stale",
+];
 
 export async function render(params, page) {
   const listed = await get("/api/v1/subscriptions");
@@ -25,7 +32,8 @@ function watches(s) {
   const href =
     s.target === "dataset" ? datasetHref(s.namespace, s.name) : jobHref(s.namespace, s.name);
   const below = s.depth ? ` and ${s.depth} downstream` : "";
-  return h("span", {}, `${s.target} `, h("a", { href }, `${s.namespace} ${s.name}`), below);
+  const stale = s.stale_after ? `, stale after ${s.stale_after / 3600} h` : "";
+  return h("span", {}, `${s.target} `, h("a", { href }, `${s.namespace} ${s.name}`), below, stale);
 }
 
 function subscriptionsTable(subscriptions) {
@@ -98,6 +106,13 @@ function form(params, table) {
   });
   const name = h("input", { name: "name", value: params.get("name") || "" });
   const depth = h("input", { name: "depth", type: "number", min: "0", max: "10", value: "0" });
+  const staleHours = h("input", {
+    name: "stale",
+    type: "number",
+    min: "0",
+    step: "any",
+    value: "0",
+  });
   const url = h("input", { name: "url", type: "url", required: true, placeholder: "https://…" });
   const format = h(
     "select",
@@ -118,6 +133,7 @@ function form(params, table) {
   const named = () => {
     name.disabled = target.value === "namespace";
     depth.disabled = target.value !== "dataset";
+    staleHours.disabled = target.value !== "dataset";
   };
   target.addEventListener("change", named);
   named();
@@ -139,7 +155,11 @@ function form(params, table) {
           events: kinds.filter((box) => box.checked).map((box) => box.value),
         };
         if (target.value !== "namespace") wanted.name = name.value;
-        if (target.value === "dataset") wanted.depth = Number(depth.value || 0);
+        if (target.value === "dataset") {
+          wanted.depth = Number(depth.value || 0);
+          const seconds = Math.round(Number(staleHours.value || 0) * 3600);
+          if (seconds > 0) wanted.stale_after = seconds;
+        }
         try {
           const added = await postJson("/api/v1/subscriptions", wanted);
           table.addRow(added);
@@ -163,6 +183,7 @@ function form(params, table) {
     field("Namespace", namespace),
     field("Name", name),
     field("Datasets downstream", depth),
+    field("Stale after (hours, 0: never)", staleHours),
     events,
     field("Webhook URL", url),
     field("Format", format),
