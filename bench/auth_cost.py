@@ -21,7 +21,6 @@ Results: bench/results/auth-cost.{md,json}. Usage: ``bench/auth_cost.py [--round
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -229,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": summarise(records),
         "records": records,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{RESULTS}.json").write_text(json.dumps(results, indent=2) + "\n")
-    Path(f"{RESULTS}.md").write_text(markdown(results))
-    print(markdown(results))
+    servers.write_results(RESULTS, results, markdown)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import sqlite3
 import statistics
@@ -246,10 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": summarise(records),
         "records": records,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{RESULTS}.json").write_text(json.dumps(results, indent=2) + "\n")
-    Path(f"{RESULTS}.md").write_text(markdown(results))
-    print(markdown(results))
+    servers.write_results(RESULTS, results, markdown)
     return 0
 
 

@@ -19,8 +19,6 @@ and the POST. Results: bench/results/notify-latency.{md,json}. Usage:
 from __future__ import annotations
 
 import argparse
-import http.server
-import json
 import shutil
 import statistics
 import subprocess
@@ -40,30 +38,23 @@ import servers
 from ingest_load import SINGLE, ensure_wrk, event_template, run_wrk
 from notify_cost import WAREHOUSE, check_event
 
+from embrasure.notify.receiver import WebhookReceiver
+
 RESULTS = Path(__file__).parent / "results" / "notify-latency"
 LOAD_SECONDS = 40
 
 
-class Receiver:
-    """Keeps when each notification arrived, by its check's assertion."""
+class Receiver(WebhookReceiver):
+    """Keeps when each notification arrived, by its check's assertion (not verified: the
+    benchmark times the delivery, not the receiver's HMAC)."""
 
     def __init__(self) -> None:
-        self.arrived: dict[str, float] = {}
-        outer = self
+        super().__init__("", verify=False)
+        self.arrived_at: dict[str, float] = {}
+        self.start()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = orjson.loads(self.rfile.read(int(self.headers["content-length"])))
-                outer.arrived.setdefault(body["check"]["assertion"], time.time())
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def take(self, webhook_id: str, doc: dict[str, Any]) -> None:
+        self.arrived_at.setdefault(doc["check"]["assertion"], time.time())
 
 
 def phase(work: Path, source: Path, name: str, events: int, load: bool) -> dict[str, Any]:
@@ -106,14 +97,16 @@ def phase(work: Path, source: Path, name: str, events: int, load: bool) -> dict[
                     raise RuntimeError(f"{reply.status_code}: {reply.text}")
                 time.sleep(0.2)
         deadline = time.monotonic() + 180
-        while len(receiver.arrived) < events and time.monotonic() < deadline:
+        while len(receiver.arrived_at) < events and time.monotonic() < deadline:
             time.sleep(0.1)
         if loader is not None:
             loader.join()
     finally:
         server.stop()
         receiver.server.shutdown()
-    latencies = sorted(receiver.arrived[c] - t for c, t in posted.items() if c in receiver.arrived)
+    latencies = sorted(
+        receiver.arrived_at[c] - t for c, t in posted.items() if c in receiver.arrived_at
+    )
     if len(latencies) < events:
         raise RuntimeError(f"{name}: {events - len(latencies)} notifications did not arrive")
     return {
@@ -167,10 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "code": code,
         "rows": rows,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{RESULTS}.json").write_text(json.dumps(results, indent=2) + "\n")
-    Path(f"{RESULTS}.md").write_text(markdown(results))
-    print(markdown(results))
+    servers.write_results(RESULTS, results, markdown)
     return 0
 
 

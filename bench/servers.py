@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import importlib
 import io
+import json
 import os
 import platform
 import shutil
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -364,3 +365,15 @@ def machine_facts(code: str) -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "commit": code,
     }
+
+
+def write_results(
+    out: Path, results: dict[str, Any], markdown: Callable[[dict[str, Any]], str]
+) -> None:
+    """A benchmark's current result: ``out``.json (the raw numbers) and ``out``.md (its
+    report, also printed); one of each per benchmark (bench/README.md)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out}.json").write_text(json.dumps(results, indent=2) + "\n")
+    report = markdown(results)
+    Path(f"{out}.md").write_text(report)
+    print(report)

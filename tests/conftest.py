@@ -389,3 +389,15 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_broker.Bro
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    """A webhook receiver on loopback (tests/webhook_receiver.py), closed after the test."""
+    from webhook_receiver import Receiver
+
+    from embrasure.notify.webhooks import new_secret
+
+    r = Receiver(new_secret())
+    yield r
+    r.close()

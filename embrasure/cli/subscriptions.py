@@ -197,42 +197,32 @@ def described(s: Subscription) -> str:
 def listen(port: int, host: str, secret: str) -> None:
     """A webhook receiver to watch notifications arrive: verifies each one's signature
     (Standard Webhooks) and prints it, until Ctrl-C. For trying subscriptions out."""
-    import http.server
-
     import orjson
     import standardwebhooks
 
+    from embrasure.notify.receiver import WebhookReceiver
+
     try:
-        verifier = standardwebhooks.Webhook(secret)
+        standardwebhooks.Webhook(secret)
     except Exception as exc:  # the library raises its own errors for a malformed secret
         fail(f"--secret is not a Standard Webhooks secret (whsec_…): {exc}")
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            try:
-                doc = verifier.verify(body, dict(self.headers))
-            except standardwebhooks.WebhookVerificationError as exc:
-                click.echo(f"refused a request: {exc}", err=True)
-                self.send_response(401)
-                self.end_headers()
-                return
-            click.echo(f"{self.headers['webhook-id']} {doc.get('type')}, verified:")
+    class Printing(WebhookReceiver):
+        def take(self, webhook_id: str, doc: dict[str, Any]) -> None:
+            click.echo(f"{webhook_id} {doc.get('type')}, verified:")
             click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
-            self.send_response(204)
-            self.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            pass
+        def refused(self, exc: Exception) -> None:
+            click.echo(f"refused a request: {exc}", err=True)
 
-    server = http.server.ThreadingHTTPServer((host, port), Handler)
+    receiver = Printing(secret, host=host, port=port)
     click.echo(f"listening on http://{host}:{port}/ (Ctrl-C to stop)")
     try:
-        server.serve_forever()
+        receiver.server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        receiver.server.server_close()
 
 
 @subscriptions.command("new-key")

@@ -5,15 +5,12 @@ would; the events in any order, duplicated, and a late older result."""
 
 from __future__ import annotations
 
-import http.server
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-import pytest
-import standardwebhooks
+from webhook_receiver import Receiver
 
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.sender import DEFAULT_URL, Sender
@@ -34,66 +31,6 @@ def check(n: int, hour: int, ok: bool) -> dict[str, Any]:
     """A dbt test run reading ORDERS, its result as an input facet (OpenLineage's place)."""
     checked = {**ds(*ORDERS), "inputFacets": {"dataQualityAssertions": assertions(ok)}}
     return run_event("COMPLETE", "checks", run_id(n), at(hour), inputs=[checked])
-
-
-class Receiver:
-    """A webhook receiver on loopback: verifies every request's signature and keeps the
-    verified bodies (and every webhook-id that arrived, in ``ids_seen``); ``refuse`` makes
-    it answer 503 (a receiver that is down)."""
-
-    def __init__(self, secret: str, verify: bool = True) -> None:
-        self.secret = secret
-        self.verify = verify  # False: a Slack incoming webhook, which reads the body only
-        self.verifier = standardwebhooks.Webhook(secret)
-        self.received: list[tuple[str, dict[str, Any]]] = []
-        self.ids_seen: list[str] = []
-        self.refuse = False
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
-                outer.ids_seen.append(self.headers["webhook-id"])
-                if outer.refuse or outer.cut():
-                    self.send_response(503)
-                    self.end_headers()
-                    return
-                try:
-                    doc = (
-                        outer.verifier.verify(body, dict(self.headers))
-                        if outer.verify
-                        else orjson.loads(body)
-                    )
-                except standardwebhooks.WebhookVerificationError:
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                outer.received.append((self.headers["webhook-id"], doc))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def cut(self) -> bool:
-        """Whether to drop this request unanswered (HoldingReceiver holds one)."""
-        return False
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver(new_secret())
-    yield r
-    r.close()
 
 
 def subscribe(api: Api, receiver: Receiver, secret: str | None = None) -> Subscription:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_check_notifications import Receiver, assertions, later
+from test_check_notifications import assertions, later
+from webhook_receiver import Receiver
 
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.sender import DEFAULT_URL, Sender
@@ -170,168 +171,150 @@ SCHEMA_ORDERS = {
 
 @pytest.mark.parametrize("order", sorted(SCHEMA_ORDERS))
 def test_a_dropped_column_reaches_the_subscriber_with_its_column_impact(
-    api: Api, order: str
+    api: Api, order: str, receiver: Receiver
 ) -> None:
-    receiver = Receiver("whsec_" + "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0")
-    try:
-        subscribe(api, receiver, "sub_orders", ("dataset", *ORDERS), ("schema.changed",))
-        events = [load(1, 9, V1), load(2, 12, V2), report(3, 10), dashboard(4, 11)]
-        for index in SCHEMA_ORDERS[order]:
-            api.ingest(events[index])
-        api.ingest(events[1])  # a duplicate of the change
-        assert deliver(api) == 1
-        ((msg_id, doc),) = receiver.received
-        assert doc["type"] == "schema.changed"
-        assert doc["dataset"]["owners"] == [{"name": "team:sales", "type": "MAINTAINER"}]
-        changes = doc["changes"]
-        assert changes["runId"] == run_id(2)
-        assert changes["removed"] == [{"name": "amount", "type": "decimal"}]
-        assert changes["changed"] == [{"name": "note", "from": "string", "to": "text"}]
-        assert changes["added"] == [{"name": "region", "type": "string"}]
-        assert {
-            k: without_urls(v) if k != "truncated" else v for k, v in doc["downstream"].items()
-        } == {
-            **ORDERS_DOWNSTREAM,
-            "truncated": False,
-        }
-        # Each removed or retyped column's impact is the impact API's for that field.
-        by_field = {c["field"]: c for c in doc["columns"]}
-        assert sorted(by_field) == ["amount", "note"]
-        for field, column in by_field.items():
-            assert same_as_the_impact_api(api, ORDERS, field, column["impact"])
-        masked = {(i["name"], i.get("field")): i["masked"] for i in by_field["note"]["impact"]}
-        assert masked[(REPORT[1], "note")] is True
-        amount = {(i["name"], i.get("field")) for i in by_field["amount"]["impact"]}
-        assert {(REPORT[1], "total"), (DASH[1], "revenue")} <= amount
-        # Sent once: a reprojection and a second sender decide and send nothing more.
-        reproject(api.store)
-        assert deliver(api) == 0
-        assert receiver.ids_seen == [msg_id]
-    finally:
-        receiver.close()
+    subscribe(api, receiver, "sub_orders", ("dataset", *ORDERS), ("schema.changed",))
+    events = [load(1, 9, V1), load(2, 12, V2), report(3, 10), dashboard(4, 11)]
+    for index in SCHEMA_ORDERS[order]:
+        api.ingest(events[index])
+    api.ingest(events[1])  # a duplicate of the change
+    assert deliver(api) == 1
+    ((msg_id, doc),) = receiver.received
+    assert doc["type"] == "schema.changed"
+    assert doc["dataset"]["owners"] == [{"name": "team:sales", "type": "MAINTAINER"}]
+    changes = doc["changes"]
+    assert changes["runId"] == run_id(2)
+    assert changes["removed"] == [{"name": "amount", "type": "decimal"}]
+    assert changes["changed"] == [{"name": "note", "from": "string", "to": "text"}]
+    assert changes["added"] == [{"name": "region", "type": "string"}]
+    assert {
+        k: without_urls(v) if k != "truncated" else v for k, v in doc["downstream"].items()
+    } == {
+        **ORDERS_DOWNSTREAM,
+        "truncated": False,
+    }
+    # Each removed or retyped column's impact is the impact API's for that field.
+    by_field = {c["field"]: c for c in doc["columns"]}
+    assert sorted(by_field) == ["amount", "note"]
+    for field, column in by_field.items():
+        assert same_as_the_impact_api(api, ORDERS, field, column["impact"])
+    masked = {(i["name"], i.get("field")): i["masked"] for i in by_field["note"]["impact"]}
+    assert masked[(REPORT[1], "note")] is True
+    amount = {(i["name"], i.get("field")) for i in by_field["amount"]["impact"]}
+    assert {(REPORT[1], "total"), (DASH[1], "revenue")} <= amount
+    # Sent once: a reprojection and a second sender decide and send nothing more.
+    reproject(api.store)
+    assert deliver(api) == 0
+    assert receiver.ids_seen == [msg_id]
 
 
-def test_a_schema_that_changes_nothing_sends_nothing(api: Api) -> None:
-    receiver = Receiver("whsec_" + "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0")
-    try:
-        subscribe(api, receiver, "sub_orders", ("namespace", ORDERS[0], ""), ("schema.changed",))
-        api.ingest(load(1, 9, V1))
-        api.ingest(load(2, 10, V1))  # the same schema again
-        api.ingest(load(3, 8, V1))  # and an older write of it
-        assert deliver(api) == 0
-        # A later schema, then an older different one (superseded: not the current).
-        api.ingest(load(4, 11, V2))
-        api.ingest(load(5, 7, table_schema(("id", "bigint"))))
-        assert deliver(api) == 1
-        ((_, doc),) = receiver.received
-        assert doc["changes"]["runId"] == run_id(4)
-        assert doc["changes"]["removed"] == [{"name": "amount", "type": "decimal"}]
-    finally:
-        receiver.close()
+def test_a_schema_that_changes_nothing_sends_nothing(api: Api, receiver: Receiver) -> None:
+    subscribe(api, receiver, "sub_orders", ("namespace", ORDERS[0], ""), ("schema.changed",))
+    api.ingest(load(1, 9, V1))
+    api.ingest(load(2, 10, V1))  # the same schema again
+    api.ingest(load(3, 8, V1))  # and an older write of it
+    assert deliver(api) == 0
+    # A later schema, then an older different one (superseded: not the current).
+    api.ingest(load(4, 11, V2))
+    api.ingest(load(5, 7, table_schema(("id", "bigint"))))
+    assert deliver(api) == 1
+    ((_, doc),) = receiver.received
+    assert doc["changes"]["runId"] == run_id(4)
+    assert doc["changes"]["removed"] == [{"name": "amount", "type": "decimal"}]
 
 
 FAIL_ORDERS = {"in order": [0, 1, 2], "fail first": [2, 0, 1], "reversed": [2, 1, 0]}
 
 
 @pytest.mark.parametrize("order", sorted(FAIL_ORDERS))
-def test_a_failed_run_names_what_it_did_not_refresh_and_who_reads_it(api: Api, order: str) -> None:
-    receiver = Receiver("whsec_" + "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0")
-    try:
-        events = ("run.failed", "run.aborted")
-        subscribe(api, receiver, "sub_job", ("job", "spark", "load_orders"), events)
-        # RAW and one dataset downstream of it: the run's output ORDERS is 1 below it.
-        subscribe(api, receiver, "sub_raw_1", ("dataset", *RAW), events, depth=1)
-        subscribe(api, receiver, "sub_raw_0", ("dataset", *RAW), events)  # RAW alone
-        subscribe(api, receiver, "sub_dash", ("dataset", *DASH), events)  # downstream
-        api.ingest(load(1, 9, V1), report(2, 10), dashboard(3, 11))
-        error = {"errorMessage": facet("ErrorMessageRunFacet", "1-0-1", message="OOM")}
-        start = run_event("START", "load_orders", run_id(4), at(12), inputs=[ds(*RAW)])
-        fail = run_event(
-            "FAIL", "load_orders", run_id(4), at(13), inputs=[ds(*RAW)], run_facets=error
-        )
-        running = run_event("RUNNING", "load_orders", run_id(4), at(12, 30))
-        events_in = [start, running, fail]
-        for index in FAIL_ORDERS[order]:
-            api.ingest(events_in[index])
-        api.ingest(fail)  # a duplicate
-        assert deliver(api) == 2
-        got = {doc["subscription"]: (msg_id, doc) for msg_id, doc in receiver.received}
-        assert sorted(got) == ["sub_job", "sub_raw_1"]
-        _, doc = got["sub_job"]
-        assert doc["type"] == "run.failed"
-        assert doc["run"]["runId"] == run_id(4)
-        assert doc["run"]["state"] == "FAIL"
-        assert doc["run"]["url"] == link("run", f"id={run_id(4)}")
-        assert doc["job"]["url"] == link("job", "namespace=spark&name=load_orders")
-        assert without_urls(doc["not_refreshed"]) == [
-            {
-                "namespace": ORDERS[0],
-                "name": ORDERS[1],
-                "owners": [{"name": "team:sales", "type": "MAINTAINER"}],
-            }
-        ]
-        assert without_urls(doc["downstream"]["datasets"]) == ORDERS_DOWNSTREAM["datasets"]
-        reproject(api.store)
-        assert deliver(api) == 0
-        assert sorted(receiver.ids_seen) == sorted(msg_id for msg_id, _ in got.values())
-    finally:
-        receiver.close()
+def test_a_failed_run_names_what_it_did_not_refresh_and_who_reads_it(
+    api: Api, order: str, receiver: Receiver
+) -> None:
+    events = ("run.failed", "run.aborted")
+    subscribe(api, receiver, "sub_job", ("job", "spark", "load_orders"), events)
+    # RAW and one dataset downstream of it: the run's output ORDERS is 1 below it.
+    subscribe(api, receiver, "sub_raw_1", ("dataset", *RAW), events, depth=1)
+    subscribe(api, receiver, "sub_raw_0", ("dataset", *RAW), events)  # RAW alone
+    subscribe(api, receiver, "sub_dash", ("dataset", *DASH), events)  # downstream
+    api.ingest(load(1, 9, V1), report(2, 10), dashboard(3, 11))
+    error = {"errorMessage": facet("ErrorMessageRunFacet", "1-0-1", message="OOM")}
+    start = run_event("START", "load_orders", run_id(4), at(12), inputs=[ds(*RAW)])
+    fail = run_event("FAIL", "load_orders", run_id(4), at(13), inputs=[ds(*RAW)], run_facets=error)
+    running = run_event("RUNNING", "load_orders", run_id(4), at(12, 30))
+    events_in = [start, running, fail]
+    for index in FAIL_ORDERS[order]:
+        api.ingest(events_in[index])
+    api.ingest(fail)  # a duplicate
+    assert deliver(api) == 2
+    got = {doc["subscription"]: (msg_id, doc) for msg_id, doc in receiver.received}
+    assert sorted(got) == ["sub_job", "sub_raw_1"]
+    _, doc = got["sub_job"]
+    assert doc["type"] == "run.failed"
+    assert doc["run"]["runId"] == run_id(4)
+    assert doc["run"]["state"] == "FAIL"
+    assert doc["run"]["url"] == link("run", f"id={run_id(4)}")
+    assert doc["job"]["url"] == link("job", "namespace=spark&name=load_orders")
+    assert without_urls(doc["not_refreshed"]) == [
+        {
+            "namespace": ORDERS[0],
+            "name": ORDERS[1],
+            "owners": [{"name": "team:sales", "type": "MAINTAINER"}],
+        }
+    ]
+    assert without_urls(doc["downstream"]["datasets"]) == ORDERS_DOWNSTREAM["datasets"]
+    reproject(api.store)
+    assert deliver(api) == 0
+    assert sorted(receiver.ids_seen) == sorted(msg_id for msg_id, _ in got.values())
 
 
 def test_a_check_downstream_of_a_subscribed_dataset_reaches_it_within_its_depth(
-    api: Api,
+    api: Api, receiver: Receiver
 ) -> None:
-    receiver = Receiver("whsec_" + "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0")
-    try:
-        subscribe(api, receiver, "sub_raw_2", ("dataset", *RAW), ("check.failed",), depth=2)
-        subscribe(api, receiver, "sub_raw_1", ("dataset", *RAW), ("check.failed",), depth=1)
-        api.ingest(load(1, 9, V1), report(2, 10))
-        checked = {**ds(*REPORT), "inputFacets": {"dataQualityAssertions": assertions(False)}}
-        api.ingest(run_event("COMPLETE", "checks", run_id(5), at(12), inputs=[checked]))
-        assert deliver(api) == 1  # REPORT is two datasets below RAW
-        ((_, doc),) = receiver.received
-        assert doc["subscription"] == "sub_raw_2"
-        assert (doc["dataset"]["name"], doc["dataset"]["owners"]) == (
-            REPORT[1],
-            [{"name": "team:finance", "type": "MAINTAINER"}],
-        )
-    finally:
-        receiver.close()
+    subscribe(api, receiver, "sub_raw_2", ("dataset", *RAW), ("check.failed",), depth=2)
+    subscribe(api, receiver, "sub_raw_1", ("dataset", *RAW), ("check.failed",), depth=1)
+    api.ingest(load(1, 9, V1), report(2, 10))
+    checked = {**ds(*REPORT), "inputFacets": {"dataQualityAssertions": assertions(False)}}
+    api.ingest(run_event("COMPLETE", "checks", run_id(5), at(12), inputs=[checked]))
+    assert deliver(api) == 1  # REPORT is two datasets below RAW
+    ((_, doc),) = receiver.received
+    assert doc["subscription"] == "sub_raw_2"
+    assert (doc["dataset"]["name"], doc["dataset"]["owners"]) == (
+        REPORT[1],
+        [{"name": "team:finance", "type": "MAINTAINER"}],
+    )
 
 
-def test_a_column_dropped_upstream_of_a_hub_on_the_bench_platform(api: Api) -> None:
+def test_a_column_dropped_upstream_of_a_hub_on_the_bench_platform(
+    api: Api, receiver: Receiver
+) -> None:
     """bench/query.py's platform (its smallest: 400 jobs, ten hubs): a new write of the
     table just upstream of a hub drops a column the hub maps; the notification's impact
     of it is the impact API's, and reaches the hub's readers."""
-    receiver = Receiver("whsec_" + "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0")
-    try:
-        platform = query.Platform(0.0)
-        for start in range(0, len(platform.tasks), 100):
-            events = [e for t in platform.tasks[start : start + 100] for e in platform.events(t)]
-            api.ingest(*events)
-        p, k = 0, platform.lengths[0] - 2  # the table the first hub is made from
-        task = next(t for t in platform.tasks if (t.p, t.k) == (p, k))
-        table = (query.WAREHOUSE, platform.table(p, k))
-        subscribe(api, receiver, "sub_hub_source", ("dataset", *table), ("schema.changed",))
-        (write,) = [e for e in platform.events(task) if e["eventType"] == "COMPLETE"][:1]
-        dropped = platform.fields(p)[3]
-        changed = copy.deepcopy(write)
-        changed["run"]["runId"] = str(uuid.UUID(int=query.RUN_BASE | 0xFFFF0))
-        later_time = query.EPOCH + timedelta(days=30)
-        changed["eventTime"] = later_time.strftime("%Y-%m-%dT%H:%M:%S.000Z")
-        schema = changed["outputs"][0]["facets"]["schema"]
-        schema["fields"] = [f for f in schema["fields"] if f["name"] != dropped]
-        api.ingest(changed)
-        assert deliver(api) == 1
-        ((_, doc),) = receiver.received
-        assert [f["name"] for f in doc["changes"]["removed"]] == [dropped]
-        (column,) = doc["columns"]
-        assert same_as_the_impact_api(api, table, dropped, column["impact"])
-        # The hub (named by its node: the metastore alias its identities resolve to).
-        hub = platform.alias(p, k + 1)[1]
-        assert (hub, dropped) in {(i["name"], i.get("field")) for i in column["impact"]}
-        # The hub's readers lie downstream at the dataset level too.
-        names = {d["name"] for d in doc["downstream"]["datasets"]}
-        assert hub in names and len(names) > 1
-    finally:
-        receiver.close()
+    platform = query.Platform(0.0)
+    for start in range(0, len(platform.tasks), 100):
+        events = [e for t in platform.tasks[start : start + 100] for e in platform.events(t)]
+        api.ingest(*events)
+    p, k = 0, platform.lengths[0] - 2  # the table the first hub is made from
+    task = next(t for t in platform.tasks if (t.p, t.k) == (p, k))
+    table = (query.WAREHOUSE, platform.table(p, k))
+    subscribe(api, receiver, "sub_hub_source", ("dataset", *table), ("schema.changed",))
+    (write,) = [e for e in platform.events(task) if e["eventType"] == "COMPLETE"][:1]
+    dropped = platform.fields(p)[3]
+    changed = copy.deepcopy(write)
+    changed["run"]["runId"] = str(uuid.UUID(int=query.RUN_BASE | 0xFFFF0))
+    later_time = query.EPOCH + timedelta(days=30)
+    changed["eventTime"] = later_time.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    schema = changed["outputs"][0]["facets"]["schema"]
+    schema["fields"] = [f for f in schema["fields"] if f["name"] != dropped]
+    api.ingest(changed)
+    assert deliver(api) == 1
+    ((_, doc),) = receiver.received
+    assert [f["name"] for f in doc["changes"]["removed"]] == [dropped]
+    (column,) = doc["columns"]
+    assert same_as_the_impact_api(api, table, dropped, column["impact"])
+    # The hub (named by its node: the metastore alias its identities resolve to).
+    hub = platform.alias(p, k + 1)[1]
+    assert (hub, dropped) in {(i["name"], i.get("field")) for i in column["impact"]}
+    # The hub's readers lie downstream at the dataset level too.
+    names = {d["name"] for d in doc["downstream"]["datasets"]}
+    assert hub in names and len(names) > 1
