@@ -188,7 +188,8 @@ def demo(as_json: bool, webhook: str | None, **flags: Any) -> None:
     if as_json:
         return
     if added is not None:
-        port = urllib.parse.urlsplit(webhook).port or 80
+        parts = urllib.parse.urlsplit(webhook)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
         click.echo(
             f"subscription {added['subscription_id']}: {', '.join(added['events'])} of"
             f" {incident.WATCHED} and {incident.DEPTH} datasets below it, to {webhook};"

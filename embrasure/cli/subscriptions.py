@@ -5,8 +5,6 @@ database (--db), like `embrasure grants`; the HTTP API has the same (web/subscri
 
 from __future__ import annotations
 
-import dataclasses
-import secrets
 from typing import Any
 
 import click
@@ -21,10 +19,10 @@ from embrasure.cli.options import (
     setting_options,
 )
 from embrasure.cli.tokens import database
-from embrasure.model import Subscription, utc_now
+from embrasure.model import Subscription
 from embrasure.notify.causes import KINDS, STALE_AFTER
-from embrasure.notify.secrets import new_key, seal
-from embrasure.notify.webhooks import FORMATS, URL, new_secret
+from embrasure.notify.secrets import new_key, sealed
+from embrasure.notify.webhooks import FORMATS, URL, new_subscription
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.settings import parse_duration, spell_duration
 
@@ -112,23 +110,19 @@ def add(
         target, ns, name = ("job", *job)
     else:
         target, ns, name = ("namespace", namespace or "", "")
-    s = Subscription(
-        f"sub_{secrets.token_hex(6)}",
+    s = new_subscription(
         target,
         ns,
         name,
         wanted,
         url,
-        new_secret(),
-        utc_now(),
-        None,
-        body_format,
-        depth,
-        stale_seconds,
+        body_format=body_format,
+        depth=depth,
+        stale_after=stale_seconds,
     )
     key = load_settings(flags).subscription_secrets_key
     with database(flags, create=True) as store:
-        store.add_subscription(dataclasses.replace(s, secret=seal(s.secret, key)))
+        store.add_subscription(sealed(s, key))
     what = described(s)
     click.echo(f"subscription {s.subscription_id}: {', '.join(wanted)} of {what} to {url}")
     click.echo("Its signing secret, shown once (the receiver verifies webhook-signature with it):")

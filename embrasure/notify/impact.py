@@ -19,6 +19,7 @@ from typing import Any
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.shapes import entity
 from embrasure.query.dataset_runs import dataset_runs, schema_fields, writer_runs
+from embrasure.query.entities import Identities
 from embrasure.query.facets import facets_of_groups
 from embrasure.query.graph import Graph
 from embrasure.query.impact import impact
@@ -38,9 +39,7 @@ def schema_change(reader: GraphReader, dataset: DatasetId) -> dict[str, Any] | N
     before it that carried one (query/dataset_runs.py, "what each run did"), with the
     writing run; None when it changed nothing, or when the current schema is not one
     a write set."""
-    graph = Graph(reader)
-    node = graph.ids.canonical([dataset])[dataset]
-    members = graph.ids.members([node])[node]
+    members = Identities(reader).node_members(dataset)
     entries, _cursor = dataset_runs(reader, members, "output", None, RECENT_WRITES, lambda _: True)
     for entry in entries:
         if schema_fields(entry["facets"].get("schema")) is None:
@@ -54,9 +53,8 @@ def schema_change(reader: GraphReader, dataset: DatasetId) -> dict[str, Any] | N
 
 def latest_write(reader: GraphReader, dataset: DatasetId) -> RunRow | None:
     """The latest run that wrote the dataset's node (under any identity), or None."""
-    graph = Graph(reader)
-    node = graph.ids.canonical([dataset])[dataset]
-    rows, _cursor = writer_runs(reader, graph.ids.members([node])[node], None, 1, lambda _: True)
+    members = Identities(reader).node_members(dataset)
+    rows, _cursor = writer_runs(reader, members, None, 1, lambda _: True)
     return rows[0] if rows else None
 
 
@@ -65,9 +63,7 @@ def failing_run(reader: GraphReader, dataset: DatasetId, check: dict[str, Any]) 
     whose assertions failed ``check`` (its assertion and column): the run that sent the
     result, as "what each run did" shows it; None when none of them did. (A check's
     stored result keeps its time and hash, not its run.)"""
-    graph = Graph(reader)
-    node = graph.ids.canonical([dataset])[dataset]
-    members = graph.ids.members([node])[node]
+    members = Identities(reader).node_members(dataset)
     wanted: dict[str, Any] = {"assertion": check["assertion"]}
     if check.get("column"):
         wanted["column"] = check["column"]

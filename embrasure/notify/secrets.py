@@ -7,7 +7,11 @@ is: ``fernet:`` and the token, or the ``whsec_…`` secret."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from cryptography.fernet import Fernet, InvalidToken
+
+from embrasure.model import Subscription
 
 SEALED = "fernet:"
 
@@ -35,6 +39,11 @@ def new_key() -> str:
 def seal(secret: str, key: str) -> str:
     """The secret as stored: encrypted under ``key``, or as it is without one."""
     return SEALED + Fernet(key).encrypt(secret.encode()).decode() if key else secret
+
+
+def sealed(s: Subscription, key: str) -> Subscription:
+    """The subscription as stored: its secret sealed under ``key`` (seal)."""
+    return dataclasses.replace(s, secret=seal(s.secret, key))
 
 
 def unseal(stored: str, key: str) -> str:

@@ -18,13 +18,43 @@ import httpx
 import orjson
 import standardwebhooks
 
-from embrasure.model import Notification, Subscription
+from embrasure.model import Notification, Subscription, utc_now
 
 SECRET_BYTES = 24  # Standard Webhooks: 24 to 64 random bytes, base64, prefixed whsec_
 
 
 def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def new_subscription(
+    target: str,
+    namespace: str,
+    name: str,
+    events: tuple[str, ...],
+    url: str,
+    *,
+    body_format: str = "standard",
+    depth: int = 0,
+    stale_after: int = 0,
+    created_by: str | None = None,
+) -> Subscription:
+    """A subscription as `subscriptions add` and the API make one: a new id and a new
+    signing secret (shown once; stored sealed: notify/secrets.py)."""
+    return Subscription(
+        f"sub_{secrets.token_hex(6)}",
+        target,
+        namespace,
+        name,
+        events,
+        url,
+        new_secret(),
+        utc_now(),
+        created_by,
+        body_format,
+        depth,
+        stale_after,
+    )
 
 
 FORMATS = ("standard", "slack")

@@ -135,6 +135,11 @@ class Identities:
                     self._members[node].append(member)
         return {c: self._members[c] for c in canonical}
 
+    def node_members(self, identity: DatasetId) -> list[DatasetId]:
+        """Every identity of the node ``identity`` belongs to (the canonical one first)."""
+        node = self.canonical([identity])[identity]
+        return self.members([node])[node]
+
     def is_renamed(self, identity: DatasetId) -> bool:
         return identity in self._renamed
 

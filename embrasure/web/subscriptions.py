@@ -15,8 +15,6 @@ Both writes need scope ``subscriptions`` on the subscription's namespace.
 
 from __future__ import annotations
 
-import dataclasses
-import secrets
 import urllib.parse
 from typing import Any
 
@@ -27,10 +25,10 @@ from starlette.routing import Route
 
 from embrasure.access.grants import allows_in, may_read
 from embrasure.errors import Problem
-from embrasure.model import Principal, Subscription, utc_now
+from embrasure.model import Principal, Subscription
 from embrasure.notify.causes import KINDS, STALE_AFTER
-from embrasure.notify.secrets import seal
-from embrasure.notify.webhooks import FORMATS, URL, new_secret
+from embrasure.notify.secrets import sealed
+from embrasure.notify.webhooks import FORMATS, URL, new_subscription
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
@@ -144,21 +142,18 @@ class SubscriptionsApi:
         )
         if not manages(request, namespace):
             raise _refused(request, namespace)
-        s = Subscription(
-            f"sub_{secrets.token_hex(6)}",
+        s = new_subscription(
             target,
             namespace,
             name,
             events,
             url,
-            new_secret(),
-            utc_now(),
-            who(request),
-            body_format,
-            depth,
-            stale_after,
+            body_format=body_format,
+            depth=depth,
+            stale_after=stale_after,
+            created_by=who(request),
         )
-        stored = dataclasses.replace(s, secret=seal(s.secret, self.secrets_key))
+        stored = sealed(s, self.secrets_key)
         await run_in_threadpool(self.store.add_subscription, stored)
         # The signing secret, this once: the receiver verifies webhook-signature with it.
         return json_response(subscription_json(s, True) | {"secret": s.secret}, status_code=201)
