@@ -176,19 +176,7 @@ def stale(
         "stale_after_seconds": s.stale_after,
     }
     decided = now.isoformat(timespec="microseconds")
-    return Notification(
-        s.subscription_id,
-        key,
-        notification_id(s.subscription_id, key),
-        "dataset.stale",
-        orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode(),
-        decided,
-        "pending",
-        0,
-        decided,
-        None,
-        None,
-    )
+    return pending(s.subscription_id, key, "dataset.stale", body, decided, decided)
 
 
 def _hex(row: FacetRow) -> str:
@@ -263,21 +251,28 @@ def decide(
             if cause.job is not None:
                 body["job"] = _id(cause.job)
             rows.append(
-                Notification(
-                    s.subscription_id,
-                    cause.key,
-                    notification_id(s.subscription_id, cause.key),
-                    cause.kind,
-                    orjson.dumps(body | cause.facts, option=orjson.OPT_SORT_KEYS).decode(),
-                    decided,
-                    "pending",
-                    0,
-                    due,
-                    None,
-                    None,
-                )
+                pending(s.subscription_id, cause.key, cause.kind, body | cause.facts, decided, due)
             )
     return rows
+
+
+def pending(
+    subscription_id: str, cause: str, kind: str, body: dict[str, Any], decided: str, due: str
+) -> Notification:
+    """A new outbox row: pending, due at ``due``, under its stable webhook-id."""
+    return Notification(
+        subscription_id,
+        cause,
+        notification_id(subscription_id, cause),
+        kind,
+        orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode(),
+        decided,
+        "pending",
+        0,
+        due,
+        None,
+        None,
+    )
 
 
 def _id(entity: DatasetId | JobId) -> dict[str, str]:
