@@ -22,10 +22,11 @@ from embrasure.model import ONE_ITEM_ROUTES, DatasetId, EventFacts, Quarantined
 from embrasure.notify import causes
 from embrasure.projector import admin, graph_rows, outbox
 from embrasure.projector.graph_rows import Contributions, time_key
-from embrasure.projector.pipeline import project_event
+from embrasure.projector.pipeline import project_raw
 from embrasure.projector.shapes import EdgeKey
 from embrasure.projector.symlinks import Link, resolve_group
 from embrasure.projector.validate import Invalid
+from embrasure.receiver import jsonguard
 from embrasure.store.base import LogEntry, ProjectionTx
 from embrasure.store.facet_values import value_row
 from embrasure.store.rows import (
@@ -62,6 +63,15 @@ def split_items(entry: LogEntry) -> list[Any]:
     return list(items)
 
 
+def item_bytes(entry: LogEntry) -> list[bytes]:
+    """The delivery's items as their bytes in the body (an array's or an envelope's
+    items, split without being decoded: pipeline.project_raw reads them)."""
+    body = entry.stored_body()
+    if entry.route in ONE_ITEM_ROUTES:
+        return [body]
+    return jsonguard.split_items(body)
+
+
 @dataclasses.dataclass(frozen=True)
 class Prepared:
     """Deliveries validated and folded, ready to commit."""
@@ -92,12 +102,12 @@ def prepare(entries: Sequence[LogEntry]) -> Prepared:
                 r = rejected[idx]
                 items.append(ItemRow.quarantined(entry.seq, idx, r.kind, r.reason))
             continue
-        for idx, item in enumerate(split_items(entry)):
+        for idx, item in enumerate(item_bytes(entry)):
             if idx in rejected:
                 r = rejected[idx]
                 items.append(ItemRow.quarantined(entry.seq, idx, r.kind, r.reason))
                 continue
-            result = project_event(item)
+            result = project_raw(item)
             if not isinstance(result, Quarantined) and result.event_id not in seen:
                 seen.add(result.event_id)
                 facts.append((result, entry.seq, idx))

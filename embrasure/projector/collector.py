@@ -1,17 +1,28 @@
-"""CPython's cyclic collector held off while a batch is projected.
+"""CPython's cyclic collector held off while a batch is projected, and kept off the
+projector's long-lived objects afterwards.
 
 A projection step parses deliveries of hundreds of events (some 300 objects each) that
 live until its transaction commits. Young collections, every 50,000 allocations
 (cli/main.py ``tune_gc``), walk all of them each time and promote them, so that older
 collections walk them again: measured 9-10% of projection time on the bench platform
-(bench/README.md). The projector makes no reference cycles and reference counting frees
-a batch when its step ends, so the collector is paused for the step and one young
-collection afterwards sees only what survived it (the store's caches, and any cycle
-made meanwhile).
+(bench/README.md). So the collector is paused for the step.
 
-The pause is the process's: in ``serve`` the receiver's garbage is not collected during
-a step either, which lasts a transaction (bounded by ``ProjectorLimits``); its cycles
-are collected right after.
+What survives a step is the projector's caches — the memo of what each job and dataset
+content declares, the shapes, the store's interned ids — hundreds of thousands of
+objects on a platform whose every event names a new job. A young collection after each
+step walked them all once more, and found nothing: 7.5% of projection time on bench/
+query.py's platform events, 0.3-0.5 s a step. The projector makes
+no reference cycles, and reference counting frees a batch, and a cache entry dropped,
+the moment nothing holds it. So after a step its survivors are frozen
+(``gc.freeze``: out of every later collection's view, freed by reference counting as
+before) instead of collected. A cycle something made meanwhile would then wait for the
+full collection this module runs every ``FULL_EVERY_S`` seconds of steps (unfreeze,
+collect everything, freeze again): bounded, and on a heap of millions of objects a
+pause of about a second every ten minutes.
+
+The pause is the process's: in ``serve --single-process`` the receiver's garbage is not
+collected during a step either, which lasts a transaction (bounded by
+``ProjectorLimits``).
 """
 
 from __future__ import annotations
@@ -19,16 +30,21 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Iterator
+
+FULL_EVERY_S = 600.0
 
 _lock = threading.Lock()
 _steps = 0  # projection steps under way in this process
 _paused = False  # whether this module disabled the collector (not someone else)
+_last_full = time.monotonic()
 
 
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
-    """The collector off while the body runs (nested and threaded uses counted)."""
+    """The collector off while the body runs (nested and threaded uses counted); what
+    the body leaves alive frozen once the last step ends."""
     global _steps, _paused
     with _lock:
         if _steps == 0 and gc.isenabled():
@@ -45,4 +61,16 @@ def paused() -> Iterator[None]:
                 _paused = False
                 gc.enable()
         if resume:
-            gc.collect(0)
+            settle()
+
+
+def settle(now: float | None = None) -> None:
+    """Freeze what is alive; every ``FULL_EVERY_S`` collect everything first (a cycle
+    made since the last full collection is freed then)."""
+    global _last_full
+    now = time.monotonic() if now is None else now
+    if now - _last_full >= FULL_EVERY_S:
+        _last_full = now
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -42,7 +43,7 @@ from embrasure.model import (
     Quarantined,
     event_kind,
 )
-from embrasure.projector import column_lineage, sql_lineage, validate
+from embrasure.projector import column_lineage, members, sql_lineage, validate
 from embrasure.projector.canonical import canonical_json, event_id
 from embrasure.projector.times import parse_event_time
 from embrasure.projector.validate import Invalid
@@ -56,10 +57,28 @@ def project_event(event: Any) -> EventFacts | Quarantined:
     of the projector itself (a bug) gives ``Quarantined(retriable=True)`` naming it, so
     that a replay under fixed code can project the event.
     """
+    return _guarded(lambda: event_kind(event), lambda: _project(event))
+
+
+def project_raw(raw: bytes) -> EventFacts | Quarantined:
+    """``project_event`` of an item as the log stores it (JSON the receiver checked),
+    read from its members (members.py): the same facts, the same reasons."""
+    try:
+        found = members.read(raw)
+    except Exception:  # whatever it is, the whole parse says it exactly
+        found = None
+    if found is None:
+        return project_event(orjson.loads(raw))
+    return _guarded(lambda: found.kind, lambda: _project_members(found))
+
+
+def _guarded(
+    kind_of: Callable[[], str | None], project: Callable[[], EventFacts]
+) -> EventFacts | Quarantined:
     kind = None
     try:
-        kind = event_kind(event)
-        return _project(event)
+        kind = kind_of()
+        return project()
     except Invalid as broken:
         return Quarantined(kind=kind, reason=broken.reason)
     except Exception as exc:
@@ -81,10 +100,63 @@ def _project(event: Any) -> EventFacts:
     if not isinstance(event, dict):
         raise Invalid(f"the event is {json_type(event)}, not a JSON object")
 
-    # 3-4. kind, job, run
     kind = event_kind(event)
     assert kind is not None  # an object, checked just above
-    job = validate.job_of(event, kind)
+    content, own = _split_own_facets(event, kind)
+    return _stages(
+        identity,
+        kind,
+        event,
+        lambda: validate.job_of(event, kind),
+        lambda job: _declared(content, kind, job),
+        own,
+    )
+
+
+def _project_members(event: members.Members) -> EventFacts:
+    """``_project`` of an item read as its members: identity from their canonical JSON,
+    job and declared content from the memo of its content (stages 1 and 3-4, 7-8, 10)."""
+    try:
+        identity = event.identity()
+    except ValueError as exc:
+        raise Invalid(f"the event cannot be identified: {exc}") from None
+    kind, content = event.kind, event.content
+
+    def job_of() -> JobId | None:
+        found = members.cached(content, "job", lambda: _job_or_reason(content.values, kind))
+        if isinstance(found, str):
+            raise Invalid(found)
+        return found  # type: ignore[no-any-return]
+
+    def declared(job: JobId | None) -> Declared | str:
+        return members.cached(  # type: ignore[no-any-return]
+            content, "declared", lambda: _declared(content.values, kind, job)
+        )
+
+    return _stages(identity, kind, event.head, job_of, declared, [])
+
+
+def _job_or_reason(values: dict[str, Any], kind: str) -> JobId | str | None:
+    try:
+        return validate.job_of(values, kind)
+    except Invalid as broken:
+        return broken.reason
+
+
+def _stages(
+    identity: str,
+    kind: str,
+    event: dict[str, Any],
+    job_of: Callable[[], JobId | None],
+    declared_of: Callable[[JobId | None], Declared | str],
+    own: Own,
+) -> EventFacts:
+    """Stages 3-10 in order (the module docstring), for an object event of ``kind``:
+    ``event`` holds at least its run, eventTime and eventType; ``job_of`` and
+    ``declared_of`` read its job and content (stages 3-4, 7-8, 10), ``own`` the inputs'
+    and outputs' own facets taken out of that content."""
+    # 3-4. kind, job, run
+    job = job_of()
     run_id = validate.run_id_of(event, kind)
     warnings: list[str] = []
 
@@ -109,8 +181,7 @@ def _project(event: Any) -> EventFacts:
 
     # 7-8, 10. job facets, datasets, column lineage: read once per distinct content; the
     # inputs' and outputs' own facets (about this run's use of them) once per event.
-    content, own = _split_own_facets(event, kind)
-    declared = _declared(content, kind, job)
+    declared = declared_of(job)
     if isinstance(declared, str):
         raise Invalid(declared)
     warnings += declared.job_warnings + declared.dataset_warnings

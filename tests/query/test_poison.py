@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from embrasure.projector.pipeline import project_event as real_project_event
+from embrasure.projector.pipeline import project_raw as real_project_raw
 from embrasure.projector.worker import MAX_ATTEMPTS
 
 from conftest import make_client
@@ -33,19 +34,20 @@ POISON = "poison-pill"
 
 @pytest.fixture
 def faulty_projector(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Fault injection: nothing real makes project_event raise (it catches its own
+    """Fault injection: nothing real makes project_raw raise (it catches its own
     errors), so the copy apply.prepare calls is wrapped to raise for events of the job POISON.
     Returns the job names of every call, to count attempts."""
     calls: list[str] = []
 
-    def project_event(event: Any) -> Any:
+    def project_raw(raw: bytes) -> Any:
+        event = orjson.loads(raw)
         name = event.get("job", {}).get("name") if isinstance(event, dict) else None
         calls.append(str(name))
         if name == POISON:
             raise RuntimeError("injected fault")
-        return real_project_event(event)
+        return real_project_raw(raw)
 
-    monkeypatch.setattr("embrasure.projector.apply.project_event", project_event)
+    monkeypatch.setattr("embrasure.projector.apply.project_raw", project_raw)
     return calls
 
 
