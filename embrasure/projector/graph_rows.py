@@ -118,36 +118,50 @@ class Contributions:
     columns: dict[ColumnKey, tuple[ColumnEdge, EdgeSpan]] = dataclasses.field(default_factory=dict)
 
     def add_event(self, facts: EventFacts, seq: int, idx: int) -> None:
+        # Written for speed: every event passes here (the rows its shape contributes are
+        # folded once per shape, in fold_shapes).
         time = facts.time
-        job = facts.job
         shape = shape_of(facts)
-        tkey = time_key(time)
+        shape_key = shape.row.shape_key
+        tkey = "" if time is None else time.key
+        run_id = facts.run_id
         # A plain tuple in EventRow's field order: the one row every event adds
         # (store/base.py ProjectionTx says why not a record).
-        row = (facts.event_id, facts.event_type, tkey, time_text(time), facts.run_id, seq, idx)
-        self.events.append((*row, shape.row.shape_key))
-        use = self.shapes.get(shape.row.shape_key)
+        self.events.append(
+            (
+                facts.event_id,
+                facts.event_type,
+                tkey,
+                None if time is None else time.text,
+                run_id,
+                seq,
+                idx,
+                shape_key,
+            )
+        )
+        use = self.shapes.get(shape_key)
         if use is None:
-            use = self.shapes[shape.row.shape_key] = ShapeUse(shape, EdgeSpan(seq=seq), tkey)
-        use.add(time, tkey, facts.event_id, facts.run_id)
-        if facts.run_id is not None:
-            if job is not None:
-                self._run(facts, job, shape)
-            self._run_facets(facts)
+            use = self.shapes[shape_key] = ShapeUse(shape, EdgeSpan(seq=seq), tkey)
+        use.add(time, tkey, facts.event_id, run_id)
+        if run_id is not None:
+            if facts.job is not None:
+                self._run(facts, run_id, facts.job, shape)
+            self._run_facets(facts, run_id, shape)
 
-    def _run(self, facts: EventFacts, job: JobId, shape: Shape) -> None:
-        run_id = facts.run_id
-        assert run_id is not None
+    def _run(self, facts: EventFacts, run_id: str, job: JobId, shape: Shape) -> None:
         part = run_part(facts, job)
         old = self.runs.get(run_id)
         self.runs[run_id] = part if old is None else merge_run_parts(old, part)
-        for ds_ns, ds_name, direction, version in shape.run_io:
-            key = (run_id, job.namespace, job.name, ds_ns, ds_name, direction)
-            self.run_io[key] = later_version(
-                self.run_io.get(key, (None, None)), (version, facts.time)
-            )
+        run_io = self.run_io
+        for suffix, version in shape.run_io:
+            key = (run_id, *suffix)
+            old_version = run_io.get(key)
+            if old_version is None:
+                run_io[key] = (version, facts.time) if version is not None else _NO_VERSION
+            elif version is not None:
+                run_io[key] = later_version(old_version, (version, facts.time))
 
-    def _run_facets(self, facts: EventFacts) -> None:
+    def _run_facets(self, facts: EventFacts, run_id: str, shape: Shape) -> None:
         # Run, input and output facets keep their current values only
         # (docs/projection.md#facets); job and dataset facets are the shape's, and so
         # are the dataset facets as this run sent them (shapes.sent_entity). An input's
@@ -155,17 +169,24 @@ class Contributions:
         # latest value per name over the run's events
         # (docs/projection.md#what-each-run-did), and honour ``_deleted`` too: a later
         # event of the run takes back what an earlier one said.
-        run_id = facts.run_id
-        assert run_id is not None
-        records = facet_records(entity("run", run_id), facts.run_facets, False)
+        records = (
+            facet_records(entity("run", run_id), facts.run_facets, False)
+            if facts.run_facets
+            else []
+        )
+        own = False
         for ds in facts.datasets:
             if ds.role_facets:
+                own = True
                 owner = run_entity(run_id, ds.role, ds.id.namespace, ds.id.name)
                 records += facet_records(owner, ds.role_facets, True)
-        self._fold_facets(records, facts.event_id, facts.time)
-        tkey = time_key(facts.time)
-        for key, digest, failed in quality.checks_of(facts.datasets):
-            self.checks[key] = quality.later_check(self.checks.get(key), (tkey, digest, failed))
+        if records:
+            self._fold_facets(records, facts.event_id, facts.time)
+        checks = quality.checks_of(facts.datasets) if own else shape.checks
+        if checks:
+            tkey = time_key(facts.time)
+            for key, digest, failed in checks:
+                self.checks[key] = quality.later_check(self.checks.get(key), (tkey, digest, failed))
 
     def _fold_facets(
         self, records: Iterable[FacetRecordRow], event_id: str, time: EventTime | None
@@ -213,6 +234,9 @@ class Contributions:
                         self.columns[column_key] = (merged, column_span)
             _tkey, event_id, time = use.best
             self._fold_facets(shape.facets, event_id, time)
+
+
+_NO_VERSION: tuple[str | None, EventTime | None] = (None, None)  # later_version's start
 
 
 def contributions(new_events: Iterable[tuple[EventFacts, int, int]]) -> Contributions:

@@ -33,9 +33,11 @@ from embrasure.model import DATASET_EVENT, JOB_EVENT, RUN_EVENT
 from embrasure.projector.canonical import canonical_json
 
 CONTENT = ("job", "inputs", "outputs", "dataset")
-# Bytes that may start an input's or output's own facets: a member holding them is read
-# whole (a false alarm, the word inside a string, only costs that).
-OWN_MARKS = (b'"inputFacets"', b'"outputFacets"')
+# The end of the names of an input's or output's own facets (``"inputFacets"``,
+# ``"outputFacets"``), searched once: a member holding it is read whole (a false alarm,
+# the word inside a string, only costs that). A name spelled with escapes is found when
+# the content is parsed (``Content.own``).
+OWN_MARK = b'Facets"'
 
 _MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
@@ -44,8 +46,10 @@ _MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 class Content:
     """What the content members of some events say, read once (the memo's entry)."""
 
-    canonical: dict[str, bytes]  # each member's canonical JSON
+    # Each member's name, and ``"name":value`` as canonical JSON writes it.
+    canonical: list[tuple[str, bytes]]
     values: dict[str, Any]  # each member parsed (nothing downstream may change them)
+    own: bool  # an input or output has facets of its own: the event is read whole
     # Filled by the pipeline the first time it needs them (validate.job_of, _declared):
     # anything, cached as a pure function of the content.
     read: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -57,90 +61,97 @@ class Members:
 
     kind: str
     head: dict[str, Any]
-    head_canonical: dict[str, bytes]
+    head_canonical: list[tuple[str, bytes]]
     content: Content
 
     def identity(self) -> str:
         """SHA-256 hex of the event's canonical JSON, from its members' (module doc)."""
-        parts = {**self.head_canonical, **self.content.canonical}
-        digest = hashlib.sha256()
-        separator = b"{"
-        for key in sorted(parts):
-            digest.update(separator)
-            digest.update(orjson.dumps(key))
-            digest.update(b":")
-            digest.update(parts[key])
-            separator = b","
-        digest.update(b"}" if parts else b"{}")
-        return digest.hexdigest()
+        parts = sorted(self.head_canonical + self.content.canonical)  # names are distinct
+        return hashlib.sha256(b"{" + b",".join(p for _n, p in parts) + b"}").hexdigest()
 
 
 MEMO_SIZE = 4096  # distinct contents remembered (about a platform's job count)
-_memo: dict[bytes, Content] = {}
-# The canonical JSON of small members that repeat (producer, schemaURL, eventType).
+# Keyed by the content's bytes themselves: exact, and hashing them costs less than a
+# digest. At most MEMO_SIZE contents (and their canonical JSON) are kept.
+_memo: dict[tuple[str, bytes | None, bytes | None, bytes | None, bytes | None], Content] = {}
+# Small members that repeat (producer, schemaURL, eventType): their value and canonical
+# JSON by their bytes. A string or a number: nothing can change it.
 _SMALL_SIZE = 1024
-_small: dict[bytes, bytes] = {}
+_small: dict[bytes, tuple[Any, bytes]] = {}
 _REPEATED = frozenset({"producer", "schemaURL", "eventType"})
+_names: dict[str, bytes] = {}  # member names as canonical JSON writes them
 
 
 def read(raw: bytes) -> Members | None:
     """The item's members, or None when it is to be parsed whole (module doc)."""
     if raw.lstrip()[:1] != b"{":
         return None
-    members = _MEMBERS.decode(raw)
-    content_raw: dict[str, bytes] = {}
+    decoded = _MEMBERS.decode(raw)
+    content_raw: list[bytes | None] = []
+    for name in CONTENT:
+        value = decoded.pop(name, None)
+        data = None if value is None else bytes(value)
+        if data is not None and name != "dataset" and OWN_MARK in data:
+            return None
+        content_raw.append(data)
     head: dict[str, Any] = {}
-    head_canonical: dict[str, bytes] = {}
-    for key, value in members.items():
-        if key in CONTENT:
-            content_raw[key] = data = bytes(value)
-            if key != "dataset" and any(mark in data for mark in OWN_MARKS):
-                return None
-        else:
-            head[key], head_canonical[key] = _small_member(key, value)
-    kind = _kind(head, content_raw)
-    return Members(kind, head, head_canonical, _content(kind, content_raw))
+    head_canonical: list[tuple[str, bytes]] = []
+    for name, value in decoded.items():
+        head[name], canonical = _small_member(name, value)
+        head_canonical.append((name, _name(name) + canonical))
+    job = content_raw[0]
+    if head.get("run") is not None:
+        kind = RUN_EVENT
+    else:  # model.event_kind: a member whose value is null is absent
+        kind = JOB_EVENT if job is not None and job != b"null" else DATASET_EVENT
+    key = (kind, job, content_raw[1], content_raw[2], content_raw[3])
+    content = _memo.get(key)
+    if content is None:
+        content = _content(content_raw)
+        if len(_memo) >= MEMO_SIZE:
+            _memo.clear()  # cheaper than LRU bookkeeping; refilled within one batch
+        _memo[key] = content
+    return None if content.own else Members(kind, head, head_canonical, content)
 
 
-def _small_member(key: str, raw: msgspec.Raw) -> tuple[Any, bytes]:
+def _name(name: str) -> bytes:
+    """``"name":``"""
+    found = _names.get(name)
+    if found is None:
+        if len(_names) >= _SMALL_SIZE:
+            _names.clear()
+        found = _names[name] = orjson.dumps(name) + b":"
+    return found
+
+
+def _small_member(name: str, raw: msgspec.Raw) -> tuple[Any, bytes]:
     """A small member parsed, and its canonical JSON."""
-    if key in _REPEATED:
+    if name in _REPEATED:
         data = bytes(raw)
-        canonical = _small.get(data)
-        if canonical is None:
+        found = _small.get(data)
+        if found is None:
             value = orjson.loads(data)
+            if type(value) not in (str, int, float, bool, type(None)):
+                return value, canonical_json(value)  # not shared: it could be changed
             if len(_small) >= _SMALL_SIZE:
                 _small.clear()
-            canonical = _small[data] = canonical_json(value)
-            return value, canonical
-        return orjson.loads(data), canonical
+            found = _small[data] = (value, canonical_json(value))
+        return found
     value = orjson.loads(memoryview(raw))
     return value, canonical_json(value)
 
 
-def _kind(head: dict[str, Any], content: dict[str, bytes]) -> str:
-    """model.event_kind from the members: a member whose value is null is absent."""
-    if head.get("run") is not None:
-        return RUN_EVENT
-    return JOB_EVENT if content.get("job", b"null") != b"null" else DATASET_EVENT
-
-
-def _content(kind: str, raw: dict[str, bytes]) -> Content:
-    key = hashlib.blake2b(kind.encode(), digest_size=16)
-    for name in CONTENT:
-        data = raw.get(name)
-        # Length-prefixed, so that no two different contents give one stream.
-        key.update(b"-" if data is None else len(data).to_bytes(8, "little") + data)
-    digest = key.digest()
-    found = _memo.get(digest)
-    if found is None:
-        values = {name: orjson.loads(data) for name, data in raw.items()}
-        canonical = {name: canonical_json(value) for name, value in values.items()}
-        found = Content(canonical, values)
-        if len(_memo) >= MEMO_SIZE:
-            _memo.clear()  # cheaper than LRU bookkeeping; refilled within one batch
-        _memo[digest] = found
-    return found
+def _content(raw: list[bytes | None]) -> Content:
+    named = zip(CONTENT, raw, strict=True)
+    values = {name: orjson.loads(data) for name, data in named if data is not None}
+    canonical = [(name, _name(name) + canonical_json(value)) for name, value in values.items()]
+    own = any(
+        isinstance(item, dict) and own_key in item
+        for key, own_key in (("inputs", "inputFacets"), ("outputs", "outputFacets"))
+        if isinstance(values.get(key), list)
+        for item in values[key]
+    )
+    return Content(canonical, values, own)
 
 
 def cached(content: Content, name: str, compute: Callable[[], Any]) -> Any:

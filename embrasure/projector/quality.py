@@ -77,16 +77,18 @@ CheckKey = tuple[str, str, str]  # dataset ns, name (as sent), check_id
 Check = tuple[str, bytes, int]  # eventTime key ('' unknown), assertion hash, failed
 
 
-def checks_of(datasets: Iterable[DatasetFacts]) -> tuple[tuple[CheckKey, bytes, int], ...]:
+def checks_of(
+    datasets: Iterable[DatasetFacts], own: bool = True
+) -> tuple[tuple[CheckKey, bytes, int], ...]:
     """Per input or output carrying assertions, per check with a boolean ``success``:
     (dataset ns, name, check id), the assertion's value hash, 1 when it failed. A check
     named twice in one event keeps the larger hash, as the facet rule breaks ties
-    (projector/facets.py)."""
+    (projector/facets.py). ``own=False`` reads the dataset facets only."""
     found: dict[CheckKey, tuple[bytes, int]] = {}
     for ds in datasets:
         if ds.role not in ("input", "output"):
             continue
-        facet = assertions_facet(ds.role_facets, ds.facets)
+        facet = assertions_facet(ds.role_facets if own else {}, ds.facets)
         for a in _assertions(facet or {}):
             if not isinstance(a.get("success"), bool):
                 continue

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from embrasure.model import JOB_EVENT, RUN_EVENT, EventFacts
-from embrasure.projector import column_lineage
+from embrasure.projector import column_lineage, quality
 from embrasure.projector import facets as facet_rules
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.column_lineage import ColumnEdge
@@ -62,11 +62,15 @@ class Shape(NamedTuple):
     links: tuple[Link, ...]
     job_flags: tuple[int, int, int]
     edges: tuple[EdgeKey, ...]  # io_sets under ``row.io_key`` (None: no edges)
-    run_io: tuple[tuple[str, str, str, str | None], ...]  # ds ns, name, direction, version
+    # A run_io key but for its run (job ns, name, ds ns, name, direction), and the version
+    run_io: tuple[tuple[tuple[str, str, str, str, str], str | None], ...]
     facets: tuple[FacetRecordRow, ...]  # job and dataset facets
     history: tuple[FacetRecordRow, ...]  # facet_sets under ``row.facets_key``: one per name
     row: ShapeRow
     columns: tuple[tuple[ColumnKey, ColumnEdge], ...]
+    # The data-quality checks its datasets' own facets hold (quality.checks_of): those of
+    # every event of the shape whose inputs and outputs send no facets of their own.
+    checks: tuple[tuple[quality.CheckKey, bytes, int], ...]
 
 
 SHAPES_REMEMBERED = 4096
@@ -233,9 +237,13 @@ def _read_shape(facts: EventFacts) -> Shape:
         tuple(links),
         job_flags,
         edges,
-        tuple((ds.id.namespace, ds.id.name, direction[ds.role], ds.version) for ds in used),
+        tuple(
+            ((job_ns, job_name, ds.id.namespace, ds.id.name, direction[ds.role]), ds.version)
+            for ds in used
+        ),
         tuple(facets),
         history,
         ShapeRow(shape_key, *members),
         tuple(columns.items()),
+        quality.checks_of(facts.datasets, own=False),
     )

@@ -70,6 +70,14 @@ def parse_event_time(value: Any) -> tuple[EventTime | None, str | None]:
         return None, None
     if not isinstance(value, str):
         raise ValueError(f"eventTime is {json_type(value)}, not a string")
+    found = _plain_utc(value)
+    if found is not None:
+        return found, None
+    return parse_general(value)
+
+
+def parse_general(value: str) -> tuple[EventTime, str | None]:
+    """``parse_event_time`` of a string by the general rule (whatever the form)."""
     shown = value if len(value) <= 64 else value[:61] + "..."
     match = _TIMESTAMP.fullmatch(value)
     if match is None:
@@ -127,6 +135,33 @@ def parse_event_time(value: Any) -> tuple[EventTime | None, str | None]:
 
 
 _FIELDS = ("year", "month", "day", "hour", "minute", "second")
+
+# What nearly every producer sends: RFC 3339 in UTC, ``Z``, up to 9 fraction digits. Read
+# without the general pattern's groups and the calendar's datetime (6 µs an event on
+# the projector's hot path): a date is checked once, then remembered.
+_PLAIN_UTC = re.compile(
+    r"(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)(?:\.(\d{1,9}))?Z", re.ASCII
+)
+_DATES_REMEMBERED = 4096
+_dates: set[str] = set()
+
+
+def _plain_utc(value: str) -> EventTime | None:
+    """``value`` read as the general rule reads it, when it is the plain form; None
+    otherwise (the general rule then reads it, or says what is wrong)."""
+    match = _PLAIN_UTC.fullmatch(value)
+    if match is None:
+        return None
+    date, hour, minute, second, fraction = match.groups()
+    if date not in _dates:
+        try:
+            datetime(int(date[:4]), int(date[5:7]), int(date[8:10]))
+        except ValueError:
+            return None
+        if len(_dates) >= _DATES_REMEMBERED:
+            _dates.clear()
+        _dates.add(date)
+    return _event_time(f"{date}T{hour}:{minute}:{second}", fraction or "")
 
 
 def _event_time(base: str, fraction: str) -> EventTime:

@@ -10,6 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from embrasure.model import Quarantined
 from embrasure.projector import members
 from embrasure.projector.canonical import event_id
 from embrasure.projector.pipeline import project_event, project_raw
@@ -73,3 +74,26 @@ def test_an_event_read_from_its_members_projects_as_when_parsed_whole(event: Any
 def test_any_item_gets_the_same_outcome_either_way(item: Any) -> None:
     raw = _dumps(item)
     assert project_raw(raw) == project_event(orjson.loads(raw))
+
+
+def test_own_facets_spelled_with_escapes_are_still_the_runs_own() -> None:
+    event = {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-11-30T09:00:00Z",
+        "run": {"runId": "0190a2d4-5f1c-7d2e-9a3b-4c5d6e7f8091"},
+        "job": {"namespace": "n", "name": "j"},
+        "inputs": [
+            {
+                "namespace": "s3://b",
+                "name": "in",
+                "inputFacets": {"dataQualityMetrics": {"rowCount": 1, "columnMetrics": {}}},
+            }
+        ],
+    }
+    raw = orjson.dumps(event).replace(b'"inputFacets"', b'"inputFacet\\u0073"')
+    assert orjson.loads(raw) == event
+    assert members.read(raw) is None  # read whole, as own facets are
+    facts = project_raw(raw)
+    assert facts == project_event(event)
+    assert not isinstance(facts, Quarantined)
+    assert facts.datasets[0].role_facets

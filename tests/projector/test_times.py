@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embrasure.model import EventTime
+from embrasure.projector import times
 from embrasure.projector.times import parse_event_time
 from embrasure.query.entities import seconds_between
 
@@ -203,3 +204,34 @@ def test_run_duration_is_exact_across_fraction_digits() -> None:
     assert start is not None and end is not None
     assert seconds_between(start.key, end.key) == 0.500000001
     assert seconds_between(start.key, None) is None
+
+
+_digits = st.text("0123456789", min_size=1, max_size=11)
+
+
+@settings(max_examples=500)
+@given(
+    st.tuples(
+        st.integers(0, 9999),
+        st.integers(0, 13),
+        st.integers(0, 32),
+        st.integers(0, 25),
+        st.integers(0, 61),
+        st.integers(0, 61),
+        st.none() | _digits,
+    )
+)
+def test_the_plain_utc_form_is_read_as_the_general_rule_reads_it(
+    parts: tuple[int, int, int, int, int, int, str | None],
+) -> None:
+    year, month, day, hour, minute, second, fraction = parts
+    value = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
+    value += ("" if fraction is None else "." + fraction) + "Z"
+    fast = times._plain_utc(value)
+    try:
+        general = times.parse_general(value)
+    except ValueError:
+        assert fast is None  # the general rule says what is wrong
+        return
+    if fast is not None:
+        assert (fast, None) == general
