@@ -26,9 +26,9 @@ Results: bench/results/notify-cost.{md,json}. Usage: ``bench/notify_cost.py [--e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -145,7 +145,7 @@ def prepare(work: Path, events: int, checks: int) -> dict[str, Path]:
 
 
 def decided(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(servers.sqlite_reader(path)) as conn:
         return int(conn.execute("SELECT COUNT(*) FROM notifications").fetchone()[0])
 
 

@@ -200,7 +200,7 @@ def batch_bodies(
 
 
 def db_files(path: Path) -> list[Path]:
-    return [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+    return servers.sqlite_files(path)
 
 
 def db_size(path: Path) -> int:
@@ -213,17 +213,21 @@ def remove_db(path: Path) -> None:
 
 
 def checkpoint(path: Path) -> None:
-    """Fold the WAL into the main file, so that copying the main file copies the DB."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
+    """Fold each file's WAL into it, so that copying the files copies the DB."""
+    for file in (path, Path(f"{path}-graph")):
+        if file.exists():
+            conn = sqlite3.connect(file)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.close()
 
 
 def copy_db(source: Path, target: Path) -> None:
     remove_db(target)
     shutil.copyfile(source, target)
+    if Path(f"{source}-graph").exists():  # the graph's file (migration 17 on)
+        shutil.copyfile(f"{source}-graph", f"{target}-graph")
 
 
 def child_env(source: Path) -> dict[str, str]:
@@ -322,7 +326,7 @@ class ThroughputRun:
 
 
 def item_outcomes(path: Path) -> dict[str, int]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = servers.sqlite_reader(path)
     try:
         generation = conn.execute("SELECT generation FROM graph_meta").fetchone()[0]
         # The deliveries' counts, not the items' rows: from graph version 10 a plain
@@ -730,7 +734,7 @@ def run_lag(
 def _generation_progress(db: Path) -> tuple[int, int] | None:
     """(generation being built, its position) while a reproject runs, if readable."""
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        conn = servers.sqlite_reader(db, timeout=1)
         try:
             served = conn.execute("SELECT generation FROM graph_meta").fetchone()[0]
             row = conn.execute(f"SELECT seq FROM g{served + 1}_position").fetchone()

@@ -927,14 +927,18 @@ def measure_memory(
 
 
 def db_files(db: Path) -> dict[str, int]:
-    return {
-        part: Path(f"{db}{suffix}").stat().st_size if Path(f"{db}{suffix}").exists() else 0
-        for part, suffix in (("main", ""), ("wal", "-wal"), ("shm", "-shm"))
-    }
+    """Bytes of the store's files by kind, the log's and the graph's together."""
+    sizes = {"main": 0, "wal": 0, "shm": 0}
+    for file in servers.sqlite_files(db):
+        kind = (
+            "wal" if file.name.endswith("-wal") else "shm" if file.name.endswith("-shm") else "main"
+        )
+        sizes[kind] += file.stat().st_size if file.exists() else 0
+    return sizes
 
 
 def _ro(db: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    return servers.sqlite_reader(db)
 
 
 def process_cpu_seconds(pid: int) -> float:

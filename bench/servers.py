@@ -37,6 +37,25 @@ NULL_RECEIVER = BENCH_DIR / "null_receiver.py"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def sqlite_files(db: Path) -> list[Path]:
+    """Every file of a SQLite store at ``db``: the log's and, from migration 17, the
+    graph's beside it (store/sqlite_files.py), each with its WAL and shared memory."""
+    return [
+        Path(f"{db}{part}{suffix}") for part in ("", "-graph") for suffix in ("", "-wal", "-shm")
+    ]
+
+
+def sqlite_reader(db: Path, timeout: float = 30) -> sqlite3.Connection:
+    """A read-only connection that names the tables of either file unqualified: the
+    graph's file (or, before migration 17, the one file) with the log's attached."""
+    graph = Path(f"{db}-graph")
+    main = graph if graph.exists() else db
+    conn = sqlite3.connect(f"file:{main}?mode=ro", uri=True, timeout=timeout)
+    if main != db:
+        conn.execute("ATTACH DATABASE ? AS log", (f"file:{db}?mode=ro",))
+    return conn
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -159,27 +159,35 @@ def wait_projected(url: str, timeout_s: float) -> float:
 
 
 def sqlite_objects(db: Path) -> dict[str, Any]:
-    """Bytes per table and index (dbstat), the file, and its free pages."""
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        rows = conn.execute(
-            "SELECT name, SUM(pgsize) FROM dbstat WHERE aggregate = TRUE GROUP BY name"
-        ).fetchall()
-        kinds = dict(conn.execute("SELECT name, type FROM sqlite_schema").fetchall())
-        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-        free_pages = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        auto_vacuum = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
-    finally:
-        conn.close()
-    objects = {
-        str(name): {"kind": kinds.get(name, "index"), "bytes": int(size)} for name, size in rows
-    }
+    """Bytes per table and index (dbstat), the files, and their free pages: the log's
+    file and, from migration 17, the graph's beside it."""
+    objects: dict[str, Any] = {}
+    free_bytes, auto_vacuum = 0, -1
+    for file in (db, Path(f"{db}-graph")):
+        if not file.exists():
+            continue
+        conn = sqlite3.connect(file)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            rows = conn.execute(
+                "SELECT name, SUM(pgsize) FROM dbstat WHERE aggregate = TRUE GROUP BY name"
+            ).fetchall()
+            kinds = dict(conn.execute("SELECT name, type FROM sqlite_schema").fetchall())
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+            free_bytes += conn.execute("PRAGMA freelist_count").fetchone()[0] * page_size
+            auto_vacuum = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
+        finally:
+            conn.close()
+        for name, size in rows:
+            if name in ("sqlite_schema", "sqlite_master") and name in objects:
+                objects[name]["bytes"] += int(size)  # each file has one
+            else:
+                objects[str(name)] = {"kind": kinds.get(name, "index"), "bytes": int(size)}
     files = query.db_files(db)
     return {
         "objects": objects,
         "file_bytes": files["main"] + files["wal"],
-        "free_bytes": free_pages * page_size,
+        "free_bytes": free_bytes,
         "auto_vacuum": {0: "none", 1: "full", 2: "incremental"}.get(auto_vacuum, auto_vacuum),
     }
 

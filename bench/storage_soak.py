@@ -42,6 +42,7 @@ import httpx
 import orjson
 import projection
 import psycopg
+import query
 import servers
 import soak
 import storage_sizes
@@ -219,9 +220,9 @@ def postgres_size(url: str) -> dict[str, int]:
 
 
 def db_files(db: Path) -> dict[str, int]:
-    names = ("db_bytes", "wal_bytes", "shm_bytes")
-    paths = projection.db_files(db)  # main, -wal, -shm
-    return {n: p.stat().st_size if p.exists() else 0 for n, p in zip(names, paths, strict=True)}
+    """Bytes of the store's files (the log's and the graph's together) by kind."""
+    sizes = query.db_files(db)
+    return {"db_bytes": sizes["main"], "wal_bytes": sizes["wal"], "shm_bytes": sizes["shm"]}
 
 
 # -- retention passes -----------------------------------------------------------------

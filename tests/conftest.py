@@ -35,6 +35,8 @@ from embrasure.app import build_app
 from embrasure.receiver.bounds import Limits
 from embrasure.settings import Settings
 from embrasure.store import open_store
+from embrasure.store.migrations import GRAPH_FILE
+from embrasure.store.sqlite_files import graph_path_of
 
 import kafka_broker
 
@@ -166,13 +168,49 @@ def run_sql(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[A
     """One statement straight on the database, outside Embrasure (``?`` placeholders):
     to set a test's scene as another program would have left it."""
     if db_url.startswith("sqlite:///"):
-        with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"))) as conn:
+        with contextlib.closing(sqlite_files(db_url.removeprefix("sqlite:///"))) as conn:
             rows = conn.execute(sql, params).fetchall()
             conn.commit()
             return rows
     with psycopg.connect(db_url, autocommit=True) as pg:
         cursor = pg.execute(sql.replace("?", "%s"), params)
         return cursor.fetchall() if cursor.description else []
+
+
+def sqlite_files(path: str | Path) -> sqlite3.Connection:
+    """A plain connection to a SQLite store's two files (store/sqlite_files.py): the
+    graph's as main (so a table made is a graph table), the log's attached as ``log``;
+    either's tables named unqualified."""
+    conn = sqlite3.connect(graph_path_of(str(path)))
+    conn.execute("ATTACH DATABASE ? AS log", (str(path),))
+    return conn
+
+
+def as_one_sqlite_file(path: Path | str, record: bool = True) -> None:
+    """The SQLite store at ``path`` as a version before 17 left it: one file, the
+    graph's tables (made by the same DDL) in the log's, version 17 not recorded (unless
+    ``record`` is false: a test that sets the versions itself)."""
+    graph = graph_path_of(str(path))
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("ATTACH DATABASE ? AS graph", (graph,))
+        conn.execute("BEGIN")
+        rows = conn.execute(
+            "SELECT type, name, sql FROM graph.sqlite_master"
+            " WHERE type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC"
+        ).fetchall()
+        for kind, name, sql in rows:
+            conn.execute(sql)  # unqualified: made in the log's file
+            if kind == "table":
+                conn.execute(f"INSERT INTO main.{name} SELECT * FROM graph.{name}")
+        if record:
+            conn.execute("DELETE FROM embrasure_schema WHERE version = ?", (GRAPH_FILE,))
+        conn.execute("COMMIT")
+        # The graph's file emptied, not removed: a store still open keeps its file.
+        conn.execute("BEGIN")
+        for kind, name, _sql in rows:
+            if kind == "table":
+                conn.execute(f"DROP TABLE graph.{name}")
+        conn.execute("COMMIT")
 
 
 def pytest_report_header() -> str:

@@ -55,16 +55,18 @@ class Target:
         return time.monotonic() - started
 
     def db_bytes(self) -> int:
-        """The database's bytes on disk now (SQLite: file + WAL after a checkpoint;
+        """The database's bytes on disk now (SQLite: its files + WALs after a checkpoint;
         PostgreSQL: the database with its catalogs)."""
         if self.db_path is not None:
-            # The WAL folded back first (the server is idle when this is asked), so the
+            # The WALs folded back first (the server is idle when this is asked), so the
             # figure is the database's, not how far its last checkpoint lags.
-            conn = sqlite3.connect(self.db_path, timeout=30)
-            try:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                conn.close()
+            for file in (self.db_path, Path(f"{self.db_path}-graph")):
+                if file.exists():
+                    conn = sqlite3.connect(file, timeout=30)
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    finally:
+                        conn.close()
             files = query.db_files(self.db_path)
             return files["main"] + files["wal"]
         with psycopg.connect(self.db_url, autocommit=True) as pg:

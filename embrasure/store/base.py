@@ -540,19 +540,28 @@ class Store(abc.ABC):
     # -- subscriptions and the outbox (docs/notifications.md) ----------------------------
 
     @abc.abstractmethod
-    def _outbox(self, what: str, work: Callable[[Any], T], write: bool = True) -> T:
+    def _outbox(
+        self, what: str, work: Callable[[Any], T], write: bool = True, *, log: bool = False
+    ) -> T:
         """``work`` over a connection in a short transaction of its own (SQL:
-        store/outbox_sql.py)."""
+        store/outbox_sql.py); ``log``: on the subscriptions, which are kept with the log
+        (the outbox with the graph: SQLite has them in two files)."""
 
     def subscriptions(self) -> list[Subscription]:
-        return self._outbox("reading subscriptions", outbox_sql.subscriptions, write=False)
+        return self._outbox(
+            "reading subscriptions", outbox_sql.subscriptions, write=False, log=True
+        )
 
     def add_subscription(self, s: Subscription) -> None:
-        self._outbox("storing a subscription", lambda c: outbox_sql.add_subscription(c, s))
+        self._outbox(
+            "storing a subscription", lambda c: outbox_sql.add_subscription(c, s), log=True
+        )
 
     def remove_subscription(self, subscription_id: str) -> bool:
         return self._outbox(
-            "removing a subscription", lambda c: outbox_sql.remove_subscription(c, subscription_id)
+            "removing a subscription",
+            lambda c: outbox_sql.remove_subscription(c, subscription_id),
+            log=True,
         )
 
     def add_stale_notifications(self, rows: Sequence[Notification]) -> None:
@@ -562,7 +571,7 @@ class Store(abc.ABC):
 
     def any_notification_due(self, now: str) -> bool:
         """A read, so that a sender with nothing to do takes no write lock (SQLite's is
-        the receiver's group commit's too)."""
+        the projector's too)."""
         return self._outbox("reading the outbox", lambda c: outbox_sql.any_due(c, now), write=False)
 
     def claim_notifications(self, now: str, until: str, limit: int) -> list[Notification]:

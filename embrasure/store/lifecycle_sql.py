@@ -35,7 +35,7 @@ from embrasure.store.log_sql import dictionary_loader
 from embrasure.store.pacing import Pacer, holding_the_lock, pause_after
 from embrasure.store.postgres_conn import PgConnection, neutral
 from embrasure.store.sql import MAX_PARAMS, Connection
-from embrasure.store.sqlite import INCREMENTAL
+from embrasure.store.sqlite_files import INCREMENTAL, free_pages
 from embrasure.store.write_turns import WriteTurns
 
 log = logging.getLogger("embrasure.retention")
@@ -202,21 +202,35 @@ class SQLiteTrimmer(SQLTrimmer):
     bodies = log_sql.SQLITE_BODIES
 
     def __init__(
-        self, conn: sqlite3.Connection, path: str, codec: BodyCodec, turns: WriteTurns
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        codec: BodyCodec,
+        turns: WriteTurns,
+        graph: tuple[sqlite3.Connection, WriteTurns] | None = None,
     ) -> None:
         self.conn = self.sqlite = conn
         self.path = path
         self.codec = codec
         self.turns = turns
+        # The graph's file (store/sqlite_files.py), whose free pages (runs trimmed, a
+        # generation a reprojection dropped) a pass gives back too, as it gives back the
+        # log's.
+        self.graph = graph
 
     @contextlib.contextmanager
-    def _tx(self, doing: str, write: bool = False) -> Iterator[Connection]:
-        conn = self.sqlite
+    def _tx(
+        self,
+        doing: str,
+        write: bool = False,
+        on: tuple[sqlite3.Connection, WriteTurns] | None = None,
+    ) -> Iterator[Connection]:
+        conn, turns = on or (self.sqlite, self.turns)
         try:
             # A write takes the write lock at once, in its turn among the process's
             # writers (store/write_turns.py): a deferred transaction that reads, then
             # writes, can fail with SQLITE_BUSY instead of waiting its turn.
-            with self._write_turn() if write else contextlib.nullcontext():
+            with self._write_turn(turns) if write else contextlib.nullcontext():
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield conn
@@ -229,11 +243,11 @@ class SQLiteTrimmer(SQLTrimmer):
             raise StoreUnavailable(f"{doing} in {self.path}: {exc}") from exc
 
     @contextlib.contextmanager
-    def _write_turn(self) -> Iterator[None]:
+    def _write_turn(self, turns: WriteTurns) -> Iterator[None]:
         """A write of this trimmer is a step of a retention pass: in its turn among the
         process's writers, with the GIL back quickly to the thread they all wait for
         (store/pacing.py HELD_SWITCH_INTERVAL_S)."""
-        with holding_the_lock(), self.turns.turn():
+        with holding_the_lock(), turns.turn():
             yield
 
     def give_back(self, horizon: str, free_at_start: int | None = None) -> int:
@@ -250,33 +264,45 @@ class SQLiteTrimmer(SQLTrimmer):
         # reuses pages all the time, and there is no end to chasing those.
         # A server's pass (``free_at_start`` given) keeps as many as it freed: the
         # writers of the next interval fill them instead of growing the file again, and
-        # only pages left unused for a whole interval go back.
-        conn = self.sqlite
+        # only pages left unused for a whole interval go back. The log's file, then the
+        # graph's (store/sqlite_files.py): ``free_at_start`` counts both's
+        # (SQLiteStore.free_pages), and bounds what both give back.
+        given = self._give_back((self.sqlite, self.turns), free_at_start)
+        if self.graph is not None:
+            left = None if free_at_start is None else max(0, free_at_start - given)
+            given += self._give_back(self.graph, left)
+        page_size = int(self.sqlite.execute("PRAGMA page_size").fetchone()[0])
+        return given * page_size
+
+    def _give_back(
+        self, on: tuple[sqlite3.Connection, WriteTurns], free_at_start: int | None
+    ) -> int:
+        """Pages of one file given back (``give_back``)."""
+        conn = on[0]
         try:
             if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != INCREMENTAL:
                 return 0  # an older database `embrasure db upgrade` has not converted
-            page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-            before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+            before = free_pages(conn)
             goal = before if free_at_start is None else min(before, free_at_start)
             keep = before - goal
             left, given = goal, 0
             pacer = Pacer(start=64, low=8, high=VACUUM_PAGES)
             while left > 0:
                 step = min(pacer.size, left)
-                with self._tx("vacuuming", write=True):
+                with self._tx("vacuuming", write=True, on=on):
                     started = time.monotonic()  # once the lock is ours, not in the queue
                     for _ in range(step):
                         conn.execute("PRAGMA incremental_vacuum(1)")
                 held = time.monotonic() - started
                 given += step
                 pacer.held(held, step)
-                now = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+                now = free_pages(conn)
                 left = min(left - step, now - keep)
                 if left > 0:
                     pause_after(held, f"vacuum of {step} pages")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"vacuuming {self.path}: {exc}") from exc
-        return given * page_size
+        return given
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------

@@ -103,6 +103,9 @@ class Migration:
     served_generation: str = ""
     # The dialects it applies to; the others record the version and change nothing.
     dialects: tuple[str, ...] = ("sqlite", "postgresql")
+    # Done by the store itself, not by SQL (in its dialects): ``apply`` stops before it,
+    # and the store records it with ``record`` once done.
+    by_store: bool = False
 
     def statements(self, dialect: str) -> list[str]:
         return render(self.sql, dialect) if dialect in self.dialects else []
@@ -111,6 +114,56 @@ class Migration:
         """``served_generation`` for the generation of ``prefix``: none on another
         dialect, as ``statements``."""
         return render(self.served_generation, dialect, g=prefix) if dialect in self.dialects else []
+
+
+# The tables of the graph's own that are not a generation's (on SQLite they live in the
+# graph's file: store/sqlite_files.py): which generation is served, the run horizon, the
+# notifications outbox. Written once here for the migrations that made them and for a
+# graph file made anew.
+GRAPH_META = (
+    """
+        CREATE TABLE graph_meta (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            generation INTEGER NOT NULL,     -- the served generation of graph tables
+            graph_version INTEGER NOT NULL   -- schema.GRAPH_VERSION it was built by
+        );
+        INSERT INTO graph_meta (id, generation, graph_version) VALUES (1, 1, """
+    + str(schema.GRAPH_VERSION)
+    + ");\n"
+    + schema.GRAPH_TABLES.replace("{g}", schema.prefix(1))
+    + ";\nINSERT INTO g1_position (id, seq) VALUES (1, 0)"
+)
+RUN_HORIZON = """
+        -- Runs whose latest eventTime is before the horizon left the graph (--retain-runs,
+        -- lifecycle/run_retention.py). Kept beside the log, not in a graph generation:
+        -- a reprojection trims the runs the log brings back, and asOf before it is a 422.
+        CREATE TABLE run_horizon (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            horizon_key TEXT NOT NULL,       -- an eventTime key (projector/times.py)
+            set_at TEXT NOT NULL
+        )
+    """
+OUTBOX = """
+        -- The outbox: one row per (subscription, cause), inserted in the projection's
+        -- transaction that saw the cause, so order, duplicates, several projectors and
+        -- reprojection never make a second one (notify/causes.py).
+        CREATE TABLE notifications (
+            subscription_id TEXT NOT NULL,
+            cause TEXT NOT NULL,             -- the cause's stable key
+            notification_id TEXT NOT NULL UNIQUE,  -- webhook-id: receivers drop repeats
+            kind TEXT NOT NULL,              -- check.failed, check.recovered
+            body TEXT NOT NULL,              -- the JSON sent, less its delivery fields
+            decided_at TEXT NOT NULL,
+            state TEXT NOT NULL,             -- pending, sent, superseded, failed
+            attempts INTEGER NOT NULL,
+            next_at TEXT NOT NULL,           -- when to try (again)
+            last_error TEXT,
+            done_at TEXT,
+            PRIMARY KEY (subscription_id, cause)
+        );
+        CREATE INDEX notifications_due ON notifications (state, next_at);
+    """
+GRAPH_OWN_TABLES = ("graph_meta", "run_horizon", "notifications")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -144,17 +197,7 @@ MIGRATIONS += (
     Migration(
         2,
         "projected graph, generation 1",
-        """
-        CREATE TABLE graph_meta (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            generation INTEGER NOT NULL,     -- the served generation of graph tables
-            graph_version INTEGER NOT NULL   -- schema.GRAPH_VERSION it was built by
-        );
-        INSERT INTO graph_meta (id, generation, graph_version) VALUES (1, 1, """
-        + str(schema.GRAPH_VERSION)
-        + ");\n"
-        + schema.GRAPH_TABLES.replace("{g}", schema.prefix(1))
-        + ";\nINSERT INTO g1_position (id, seq) VALUES (1, 0)",
+        GRAPH_META,
     ),
 )
 
@@ -270,16 +313,7 @@ MIGRATIONS += (
     Migration(
         8,
         "the run horizon",
-        """
-        -- Runs whose latest eventTime is before the horizon left the graph (--retain-runs,
-        -- lifecycle/run_retention.py). Kept beside the log, not in a graph generation:
-        -- a reprojection trims the runs the log brings back, and asOf before it is a 422.
-        CREATE TABLE run_horizon (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            horizon_key TEXT NOT NULL,       -- an eventTime key (projector/times.py)
-            set_at TEXT NOT NULL
-        )
-    """,
+        RUN_HORIZON,
     ),
 )
 
@@ -402,25 +436,8 @@ MIGRATIONS += (
             created_by TEXT,                 -- who added it (NULL: auth was off)
             format TEXT NOT NULL             -- standard (Standard Webhooks) or slack
         );
-        -- The outbox: one row per (subscription, cause), inserted in the projection's
-        -- transaction that saw the cause, so order, duplicates, several projectors and
-        -- reprojection never make a second one (notify/causes.py).
-        CREATE TABLE notifications (
-            subscription_id TEXT NOT NULL,
-            cause TEXT NOT NULL,             -- the cause's stable key
-            notification_id TEXT NOT NULL UNIQUE,  -- webhook-id: receivers drop repeats
-            kind TEXT NOT NULL,              -- check.failed, check.recovered
-            body TEXT NOT NULL,              -- the JSON sent, less its delivery fields
-            decided_at TEXT NOT NULL,
-            state TEXT NOT NULL,             -- pending, sent, superseded, failed
-            attempts INTEGER NOT NULL,
-            next_at TEXT NOT NULL,           -- when to try (again)
-            last_error TEXT,
-            done_at TEXT,
-            PRIMARY KEY (subscription_id, cause)
-        );
-        CREATE INDEX notifications_due ON notifications (state, next_at);
-    """,
+    """
+        + OUTBOX,
     ),
 )
 
@@ -448,7 +465,22 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        17,
+        "the graph in a file of its own",
+        "",
+        # SQLite: the graph's tables (GRAPH_OWN_TABLES and every generation's) leave the
+        # log's file for one beside it, so that appends and projections each have a
+        # write lock of their own (store/sqlite_files.py moves them). From here on, a
+        # migration that changes those tables on SQLite must change them in that file.
+        dialects=("sqlite",),
+        by_store=True,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
+GRAPH_FILE = 17  # the SQLite store moves its graph to a file of its own
 LATEST = MIGRATIONS[-1].version
 
 SCHEMA_TABLE = """
@@ -493,6 +525,8 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
     locked transaction); return the versions applied."""
     applied = []
     for migration in pending(current):
+        if migration.by_store and dialect in migration.dialects:
+            break  # the store's to do, then to record
         for statement in migration.statements(dialect):
             execute(statement, ())
         if migration.served_generation:
@@ -500,9 +534,14 @@ def apply(execute: Execute, dialect: str, current: int, now: str) -> list[int]:
             prefix = schema.prefix(int(row.fetchone()[0]))  # type: ignore[attr-defined]
             for statement in migration.served_statements(dialect, prefix):
                 execute(statement, ())
-        execute(  # shared SQL: a PostgreSQL connection translates the placeholders
-            "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)",
-            (migration.version, migration.name, now),
-        )
+        record(execute, migration, now)
         applied.append(migration.version)
     return applied
+
+
+def record(execute: Execute, migration: Migration, now: str) -> None:
+    """Record ``migration`` as applied (inside the caller's locked transaction)."""
+    execute(  # shared SQL: a PostgreSQL connection translates the placeholders
+        "INSERT INTO embrasure_schema (version, name, applied_at) VALUES (?, ?, ?)",
+        (migration.version, migration.name, now),
+    )

@@ -375,7 +375,9 @@ class PostgresStore(Store):
         with self._transaction("BEGIN", "removing a grant") as conn:
             return sql.remove_grant(conn, grant_id)
 
-    def _outbox(self, what: str, work: Callable[[Any], T], write: bool = True) -> T:
+    def _outbox(
+        self, what: str, work: Callable[[Any], T], write: bool = True, *, log: bool = False
+    ) -> T:
         if not write:
             return self._read_only(what, work)
         with self._transaction("BEGIN", what) as conn:

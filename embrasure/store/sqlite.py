@@ -1,9 +1,11 @@
-"""The embedded SQLite backend: one file, WAL mode, ``synchronous=FULL``.
+"""The embedded SQLite backend: two files (the log, and the graph beside it:
+store/sqlite_files.py), WAL mode, ``synchronous=FULL``.
 
-One writer connection, used only by the group-commit thread (``group_commit.GroupCommitter``)
-and by migrations; readers get a connection per thread. In WAL mode with
-``synchronous=FULL`` SQLite syncs the WAL before COMMIT returns, so a returned ``append``
-is durable (https://www.sqlite.org/pragma.html#pragma_synchronous).
+One writer connection to the log, used only by the group-commit thread
+(``group_commit.GroupCommitter``) and by migrations; one projector connection to the
+graph; readers get a connection per thread, to the graph with the log attached. In WAL
+mode with ``synchronous=FULL`` SQLite syncs the WAL before COMMIT returns, so a returned
+``append`` is durable (https://www.sqlite.org/pragma.html#pragma_synchronous).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, TypeVar, cast
 
 from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
-from embrasure.store import log_sql, migrations, schema, sql
+from embrasure.store import log_sql, migrations, schema, sql, sqlite_files
 from embrasure.store.base import (
     AppendResult,
     GraphReader,
@@ -29,7 +31,7 @@ from embrasure.store.base import (
     ProjectionTx,
     Store,
 )
-from embrasure.store.checkpoints import BACKSTOP_PAGES, Checkpointer
+from embrasure.store.checkpoints import Checkpointer
 from embrasure.store.compression import BodyCodec
 from embrasure.store.interned import InternCaches
 from embrasure.store.reads import SQLReader
@@ -37,27 +39,12 @@ from embrasure.store.sqlite_graph import SQLiteProjectionTx
 from embrasure.store.write_turns import WriteTurns
 
 T = TypeVar("T")
-BUSY_TIMEOUT_MS = 10_000
+BUSY_TIMEOUT_MS = sqlite_files.BUSY_TIMEOUT_MS
 PROJECTOR_CACHE_KIB = 128 * 1024
 # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (primary result
 # codes): a full disk can fail a read too (a reader opening its connection), a 503.
 UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14})
-INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    # Pages freed by retention go back to the filesystem (an incremental vacuum after
-    # each pass) instead of staying in the file. Takes effect only in a new database,
-    # before its first table: `embrasure db upgrade` converts an older one (VACUUM).
-    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    # The WAL is checkpointed by a thread of its own, not inside a writer's commit (and
-    # so its turn at the write lock): store/checkpoints.py.
-    conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
-    return conn
+INCREMENTAL = sqlite_files.INCREMENTAL
 
 
 def _memory_used_function() -> Callable[[], int] | None:
@@ -80,17 +67,26 @@ class SQLiteStore(Store):
 
     def __init__(self, path: str, *, upgrade: bool = False, compress: bool = True) -> None:
         self.path = path
+        self.graph_path = sqlite_files.graph_path_of(path)
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise StoreError(f"cannot open {path}: directory {parent} does not exist")
-        # This process's writers take turns at the write lock (store/write_turns.py), and
-        # the WAL is checkpointed after each turn, outside it (store/checkpoints.py).
+        # Each file's writers in this process take turns at its write lock
+        # (store/write_turns.py), and its WAL is checkpointed after each turn, outside
+        # it (store/checkpoints.py).
         self._turns = WriteTurns(
             after=lambda: self._checkpoints.wrote(), lock_path=path + "-writelock"
         )
-        self._checkpoints = Checkpointer(lambda: _connect(path), self._turns.turn)
+        self._checkpoints = Checkpointer(lambda: self._log_conn(), self._turns.turn)
+        self._graph_turns = WriteTurns(
+            after=lambda: self._graph_checkpoints.wrote(),
+            lock_path=self.graph_path + "-writelock",
+        )
+        self._graph_checkpoints = Checkpointer(
+            lambda: sqlite_files.connect(self.graph_path), self._graph_turns.turn
+        )
         try:
-            self._writer = _connect(path)
+            self._writer = self._log_conn()
             applied = self._migrate(upgrade)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {path}: {exc}") from exc
@@ -102,6 +98,7 @@ class SQLiteStore(Store):
         self._local = threading.local()
         if migrations.BODIES_MOVED in applied:
             self._compress_bodies()
+        if migrations.BODIES_MOVED in applied or migrations.GRAPH_FILE in applied:
             self.give_space_back()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -109,19 +106,42 @@ class SQLiteStore(Store):
         self._projector_lock = threading.Lock()
         self._interned = InternCaches()
 
+    def _log_conn(self) -> sqlite3.Connection:
+        return sqlite_files.connect(self.path)
+
+    def _graph_conn(self) -> sqlite3.Connection:
+        """The graph, with the log attached read-only (store/sqlite_files.py)."""
+        return sqlite_files.connect(self.graph_path, log_path=self.path)
+
     # -- schema ---------------------------------------------------------------------
 
     def _migrate(self, upgrade: bool) -> list[int]:
         conn = self._writer
+        name = f"sqlite:///{self.path}"
         conn.execute("BEGIN IMMEDIATE")  # the migration lock: one process at a time
         try:
-            name = f"sqlite:///{self.path}"
             applied = migrations.upgrade(conn.execute, "sqlite", name, upgrade, utc_now())
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        # Migration 17, which ``upgrade`` leaves to the store: the graph leaves the log's
+        # file (an empty one, for a database made just now), in two transactions, the
+        # copy committed before the tables leave (sqlite_files.py): SQLite commits a
+        # transaction over two WAL files one file after the other.
+        moved = sqlite_files.has_graph(conn)
+        with contextlib.closing(self._graph_conn()) as graph:
+            if moved:
+                sqlite_files.copy_graph(graph)
+            elif not sqlite_files.has_graph(graph):
+                sqlite_files.new_graph(graph)
+        if moved or migrations.GRAPH_FILE not in self._versions():
+            sqlite_files.drop_moved_graph(conn, record=True, now=utc_now())
+            applied.append(migrations.GRAPH_FILE)
         return applied
+
+    def _versions(self) -> set[int]:
+        return {v for (v,) in self._writer.execute("SELECT version FROM embrasure_schema")}
 
     def _compress_bodies(self, batch: int = 1000) -> None:
         """Compress again the bodies stored without a dictionary (as received by a
@@ -180,7 +200,7 @@ class SQLiteStore(Store):
     def _read(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path)
+            conn = self._graph_conn()
             conn.execute("PRAGMA query_only = ON")
             self._local.conn = conn
             with self._readers_lock:
@@ -214,8 +234,9 @@ class SQLiteStore(Store):
         return stat.f_bavail * stat.f_frsize  # what an unprivileged writer may still use
 
     def free_pages(self) -> int | None:
-        try:
-            return int(self._read().execute("PRAGMA freelist_count").fetchone()[0])
+        try:  # both files' (a retention pass gives back both's: SQLiteTrimmer.give_back)
+            conn = self._read()
+            return sqlite_files.free_pages(conn) + sqlite_files.free_pages(conn, "log")
         except sqlite3.Error:
             return None
 
@@ -225,11 +246,11 @@ class SQLiteStore(Store):
     @contextlib.contextmanager
     def projection(self, generation: int | None = None) -> Iterator[ProjectionTx]:
         # One projector connection, one projection at a time in this process, in its
-        # turn among the process's writers; other processes wait on SQLite's write lock
-        # (busy_timeout).
-        with self._projector_lock, self._turns.turn():
+        # turn among the process's writers of the graph's file; other processes wait on
+        # SQLite's write lock (busy_timeout). The log's writers never wait for it.
+        with self._projector_lock, self._graph_turns.turn():
             if self._projector is None:
-                self._projector = _connect(self.path)
+                self._projector = self._graph_conn()
                 # The projector touches index pages all over the graph in every
                 # transaction; SQLite's default 2 MiB page cache re-reads them from the
                 # OS each time.
@@ -336,6 +357,10 @@ class SQLiteStore(Store):
         try:
             conn = self._read()
             conn.execute("BEGIN")
+            # Each file's snapshot is taken at its first read: the graph's first, then
+            # the log's, so the log holds every delivery the graph has projected.
+            self.generation(conn)
+            conn.execute("SELECT 1 FROM log.embrasure_schema LIMIT 1").fetchall()
             try:
                 yield conn
             finally:
@@ -379,10 +404,12 @@ class SQLiteStore(Store):
         with self._short_write() as conn:
             return sql.remove_grant(conn, grant_id)
 
-    def _outbox(self, what: str, work: Callable[[Any], T], write: bool = True) -> T:
+    def _outbox(
+        self, what: str, work: Callable[[Any], T], write: bool = True, *, log: bool = False
+    ) -> T:
         if not write:
             return self._read_table(work)
-        with self._short_write() as conn:
+        with self._short_write(graph=not log) as conn:
             return work(conn)
 
     def server_secret(self, name: str) -> bytes:
@@ -390,9 +417,13 @@ class SQLiteStore(Store):
             return sql.server_secret(conn, name, secrets.token_hex(32), utc_now())
 
     @contextlib.contextmanager
-    def _short_write(self) -> Iterator[sqlite3.Connection]:
-        """A transaction on a connection of its own: the writer belongs to group commit."""
-        with contextlib.closing(_connect(self.path)) as conn, self._turns.turn():
+    def _short_write(self, graph: bool = False) -> Iterator[sqlite3.Connection]:
+        """A transaction on a connection of its own, to the log's file (the writer
+        belongs to group commit) or, with ``graph``, the graph's (the outbox)."""
+        connect, turns = (
+            (self._graph_conn, self._graph_turns) if graph else (self._log_conn, self._turns)
+        )
+        with contextlib.closing(connect()) as conn, turns.turn():
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -412,41 +443,12 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"SQLite at {self.path} does not answer: {exc}") from exc
 
     def backup(self, path: str) -> None:
-        # SQLite's online backup API (https://www.sqlite.org/backup.html) in ONE step
-        # (pages=-1): every page is copied inside one read transaction, which in WAL mode
-        # neither blocks the server's writers nor sees their later commits: a snapshot.
-        # Copied in several steps, each write by another connection would restart the
-        # copy, which under a steady ingest load may never finish.
-        partial = f"{path}.partial-{os.getpid()}"
-        source = dest = None
-        try:
-            source = sqlite3.connect(self.path)
-            source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            dest = sqlite3.connect(partial, isolation_level=None)
-            source.backup(dest)
-            # The copy's header says WAL, like the source's. A backup is one file to
-            # move around and open anywhere: rollback-journal mode needs no -wal/-shm
-            # beside it. Embrasure switches it back to WAL when it opens it.
-            dest.execute("PRAGMA journal_mode = DELETE")
-            dest.close()
-            dest = None
-            with open(partial, "rb") as written:
-                os.fsync(written.fileno())
-            os.replace(partial, path)
-            directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-            try:
-                os.fsync(directory)  # the rename itself survives a crash
-            finally:
-                os.close(directory)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"backup of {self.path} to {path} failed: {exc}") from exc
-        finally:
-            for conn in (source, dest):
-                if conn is not None:
-                    conn.close()
-            for leftover in (partial, partial + "-journal"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(leftover)
+        # Both files (store/sqlite_files.py): ``path`` the log's copy, ``path``-graph the
+        # graph's, the graph's copied first so that the log's copy holds every delivery
+        # the graph's has projected (the projector goes on from there). Restored without
+        # its graph's copy, a log's gets its graph rebuilt.
+        sqlite_files.backup_file(self.graph_path, sqlite_files.graph_path_of(path))
+        sqlite_files.backup_file(self.path, path)
 
     @contextlib.contextmanager
     def log_trimmer(self) -> Iterator[LogTrimmer | None]:
@@ -458,18 +460,26 @@ class SQLiteStore(Store):
             if not held:
                 yield None
                 return
-            with contextlib.closing(_connect(self.path)) as conn:
+            # The log's file, with the graph's attached read-only (the position: only
+            # projected bodies leave); and the graph's, whose free pages a pass gives back
+            # too (SQLiteTrimmer.give_back).
+            log = sqlite_files.connect(self.path, graph_path=self.graph_path)
+            graph = sqlite_files.connect(self.graph_path)
+            with contextlib.closing(log), contextlib.closing(graph):
                 # A pass's commits need not reach the disk before the next write: its
                 # deletes come after the segment is durable, so a commit a power loss
                 # takes leaves bodies both stored and archived, which the next pass
                 # adopts; a vacuum step lost is space given back later. Without the
                 # fsync each of its write transactions holds the lock the receiver
                 # waits for a much shorter time. The receiver's connection keeps FULL.
-                conn.execute("PRAGMA synchronous = NORMAL")
-                yield SQLiteTrimmer(conn, self.path, self.codec, self._turns)
+                for conn in (log, graph):
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                graph_turn = (graph, self._graph_turns)
+                yield SQLiteTrimmer(log, self.path, self.codec, self._turns, graph_turn)
 
     def close(self) -> None:
         self._checkpoints.close()
+        self._graph_checkpoints.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -479,3 +489,4 @@ class SQLiteStore(Store):
                 self._projector.close()
         self._writer.close()
         self._turns.close()
+        self._graph_turns.close()

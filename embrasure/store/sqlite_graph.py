@@ -101,7 +101,11 @@ class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
         )
 
     def hold_log(self) -> None:
-        pass  # BEGIN IMMEDIATE holds SQLite's only write lock: the log waits already
+        # Nothing to hold: this transaction holds the graph's write lock, so no other
+        # projector moves it, and it reads the log in one snapshot (WAL), taken at its
+        # first read; what is appended after that, the next transaction projects
+        # (store/sqlite_files.py: the log's file has a write lock of its own).
+        pass
 
     def serve_this_generation(self) -> int:
         return serve_generation(self.conn, self.prefix)

@@ -183,7 +183,7 @@ def test_an_upgrade_moves_and_compresses_the_bodies_an_older_version_stored(
             db.execute(migrations.SCHEMA_TABLE)
             migrations.apply(db.execute, "sqlite", 0, utc_now())
             db.commit()
-        assert run_sql(empty_db_url, "PRAGMA auto_vacuum") == [(0,)]
+        assert run_sql(empty_db_url, "PRAGMA log.auto_vacuum") == [(0,)]
     else:
         with psycopg.connect(empty_db_url, autocommit=True) as pg:
             conn = PgConnection(pg)
@@ -210,7 +210,7 @@ def test_an_upgrade_moves_and_compresses_the_bodies_an_older_version_stored(
     raw = run_sql(empty_db_url, "SELECT COUNT(*) FROM delivery_bodies WHERE dict_id IS NULL")
     assert raw == [(1,)], "only the body compression does not shrink stays as received"
     if empty_db_url.startswith("sqlite:///"):
-        assert run_sql(empty_db_url, "PRAGMA auto_vacuum") == [(2,)]  # INCREMENTAL
+        assert run_sql(empty_db_url, "PRAGMA log.auto_vacuum") == [(2,)]  # INCREMENTAL
 
 
 def test_postgresql_bodies_land_in_their_day_partition(pg_db: str) -> None:

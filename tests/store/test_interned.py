@@ -4,7 +4,6 @@ write is by name, on both backends; the reads search indexes on a table of any s
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from embrasure.store.interned import named_sql
 from embrasure.store.rows import ColumnEdgeRow, FieldRow, NameRow
 from embrasure.store.schema import COLUMNS
 
-from conftest import run_sql, sqlite_url
+from conftest import run_sql, sqlite_files, sqlite_url
 
 A, B, C = ("db", "a"), ("db", "b"), ("hive", "b")  # C: the same name, another namespace
 
@@ -160,7 +159,7 @@ def test_named_lookups_search_indexes(db_path: Path, match: tuple[str, ...]) -> 
     open_store(sqlite_url(db_path)).close()
     keys, values = COLUMNS["column_edges"]
     sql = named_sql("g1_", "column_edges", keys + values, match, 2)
-    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+    with contextlib.closing(sqlite_files(db_path)) as conn:
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, ["x"] * 2 * len(match))]
     # Only the VALUES list is scanned; the names, then the edges by an index on ids.
     scans = [p for p in plan if p.startswith("SCAN")]

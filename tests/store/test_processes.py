@@ -8,7 +8,6 @@ import concurrent.futures
 import contextlib
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from conftest import ServerProcess
+from conftest import ServerProcess, sqlite_files
 
 pytestmark = pytest.mark.slow
 
@@ -150,7 +149,7 @@ def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_pa
     )
     assert b"generation" in rebuilt.stdout
     assert export(f"sqlite:///{db_path}") == served
-    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+    with contextlib.closing(sqlite_files(db_path)) as conn:
         names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     generations = {n.split("_")[0] for (n,) in names if re.fullmatch(r"g\d+_.*", n)}
     assert len(generations) == 1, generations  # no half-built generation left behind

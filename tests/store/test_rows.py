@@ -6,7 +6,6 @@ here rather than shift every reader."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from pathlib import Path
 
 from embrasure.store import open_store
@@ -21,7 +20,7 @@ from embrasure.store.rows import (
 )
 from embrasure.store.schema import TABLES
 
-from conftest import sqlite_url
+from conftest import sqlite_files, sqlite_url
 
 
 def test_every_graph_table_has_a_record() -> None:
@@ -31,7 +30,7 @@ def test_every_graph_table_has_a_record() -> None:
 
 def test_records_name_the_created_tables_columns_and_keys(db_path: Path) -> None:
     open_store(sqlite_url(db_path)).close()
-    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+    with contextlib.closing(sqlite_files(db_path)) as conn:
         for name, table in GRAPH_ROWS.items():
             info = conn.execute(f"PRAGMA table_info(g1_{name})").fetchall()
             # A table storing interned ids has its stored record (store/interned.py).
