@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -13,7 +13,14 @@ from starlette.routing import BaseRoute
 from embrasure import ui
 from embrasure.access.jwt_bearer import IdentityProvider, JwtVerifier
 from embrasure.access.sign_in import SignIn
-from embrasure.errors import ArchiveError, LogUnavailable, Problem, ReplayError, StoreUnavailable
+from embrasure.errors import (
+    ArchiveError,
+    LogUnavailable,
+    Problem,
+    ReadTooLong,
+    ReplayError,
+    StoreUnavailable,
+)
 from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.marquez.http import build_marquez_app
@@ -37,9 +44,11 @@ from embrasure.web.admin import AdminApi
 from embrasure.web.api import ReadApi
 from embrasure.web.auth import Guard
 from embrasure.web.deliveries import DeliveriesApi
+from embrasure.web.forward import Forwarder, forward_reads
 from embrasure.web.health import Health
 from embrasure.web.metrics import Metrics
 from embrasure.web.openapi import document as openapi
+from embrasure.web.read_bounds import ReadBounds
 from embrasure.web.sign_in import routes as sign_in_routes
 from embrasure.web.subscriptions import SubscriptionsApi
 
@@ -57,13 +66,15 @@ def build_app(
     enforce_auth: bool = True,
     retention: RetentionLoop | None = None,
     kafka: KafkaSource | None = None,
+    forward_reads_to: Sequence[str] = (),
 ) -> Starlette:
     """The ASGI app. With ``projector``, the lifespan also runs it in a thread; so with
     ``retention`` (``serve --retain-log``), whose passes /metrics and /readyz report, and
     with ``kafka`` (``serve --kafka-bootstrap``) a consumer whose messages join the HTTP
     deliveries' group commits.
     Without ``enforce_auth`` (a --db client command's in-process app) no token is asked
-    for."""
+    for. With ``forward_reads_to`` (``serve``'s receiver: the read processes' sockets,
+    the main port's then the Marquez port's), reads are forwarded (web/forward.py)."""
     committer = GroupCommitter(store, settings.group_commit_max, settings.group_commit_max_bytes)
     backpressure = Backpressure(
         store, settings.max_backlog_items, settings.min_free_disk_mb * MiB, settings.retry_after
@@ -103,6 +114,9 @@ def build_app(
         store, settings.retry_after, backpressure, retention_view, kafka_view, processes
     )
 
+    bounds = ReadBounds(settings.read_timeout_seconds or None, settings.heavy_reads)
+    forwarders = [Forwarder(path, bounds.timeout) for path in forward_reads_to]
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         committer.start()
@@ -124,6 +138,8 @@ def build_app(
                 retention.stop()  # between two segments: what it archived is recorded
             if projector is not None:
                 projector.stop()
+            for forwarder in forwarders:
+                await forwarder.close()
 
     # Every error a route raises has one handler (web/responses.py), registered here.
     # Starlette picks the handler of the exception's nearest class: LogUnavailable's
@@ -134,6 +150,7 @@ def build_app(
         ReplayError: errors.replay_refused,
         ArchiveError: errors.archive_failed,
         LogUnavailable: errors.log_unavailable,
+        ReadTooLong: errors.read_too_long,
         StoreUnavailable: errors.store_unavailable,
         HTTPException: errors.http_error,  # no such route (404) or method (405)
         Exception: errors.internal_error,
@@ -158,6 +175,7 @@ def build_app(
     )
     app.state.store = store
     app.state.committer = committer
+    app.state.read_bounds = bounds
     app.state.kafka = consumer
     verifier = jwt_verifier(settings)
     app.state.sign_in = sign_in = ui_sign_in(settings, verifier, store)
@@ -173,6 +191,8 @@ def build_app(
         ],
         settings.retry_after,
     )
+    for forwarder, served in zip(forwarders, (app, app.state.marquez), strict=False):
+        forward_reads(served.routes, forwarder, bounds)
     return app
 
 

@@ -82,6 +82,11 @@ class StoreConflict(StoreUnavailable):
     projectors in several processes): nothing was committed; retry at once."""
 
 
+class ReadTooLong(StoreUnavailable):
+    """A read passed its time bound (``--read-timeout-seconds``) and the database
+    stopped its query (docs/operations.md#reads-under-load)."""
+
+
 class LogUnavailable(StoreUnavailable):
     """An append to the delivery log (an ingest, a hide or unhide) did not commit:
     nothing was stored or acknowledged. The message says so in the route's words."""

@@ -48,6 +48,9 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs each request it sends at INFO: under serve, every read the receiver
+    # forwards (web/forward.py), and the notifier's every webhook.
+    logging.getLogger("httpx").setLevel(max(root.level, logging.WARNING))
 
 
 class Repeats(logging.Filter):

@@ -217,6 +217,37 @@ SETTINGS: tuple[Setting, ...] = (
         "serve: upgrade an older database schema first (else it refuses to start on one).",
     ),
     Setting(
+        "read_workers",
+        1,
+        "serve: processes that answer the read API, the web UI and Marquez's API, which the"
+        " receiver forwards reads to, so that no read slows ingest"
+        " (docs/operations.md#reads-under-load); 0: the receiver answers them itself.",
+        low=0,
+        high=64,
+    ),
+    Setting(
+        "read_nice",
+        10,
+        "serve: the read processes' nice value: under load the receiver and the projector"
+        " keep the CPU, and reads wait (0: the same priority).",
+        low=0,
+        high=19,
+    ),
+    Setting(
+        "read_timeout_seconds",
+        30,
+        "How long the database may run a read's queries; past it the read stops, 503"
+        " read-too-long (the export is not bounded; it runs one at a time). 0: no bound.",
+        low=0,
+    ),
+    Setting(
+        "heavy_reads",
+        2,
+        "How many walks of the graph (lineage, column lineage, impact) and exports run at"
+        " once; past it such a read is refused, 429 with Retry-After. 0: no bound.",
+        low=0,
+    ),
+    Setting(
         "group_commit_max", 512, "Most deliveries one log transaction (one fsync) may hold.", low=1
     ),
     Setting(
@@ -435,6 +466,10 @@ class Settings:
     no_projector: bool = BY_NAME["no_projector"].default
     single_process: bool = BY_NAME["single_process"].default
     upgrade: bool = BY_NAME["upgrade"].default
+    read_workers: int = BY_NAME["read_workers"].default
+    read_nice: int = BY_NAME["read_nice"].default
+    read_timeout_seconds: int = BY_NAME["read_timeout_seconds"].default
+    heavy_reads: int = BY_NAME["heavy_reads"].default
     group_commit_max: int = BY_NAME["group_commit_max"].default
     group_commit_max_bytes: int = BY_NAME["group_commit_max_bytes"].default
     max_backlog_items: int = BY_NAME["max_backlog_items"].default

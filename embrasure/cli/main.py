@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -71,6 +72,10 @@ def main() -> None:
     "no_projector",
     "single_process",
     "upgrade",
+    "read_workers",
+    "read_nice",
+    "read_timeout_seconds",
+    "heavy_reads",
     "group_commit_max",
     "group_commit_max_bytes",
     "max_backlog_items",
@@ -92,12 +97,23 @@ def main() -> None:
     "retention_interval",
     *cli_consume.KAFKA_SETTINGS,
 )
-# The sockets a supervising serve bound (processes/supervisor.py): its receiver serves them.
+# The sockets a supervising serve bound (processes/supervisor.py): its receiver serves
+# them, and forwards reads to its read processes' Unix sockets (web/forward.py), which
+# are served by processes started with --reads.
 @click.option("--listen-fd", "listen_fds", type=int, multiple=True, hidden=True)
-def serve(listen_fds: tuple[int, ...], **flags: Any) -> None:
-    """Run the server on --host:--port: the receiver, the projector, retention and the
-    Kafka consumer, each in a process of its own (--single-process: threads of this one)."""
+@click.option("--forward-reads", "forward_reads", multiple=True, hidden=True)
+@click.option("--reads", "reads_only", is_flag=True, hidden=True)
+def serve(
+    listen_fds: tuple[int, ...], forward_reads: tuple[str, ...], reads_only: bool, **flags: Any
+) -> None:
+    """Run the server on --host:--port: the receiver, the read processes, the projector,
+    retention and the Kafka consumer, each in a process of its own (--single-process:
+    threads of this one)."""
     settings = load_settings(flags)
+    if reads_only:
+        # A read process (docs/operations.md#reads-under-load): it gives the CPU to the
+        # receiver and the projector first.
+        os.nice(settings.read_nice)
     logs.configure(settings.log_level, settings.log_format)
     if listen_fds:
         sockets = [socket.socket(fileno=fd) for fd in listen_fds]
@@ -113,7 +129,7 @@ def serve(listen_fds: tuple[int, ...], **flags: Any) -> None:
         fail(str(exc))
     refuse_auth_off(settings, store, sockets)
     if settings.single_process or listen_fds:
-        serve_here(settings, store, sockets)
+        serve_here(settings, store, sockets, forward_reads, reads_only)
     else:
         store.close()  # upgraded and checked: the processes open their own
         supervise(settings, sockets)
@@ -152,6 +168,14 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
     off = {BY_NAME["retain_log"].env: "", BY_NAME["retain_runs"].env: ""}
     fds = [s.fileno() for s in sockets]
     receiver_args = ["serve", "--no-projector", *(f"--listen-fd={fd}" for fd in fds)]
+    # The read processes (docs/operations.md#reads-under-load) share a Unix socket per
+    # port, which the kernel hands each connection of the receiver's to one of them.
+    read_sockets = [
+        unix_listen(str(board_dir / f"reads-{n}.sock"))
+        for n in range(len(fds) if settings.read_workers else 0)
+    ]
+    read_fds = [s.fileno() for s in read_sockets]
+    receiver_args += [f"--forward-reads={s.getsockname()}" for s in read_sockets]
     stages = [
         Stage(
             "receiver",
@@ -161,6 +185,10 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
             settings.graceful_shutdown_seconds,
         )
     ]
+    reader_args = ["serve", "--reads", *(f"--listen-fd={fd}" for fd in read_fds)]
+    reader_env = {**env, **off, BY_NAME["kafka_bootstrap"].env: ""}
+    for n in range(settings.read_workers):
+        stages.append(Stage(f"reads-{n + 1}", reader_args, reader_env, tuple(read_fds), 5.0))
     if not settings.no_projector:
         stages.append(Stage("projector", ["project"], {**env, **off}))
     if settings.retain_log or settings.retain_runs:
@@ -175,7 +203,7 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
     try:
         Supervisor(stages, StatusBoard(board_dir)).run()
     finally:
-        for s in sockets:
+        for s in [*sockets, *read_sockets]:
             s.close()
         shutil.rmtree(board_dir, ignore_errors=True)
 
@@ -183,14 +211,30 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
 LISTEN_BACKLOG = 2048  # uvicorn's own default
 
 
+def unix_listen(path: str) -> socket.socket:
+    """A listening Unix socket at ``path`` (the read processes': only this user's)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    os.chmod(path, 0o600)
+    sock.listen(LISTEN_BACKLOG)
+    return sock
+
+
 def show_address(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # RFC 3986: IPv6 in []
 
 
-def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> None:
+def serve_here(
+    settings: Settings,
+    store: Any,
+    sockets: list[socket.socket],
+    forward_reads: Sequence[str] = (),
+    reads_only: bool = False,
+) -> None:
     """The server in this process: the receiver, and unless --no-projector the projector,
-    retention and the Kafka consumer as its threads."""
+    retention and the Kafka consumer as its threads; with ``forward_reads``, its reads
+    forwarded to those sockets; ``reads_only``: a read process of serve's."""
     import uvicorn
     from starlette.types import ASGIApp
 
@@ -203,20 +247,22 @@ def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> 
     archived = ArchivedBodies(settings.archive)
     projector = (
         None
-        if settings.no_projector
+        if settings.no_projector or reads_only
         else Projector(store, projector_limits(settings), archived=archived)
     )
-    retention = cli_retention.retention_loop(settings, store)
+    retention = None if reads_only else cli_retention.retention_loop(settings, store)
     app = build_app(
         settings,
         store,
         projector=projector,
         retention=retention,
-        kafka=cli_consume.kafka_source(settings),
+        kafka=None if reads_only else cli_consume.kafka_source(settings),
+        forward_reads_to=forward_reads,
     )
     served: ASGIApp = app
-    if settings.marquez_port:
-        marquez_port = sockets[1].getsockname()[1]
+    if len(sockets) > 1:  # the Marquez port's (a read process's: its Unix socket's path)
+        address = sockets[1].getsockname()
+        marquez_port = address if isinstance(address, str) else address[1]
         served = PortDispatch(app, marquez_port, app.state.marquez)
     config = uvicorn.Config(
         served,
@@ -236,8 +282,9 @@ def serve_here(settings: Settings, store: Any, sockets: list[socket.socket]) -> 
     # graceful shutdown the end of it: we close the store and exit 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: None)
-    log.info("listening on http://%s", show_address(sockets[0]))
-    if settings.marquez_port:
+    if not reads_only:
+        log.info("listening on http://%s", show_address(sockets[0]))
+    if settings.marquez_port and not reads_only:
         log.info("Marquez's API on http://%s", show_address(sockets[1]))
     # The notifications' sender (docs/notifications.md#delivery), a thread of this
     # process beside its projector (a receiver alone, a stage of `serve`, has neither).

@@ -39,6 +39,7 @@ from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import ColumnEdgeRow
 from embrasure.web.auth import requires
+from embrasure.web.read_bounds import heavy
 from embrasure.web.responses import answer
 
 # Marquez's strongest-first order of a field's transformations (docs/projection.md).
@@ -183,4 +184,4 @@ class ColumnLineageRoutes:
 
 def routes(store: Store) -> list[BaseRoute]:
     api = ColumnLineageRoutes(store)
-    return [route("/column-lineage", requires("read")(api.lineage))]
+    return [route("/column-lineage", requires("read")(heavy(api.lineage)))]

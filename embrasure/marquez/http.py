@@ -137,7 +137,7 @@ def build_marquez_app(main: Starlette, routes: list[BaseRoute], retry_after: int
             Exception: errors.internal,
         },
     )
-    for name in ("store", "committer", "kafka", "guard"):
+    for name in ("store", "committer", "kafka", "guard", "read_bounds"):
         setattr(app.state, name, getattr(main.state, name))
     # Marquez ignores query parameters a route does not take, and its clients send some
     # (marquez-web's ``lastRunStates`` beside ``limit``): not refused here
@@ -149,16 +149,17 @@ def build_marquez_app(main: Starlette, routes: list[BaseRoute], retry_after: int
 class PortDispatch:
     """One process, two ports: a connection to ``port`` is served by ``other``, every
     other one (and the lifespan) by ``main``. The port is the socket's own, as the
-    server puts it in the scope (``scope["server"]``)."""
+    server puts it in the scope (``scope["server"]``); a Unix socket's is its path (a
+    read process's: web/forward.py)."""
 
-    def __init__(self, main: ASGIApp, port: int, other: ASGIApp) -> None:
+    def __init__(self, main: ASGIApp, port: int | str, other: ASGIApp) -> None:
         self.main = main
         self.port = port
         self.other = other
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = scope.get("server")
-        if scope["type"] != "lifespan" and server is not None and server[1] == self.port:
+        if scope["type"] != "lifespan" and server is not None and self.port in server:
             await self.other(scope, receive, send)
         else:
             await self.main(scope, receive, send)

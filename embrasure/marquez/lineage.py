@@ -38,6 +38,7 @@ from embrasure.query.lineage import lineage
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.web.auth import requires
+from embrasure.web.read_bounds import heavy
 from embrasure.web.responses import answer
 
 DEFAULT_DEPTH = 20  # Marquez's
@@ -240,4 +241,4 @@ class LineageRoutes:
 
 def routes(store: Store) -> list[BaseRoute]:
     api = LineageRoutes(store)
-    return [route("/lineage", requires("read")(api.lineage))]
+    return [route("/lineage", requires("read")(heavy(api.lineage)))]

@@ -28,6 +28,7 @@ from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.store.rows import RunIoRow, RunRow
 from embrasure.web.auth import requires
+from embrasure.web.read_bounds import heavy
 from embrasure.web.responses import answer
 
 MAX_RUNS = 10_000  # runs an answer holds at most
@@ -117,4 +118,4 @@ class RunLineageRoutes:
 
 def routes(store: Store) -> list[BaseRoute]:
     api = RunLineageRoutes(store)
-    return [route("/runlineage/upstream", requires("read")(api.upstream))]
+    return [route("/runlineage/upstream", requires("read")(heavy(api.upstream)))]

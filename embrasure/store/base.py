@@ -510,8 +510,12 @@ class Store(abc.ABC):
         """Drop a generation's graph tables (never the served one)."""
 
     @abc.abstractmethod
-    def reader(self) -> contextlib.AbstractContextManager[GraphReader]:
-        """A read snapshot of the log and the served graph."""
+    def reader(
+        self, timeout: float | None = None
+    ) -> contextlib.AbstractContextManager[GraphReader]:
+        """A read snapshot of the log and the served graph. With ``timeout`` (seconds),
+        the database stops any query of it running past that long after the snapshot
+        began, and ReadTooLong is raised (docs/operations.md#reads-under-load)."""
 
     @abc.abstractmethod
     def tokens(self) -> list[Token]:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from embrasure.errors import StoreError, StoreUnavailable
+from embrasure.errors import ReadTooLong, StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
 from embrasure.store import log_sql, migrations, redact, schema, sql
 from embrasure.store.base import (
@@ -337,10 +337,22 @@ class PostgresStore(Store):
         return [str(n) for (n,) in names]
 
     @contextlib.contextmanager
-    def reader(self) -> Iterator[GraphReader]:
+    def reader(self, timeout: float | None = None) -> Iterator[GraphReader]:
         # One snapshot for every query of the request.
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "read") as conn:
-            yield SQLReader(conn, schema.prefix(self._generation(conn)), self.codec)
+            if timeout is not None:
+                # Each statement's own bound, for this transaction: the server cancels a
+                # query past it (a read runs a few queries; each gets the whole bound).
+                conn.execute(f"SET LOCAL statement_timeout = {max(1, round(timeout * 1000))}")
+            try:
+                yield SQLReader(conn, schema.prefix(self._generation(conn)), self.codec)
+            except psycopg.errors.QueryCanceled as exc:
+                if timeout is None:
+                    raise
+                raise ReadTooLong(
+                    f"the read was stopped after {timeout:g} s (--read-timeout-seconds):"
+                    " ask for less (a smaller depth or limit)"
+                ) from exc
 
     # -- tokens -------------------------------------------------------------------------
 

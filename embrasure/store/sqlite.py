@@ -17,10 +17,11 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
-from embrasure.errors import StoreError, StoreUnavailable
+from embrasure.errors import ReadTooLong, StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
 from embrasure.store import log_sql, migrations, schema, sql, sqlite_files
 from embrasure.store.base import (
@@ -45,6 +46,9 @@ PROJECTOR_CACHE_KIB = 128 * 1024
 # codes): a full disk can fail a read too (a reader opening its connection), a 503.
 UNAVAILABLE_CODES = frozenset({5, 6, 10, 13, 14})
 INCREMENTAL = sqlite_files.INCREMENTAL
+SQLITE_INTERRUPT = 9  # https://www.sqlite.org/rescode.html#interrupt
+# VM steps between two looks at a read's deadline: ~1 ms of a query's work, a clock read.
+PROGRESS_STEPS = 50_000
 
 
 def _memory_used_function() -> Callable[[], int] | None:
@@ -339,8 +343,8 @@ class SQLiteStore(Store):
             conn.execute(f"DROP TABLE IF EXISTS {name}")
 
     @contextlib.contextmanager
-    def reader(self) -> Iterator[GraphReader]:
-        with self._snapshot() as conn:
+    def reader(self, timeout: float | None = None) -> Iterator[GraphReader]:
+        with self._snapshot(timeout) as conn:
             yield SQLReader(conn, schema.prefix(self.generation(conn)), self.codec)
 
     @contextlib.contextmanager
@@ -351,11 +355,16 @@ class SQLiteStore(Store):
             yield SQLiteProjectionTx(conn, prefix, self.codec, self._interned.of(prefix))
 
     @contextlib.contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+    def _snapshot(self, timeout: float | None = None) -> Iterator[sqlite3.Connection]:
         """This thread's reader connection (query_only) in one read transaction: one
-        snapshot for every query in it (WAL), and no lock a writer waits for."""
+        snapshot for every query in it (WAL), and no lock a writer waits for. With
+        ``timeout``, a query still running that long after the start is interrupted
+        (a progress handler: https://www.sqlite.org/c3ref/progress_handler.html)."""
         try:
             conn = self._read()
+            if timeout is not None:
+                deadline = time.monotonic() + timeout
+                conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
             conn.execute("BEGIN")
             # Each file's snapshot is taken at its first read: the graph's first, then
             # the log's, so the log holds every delivery the graph has projected.
@@ -364,12 +373,19 @@ class SQLiteStore(Store):
             try:
                 yield conn
             finally:
+                conn.set_progress_handler(None, 0)
                 conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
+            code = exc.sqlite_errorcode & 0xFF
+            if code == SQLITE_INTERRUPT and timeout is not None:
+                raise ReadTooLong(
+                    f"the read was stopped after {timeout:g} s (--read-timeout-seconds):"
+                    " ask for less (a smaller depth or limit)"
+                ) from exc
             # Locked past the busy timeout, a disk error, a file that cannot be opened:
             # the store's trouble, not the request's (a 503 with Retry-After, not a 500).
             # Anything else (a bad query) stays a bug.
-            if exc.sqlite_errorcode & 0xFF not in UNAVAILABLE_CODES:
+            if code not in UNAVAILABLE_CODES:
                 raise
             raise StoreUnavailable(f"SQLite at {self.path} could not be read: {exc}") from exc
 

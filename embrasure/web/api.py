@@ -57,6 +57,7 @@ from embrasure.web.params import (
     run_states,
     time_param,
 )
+from embrasure.web.read_bounds import heavy
 from embrasure.web.responses import answer
 
 Listed = TypeVar("Listed", DatasetRow, JobRow)  # the (ns, name)-keyed listings
@@ -346,16 +347,16 @@ class ReadApi:
     def routes(self) -> list[Route]:
         read = requires("read")
         return [
-            Route("/api/v1/export", read(self.export), methods=["GET"]),
+            Route("/api/v1/export", read(heavy(self.export)), methods=["GET"]),
             Route("/api/v1/runs", read(self.list_runs), methods=["GET"]),
             Route("/api/v1/runs/{run_id}", read(self.get_run), methods=["GET"]),
             Route("/api/v1/runs/{run_id}/children", read(self.run_children), methods=["GET"]),
             Route("/api/v1/datasets", read(self.list_datasets), methods=["GET"]),
             Route("/api/v1/datasets/runs", read(self.dataset_runs), methods=["GET"]),
             Route("/api/v1/jobs", read(self.list_jobs), methods=["GET"]),
-            Route("/api/v1/lineage", read(self.lineage), methods=["GET"]),
-            Route("/api/v1/column-lineage", read(self.column_lineage), methods=["GET"]),
-            Route("/api/v1/impact", read(self.impact), methods=["GET"]),
+            Route("/api/v1/lineage", read(heavy(self.lineage)), methods=["GET"]),
+            Route("/api/v1/column-lineage", read(heavy(self.column_lineage)), methods=["GET"]),
+            Route("/api/v1/impact", read(heavy(self.impact)), methods=["GET"]),
             Route("/api/v1/overview", read(self.overview), methods=["GET"]),
             Route("/api/v1/namespaces", read(self.namespaces), methods=["GET"]),
             Route("/api/v1/search", read(self.search), methods=["GET"]),

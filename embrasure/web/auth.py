@@ -44,7 +44,7 @@ from embrasure.access.sign_in import SignIn
 from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import Grant, Principal, Token
 from embrasure.store import Store
-from embrasure.web import params
+from embrasure.web import params, read_bounds
 from embrasure.web.refresh import Refreshed
 from embrasure.web.responses import store_unavailable
 
@@ -291,8 +291,9 @@ def _unauthorized(detail: str, error: str = "") -> Problem:
 def requires(*scopes: str, everywhere: bool = False) -> Callable[[Endpoint], Endpoint]:
     """Mark an endpoint as needing one of ``scopes`` (on every namespace with
     ``everywhere``: routes that span them all, such as the delivery log); who sent it (a
-    Principal, None while auth is off) is on request.state.principal, and what it may
-    read on grants.READING (query/hidden.py hides the rest).
+    Principal, None while auth is off) is on request.state.principal, what it may
+    read on grants.READING (query/hidden.py hides the rest), and the bounds of a read on
+    read_bounds.CURRENT.
 
     The check runs inside the route's endpoint, so what it raises (a 401 or 403
     Problem) reaches the app's exception handlers like any route's error."""
@@ -312,9 +313,11 @@ def requires(*scopes: str, everywhere: bool = False) -> Callable[[Endpoint], End
             request.state.principal = principal
             params.refuse_unknown(request)
             reading = grants.READING.set(grants.restricted(principal, "read"))
+            bounds = read_bounds.CURRENT.set(getattr(request.app.state, "read_bounds", None))
             try:
                 return await endpoint(request)
             finally:
+                read_bounds.CURRENT.reset(bounds)
                 grants.READING.reset(reading)
 
         guarded.required_scopes = scopes  # type: ignore[attr-defined]

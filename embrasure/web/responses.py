@@ -30,11 +30,13 @@ from embrasure.errors import (
     NotQuarantined,
     NotReplayable,
     Problem,
+    ReadTooLong,
     ReplayError,
     StoreUnavailable,
 )
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
+from embrasure.web import read_bounds
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 T = TypeVar("T")
@@ -69,6 +71,12 @@ def problem_response(problem: Problem) -> Response:
 def store_unavailable(exc: Exception, retry_after: int) -> Problem:
     """503: the store is down, or locked past its timeout; the request may succeed later."""
     return Problem(503, "store-unavailable", "Store unavailable", str(exc), retry_after=retry_after)
+
+
+def read_too_long(exc: ReadTooLong) -> Problem:
+    """503: a read passed its time bound (web/read_bounds.py); asking again for the same
+    will not help, so no Retry-After."""
+    return Problem(503, "read-too-long", "Read took too long", str(exc))
 
 
 def log_unavailable(exc: LogUnavailable, retry_after: int) -> Problem:
@@ -108,6 +116,10 @@ class ErrorHandlers:
     async def problem(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Problem)
         return problem_response(exc)
+
+    async def read_too_long(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ReadTooLong)
+        return problem_response(read_too_long(exc))
 
     async def store_unavailable(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StoreUnavailable)
@@ -174,10 +186,13 @@ def graph_rebuilding() -> Problem:
 
 
 async def read(store: Store, work: Callable[[GraphReader], T]) -> T:
-    """``work`` over one store snapshot, run in the thread pool: the stores' drivers block."""
+    """``work`` over one store snapshot, run in the thread pool: the stores' drivers block.
+    Its queries are bounded in time by the request's read bounds (web/read_bounds.py)."""
+    timeout = read_bounds.timeout()
 
     def run() -> T:
-        with store.reader() as reader:  # a store that cannot be read is a 503 from here
+        # A store that cannot be read is a 503 from here; a read past its bound too.
+        with store.reader(timeout) as reader:
             if not store.serves_current_graph():
                 raise graph_rebuilding()
             return work(reader)

@@ -137,15 +137,31 @@ def read(
     schema_name: str,
     not_found: str | None = None,
     unprocessable: str | None = None,
+    heavy: bool = False,
 ) -> dict[str, Operation]:
     """A GET of the read API: 200 JSON, 400 for parameters, 404 where it looks up, 422
-    where a well-formed question cannot be answered."""
+    where a well-formed question cannot be answered, 503 past its time bound; a heavy one
+    (web/read_bounds.py) 429 past --heavy-reads."""
     responses = {"200": json_body(schema_name, summary), "400": BAD_PARAMETER}
     if not_found:
         responses["404"] = problem(not_found)
     if unprocessable:
         responses["422"] = problem(unprocessable)
+    if heavy:
+        responses["429"] = TOO_MANY_HEAVY
+    responses["503"] = READ_UNAVAILABLE
     return {"get": operation(operation_id, tag, summary, description, parameters, responses)}
+
+
+READ_UNAVAILABLE = problem(
+    "The store cannot be read now (`store-unavailable`, with Retry-After), or the read ran"
+    " past --read-timeout-seconds and the database stopped it (`read-too-long`: ask for less).",
+)
+TOO_MANY_HEAVY = problem(
+    "--heavy-reads walks of the graph or exports are running already"
+    " (`too-many-heavy-reads`): retry after Retry-After.",
+    retry_after=True,
+)
 
 
 # -- the read API (docs/queries.md) ----------------------------------------------------------------
@@ -255,6 +271,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
             not_found="No such dataset or job.",
             unprocessable="`asOf` before the run horizon (`as-of-before-horizon`): the runs"
             " before it were removed by --retain-runs.",
+            heavy=True,
         ),
         "/api/v1/column-lineage": read(
             "getColumnLineage",
@@ -278,6 +295,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
             ],
             "ColumnLineageGraph",
             not_found=FIELD_NOT_FOUND,
+            heavy=True,
         ),
         "/api/v1/impact": read(
             "getImpact",
@@ -294,6 +312,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
             ],
             "Impact",
             not_found=FIELD_NOT_FOUND,
+            heavy=True,
         ),
         "/api/v1/export": {
             "get": operation(
@@ -303,7 +322,7 @@ def _graph() -> dict[str, dict[str, Operation]]:
                 "Sorted by identity, keys sorted, free of arrival details: two graphs built "
                 "from the same events in any order export byte for byte the same.",
                 [],
-                {"200": json_body("Export", "The graph.")},
+                {"200": json_body("Export", "The graph."), "429": TOO_MANY_HEAVY},
             )
         },
     }
