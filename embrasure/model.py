@@ -336,8 +336,10 @@ class EventFacts:
     columns: tuple[ColumnFact, ...]
     warnings: tuple[str, ...]
     # Digest of the job and dataset content the facts above were read from: equal shapes
-    # give equal job facets, datasets and columns (a memo key for derived rows).
-    shape: bytes = b""
+    # give equal job facets, datasets and columns (a memo key for derived rows, not a
+    # fact: an event read from its members and one parsed whole may name one content
+    # by two digests).
+    shape: bytes = dataclasses.field(default=b"", compare=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

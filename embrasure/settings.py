@@ -311,8 +311,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "projector_batch_events",
-        2000,
-        "Most events one projection transaction takes on (whole deliveries, at least one).",
+        10_000,
+        "Most events one projection transaction takes on (whole deliveries, at least one):"
+        " behind, a bigger fold writes each job's and edge's row once for more events"
+        " (docs/projection.md#what-makes-it-fast-enough).",
         low=1,
     ),
     Setting(

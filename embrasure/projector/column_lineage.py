@@ -98,9 +98,10 @@ def indirect_subtypes(subtypes: Iterable[str]) -> tuple[str, ...]:
 # -- extraction ------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Dep:
-    """One input field's dependency as read from the facet, before merging."""
+    """One input field's dependency as read from the facet, before merging (shared
+    between fields: _classify remembers them)."""
 
     kind: str
     klass: str | None
@@ -119,7 +120,7 @@ def _stronger(a: str | None, b: str | None) -> str | None:
 def _classify(entry: Mapping[str, Any], legacy: Any) -> _Dep:
     transformations = entry.get("transformations")
     items = (
-        [t for t in transformations if isinstance(t, Mapping)]
+        [t for t in transformations if isinstance(t, dict)]
         if isinstance(transformations, list)
         else []
     )
@@ -131,18 +132,38 @@ def _classify(entry: Mapping[str, Any], legacy: Any) -> _Dep:
             legacy_class = "direct" if legacy == "IDENTITY" else "expression"
             return _Dep(MAPPING, legacy_class, legacy == "MASKED", frozenset())
         return _Dep(MAPPING, "expression", False, frozenset())
+    # Each transformation as the rule reads it; a platform's column lineage repeats a
+    # handful of them thousands of times, so their reading is remembered.
+    read = tuple(_transformation(t) for t in items)
+    found = _classified.get(read)
+    if found is None:
+        if len(_classified) >= 4096:
+            _classified.clear()
+        found = _classified[read] = _classify_read(read)
+    return found
 
+
+Transformation = tuple[str, str | None, bool]  # type ('' none), subtype (None), masking
+_classified: dict[tuple[Transformation, ...], _Dep] = {}
+
+
+def _transformation(t: dict[str, Any]) -> Transformation:
+    typ, sub = t.get("type"), t.get("subtype")
+    return (
+        typ if isinstance(typ, str) else "",
+        sub if isinstance(sub, str) and sub else None,
+        t.get("masking") is True,
+    )
+
+
+def _classify_read(read: tuple[Transformation, ...]) -> _Dep:
     klass: str | None = None
     masked = False
     subtypes: set[str] = set()
-    for t in items:
-        typ = t.get("type")
-        sub = t.get("subtype")
-        kind_s = typ if isinstance(typ, str) else ""
-        sub_s = sub if isinstance(sub, str) and sub else None
+    for kind_s, sub_s, masking in read:
         if kind_s or sub_s:
             subtypes.add(f"{kind_s}/{sub_s}" if sub_s else kind_s)
-        masked = masked or t.get("masking") is True
+        masked = masked or masking
         if kind_s == "INDIRECT":
             continue
         if kind_s == "DIRECT" and sub_s in _DIRECT_SUBTYPES:
@@ -207,10 +228,10 @@ class _Inputs:
 def schema_fields(output: DatasetFacts) -> list[str]:
     """The field names of a dataset's SchemaDatasetFacet (``fields[].name``)."""
     schema = output.facets.get("schema")
-    fields = schema.get("fields") if isinstance(schema, Mapping) else None
+    fields = schema.get("fields") if isinstance(schema, dict) else None
     if not isinstance(fields, list):
         return []
-    return [f["name"] for f in fields if isinstance(f, Mapping) and isinstance(f.get("name"), str)]
+    return [f["name"] for f in fields if isinstance(f, dict) and isinstance(f.get("name"), str)]
 
 
 def _label(d: DatasetId) -> str:
@@ -242,7 +263,7 @@ def _field_entries(
             )
             continue
         out_fields.add(out_field)
-        if not isinstance(spec, Mapping):
+        if not isinstance(spec, dict):
             continue
         listed = spec.get("inputFields")
         legacy = spec.get("transformationType")
@@ -258,7 +279,7 @@ def _facet_entries(output: DatasetFacts, facet: Mapping[str, Any]) -> tuple[list
     ``fields`` entries, then the ``dataset`` ones for every field the output names."""
     fields = facet.get("fields")
     entries, out_fields, warnings = _field_entries(
-        output, fields if isinstance(fields, Mapping) else {}
+        output, fields if isinstance(fields, dict) else {}
     )
     dataset_level = facet.get("dataset")
     if isinstance(dataset_level, list) and dataset_level:
@@ -279,7 +300,7 @@ def _facet_entries(output: DatasetFacts, facet: Mapping[str, Any]) -> tuple[list
 def _named_field(target: DatasetId, entry: Any) -> tuple[DatasetId, str] | str:
     """The (dataset, field) an input field entry names, or the warning that ignores it."""
     # The warning's prefix is built only for a warning: this runs for every field.
-    if not isinstance(entry, Mapping):
+    if not isinstance(entry, dict):
         return (
             f"columnLineage of {_label(target)}: an input field that is not an object was ignored"
         )
@@ -354,7 +375,7 @@ def extract(
     warnings: set[str] = set()
     for output in outputs:
         facet = output.facets.get("columnLineage")
-        if not isinstance(facet, Mapping) or facet.get("_deleted") is True:
+        if not isinstance(facet, dict) or facet.get("_deleted") is True:
             continue
         entries, found = _facet_entries(output, facet)
         warnings |= found

@@ -99,7 +99,7 @@ def time_key(time: EventTime | None) -> tuple[bool, str]:
 
 def is_deletion(value: Any) -> bool:
     """``{"_deleted": true, …}``: JSON true only — null, false or "true" are values."""
-    return isinstance(value, Mapping) and value.get("_deleted") is True
+    return isinstance(value, dict) and value.get("_deleted") is True
 
 
 def _rank(item: FacetValue) -> tuple[tuple[bool, str], bytes, str]:

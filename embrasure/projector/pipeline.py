@@ -129,9 +129,15 @@ def _project_members(event: members.Members) -> EventFacts:
         return found  # type: ignore[no-any-return]
 
     def declared(job: JobId | None) -> Declared | str:
-        return members.cached(  # type: ignore[no-any-return]
-            content, "declared", lambda: _declared(content.values, kind, job)
-        )
+        # Read once per content (members.py remembers it, as _declared's memo would):
+        # keyed by its canonical JSON's digest, as the shapes it makes are remembered.
+        def read() -> Declared | str:
+            key = hashlib.blake2b(kind.encode(), digest_size=16)
+            for _name, piece in content.canonical:
+                key.update(piece)
+            return _read_declared(key.digest(), content.values, kind, job)
+
+        return members.cached(content, "declared", read)  # type: ignore[no-any-return]
 
     return _stages(identity, kind, event.head, job_of, declared, [])
 

@@ -205,7 +205,7 @@ def dialect_of(sql_facet: Mapping[str, Any], datasets: Iterable[DatasetFacts]) -
     for d in datasets:
         uris = [d.id.namespace]
         source = d.facets.get("dataSource")
-        if isinstance(source, Mapping) and isinstance(source.get("uri"), str):
+        if isinstance(source, dict) and isinstance(source.get("uri"), str):
             uris.append(source["uri"])
         for uri in uris:
             dialect = DIALECTS.get(_scheme(uri))
@@ -288,7 +288,7 @@ def derive(
     that carry no columnLineage facet, and warnings. Sorted, so equal events give equal
     results; a function of the event alone (the cache changes only the cost)."""
     facet = job_facets.get("sql")
-    if not isinstance(facet, Mapping) or facet.get("_deleted") is True:
+    if not isinstance(facet, dict) or facet.get("_deleted") is True:
         return (), ()
     query = facet.get("query")
     outputs = [d for d in datasets if d.role == "output"]

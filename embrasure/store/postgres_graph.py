@@ -135,7 +135,8 @@ class PostgresProjectionTx(TxReads, RunTrimming, ProjectionTx):
 
     def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         name = table_of(table)
-        self._run(name, "insert_new", _key_order(name, self.stored(table, rows)))
+        missing = self.interner.unseen(name, self.stored(table, rows))
+        self._run(name, "insert_new", _key_order(name, missing))
 
     def save(self, table: Record, rows: Sequence[Key]) -> None:
         # The last row of a key wins, as SQLite's row-by-row upserts have it (one

@@ -76,7 +76,8 @@ class SQLiteProjectionTx(TxReads, RunTrimming, ProjectionTx):
 
     def insert_missing(self, table: Record, rows: Sequence[Key]) -> None:
         # One executemany: SQLite's per-row counts are only needed by insert_new.
-        self.conn.executemany(_sql(self.prefix, table)["insert_new"], self.stored(table, rows))
+        missing = self.interner.unseen(table_of(table), self.stored(table, rows))
+        self.conn.executemany(_sql(self.prefix, table)["insert_new"], missing)
 
     def save(self, table: Record, rows: Sequence[Key]) -> None:
         self.conn.executemany(_sql(self.prefix, table)["save"], self.stored(table, rows))
