@@ -227,7 +227,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "read_nice",
-        10,
+        19,
         "serve: the read processes' nice value: under load the receiver and the projector"
         " keep the CPU, and reads wait (0: the same priority).",
         low=0,

@@ -241,9 +241,11 @@ def _command() -> str:
 def backup(path: Path, force: bool, **flags: Any) -> None:
     """Copy the --db database to PATH, consistently, while a server may be writing to it.
 
-    PATH is a standalone SQLite file: serve it with `embrasure serve --db sqlite:///PATH`.
+    PATH gets the log's file and PATH-graph the graph's: serve them with `embrasure serve
+    --db sqlite:///PATH` (PATH alone serves too: its graph is rebuilt from its log).
     """
     from embrasure.store import open_store, redact
+    from embrasure.store.sqlite_files import graph_path_of
 
     db = load_settings(flags).db
     source = db.removeprefix("sqlite:///")
@@ -256,8 +258,10 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
         fail(f"--db {db}: no database at {os.path.abspath(source)}")
     if path.exists() and os.path.samefile(path, source):
         fail(f"{path} is the database itself")
-    if path.exists() and not force:
-        fail(f"{path} exists; pass --force to replace it")
+    graph = Path(graph_path_of(str(path)))
+    for written in (path, graph):
+        if written.exists() and not force:
+            fail(f"{written} exists; pass --force to replace it")
     folder = path.absolute().parent
     if not folder.is_dir():
         # SQLite would say only "unable to open database file".
@@ -272,10 +276,8 @@ def backup(path: Path, force: bool, **flags: Any) -> None:
             store.close()
     except EmbrasureError as exc:
         fail(str(exc))
-    click.echo(
-        f"backed up {db} to {path}: {byte_size(path.stat().st_size)} "
-        f"in {time.monotonic() - started:.2f} s"
-    )
+    size = path.stat().st_size + graph.stat().st_size  # both files (PATH-graph beside)
+    click.echo(f"backed up {db} to {path}: {byte_size(size)} in {time.monotonic() - started:.2f} s")
 
 
 COMMANDS = (ingest, demo, backup)

@@ -26,7 +26,7 @@ How, cheaply:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import jiter
@@ -184,19 +184,71 @@ def iter_array(body: bytes, max_depth: int) -> Iterator[tuple[Any, msgspec.Raw]]
         # msgspec skips nested values recursively, bounded by Python's recursion limit
         # (about a thousand levels): far past our limit, and all we know.
         raise _depth_problem(max_depth, max_depth + 1, at_least=True) from None
-    colons = 0
-    for raw in spans:
-        try:
-            item = orjson.loads(memoryview(raw))  # msgspec.Raw's buffer, not a copy
-        except orjson.JSONDecodeError as exc:
-            raise _explain_decode_error(bytes(raw), exc, max_depth) from None
-        serialised = _serialise_within_depth(item, max_depth - 1)  # items are at depth 2
-        if serialised is None:
-            raise _depth_problem(max_depth, depth_of(item) + 1)
-        colons += serialised.count(b":")
-        yield item, raw
+    colons = yield from _items(spans, max_depth, 2)
     # The array's own bytes hold no colon, so the items' counts add up to the body's.
     _check_duplicate_keys(body, colons)
+
+
+def iter_envelope(body: bytes, max_depth: int) -> Iterator[tuple[Any, msgspec.Raw]]:
+    """``iter_array`` of an object's ``events`` array (a batch's envelope,
+    ``{"events": [...]}``), its other members checked as ``parse_strict`` checks them.
+    Raises ``NotAnEnvelope`` for a valid JSON object whose ``events`` is no array (the
+    caller's shape error), after every check of the JSON itself."""
+    try:
+        members = _RAW_MEMBERS.decode(body)
+    except msgspec.DecodeError as exc:
+        parse_strict(body, max_depth)  # says what is wrong, in parse_strict's words
+        raise _explain_decode_error(body, exc, max_depth) from None
+    except RecursionError:
+        parse_strict(body, max_depth)
+        raise _depth_problem(max_depth, max_depth + 1, at_least=True) from None
+    colons = 0
+    for name, raw in members.items():
+        colons += orjson.dumps(name).count(b":") + 1  # the member's name, and its colon
+        if name == "events" and bytes(memoryview(raw)[:1]) == b"[":
+            continue
+        value = _parsed(raw, max_depth)
+        serialised = _serialise_within_depth(value, max_depth - 1)  # at depth 2
+        if serialised is None:
+            raise _depth_problem(max_depth, depth_of(value) + 1)
+        colons += serialised.count(b":")
+    events = members.get("events")
+    if events is None or bytes(memoryview(events)[:1]) != b"[":
+        _check_duplicate_keys(body, colons)
+        raise NotAnEnvelope()
+    try:
+        spans = _RAW_ITEMS.decode(events)
+    except RecursionError:
+        raise _depth_problem(max_depth, max_depth + 1, at_least=True) from None
+    colons += yield from _items(spans, max_depth, 3)
+    _check_duplicate_keys(body, colons)
+
+
+class NotAnEnvelope(Exception):
+    """A JSON object without an ``events`` array (not a batch: receiver/bounds.py)."""
+
+
+def _items(
+    spans: list[msgspec.Raw], max_depth: int, depth: int
+) -> Generator[tuple[Any, msgspec.Raw], None, int]:
+    """Each item of an array at ``depth`` (the array's items'), parsed and checked; the
+    colons of their compact JSON, counted."""
+    colons = 0
+    for raw in spans:
+        item = _parsed(raw, max_depth)
+        serialised = _serialise_within_depth(item, max_depth - depth + 1)
+        if serialised is None:
+            raise _depth_problem(max_depth, depth_of(item) + depth - 1)
+        colons += serialised.count(b":")
+        yield item, raw
+    return colons
+
+
+def _parsed(raw: msgspec.Raw, max_depth: int) -> Any:
+    try:
+        return orjson.loads(memoryview(raw))  # msgspec.Raw's buffer, not a copy
+    except orjson.JSONDecodeError as exc:
+        raise _explain_decode_error(bytes(raw), exc, max_depth) from None
 
 
 def _check_duplicate_keys(body: bytes, serialised_colons: int) -> None:

@@ -182,3 +182,33 @@ def test_parse_array_agrees_with_parse_strict(items: list[str], max_depth: int) 
     except JsonRejected as exc:
         got = exc.slug
     assert got == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(documents, max_size=4),
+    st.lists(st.tuples(keys(), documents), max_size=3),
+    st.booleans(),
+    st.integers(3, 8),
+)
+def test_iter_envelope_agrees_with_parse_strict(
+    items: list[str], others: list[tuple[str, str]], events_first: bool, max_depth: int
+) -> None:
+    # An envelope read in one pass, its events item by item, accepts and refuses what
+    # parsing it whole does, and finds the same events.
+    members = [f"{k}: {v}" for k, v in others]
+    events = '"events": [' + ", ".join(items) + "]"
+    members.insert(0 if events_first else len(members), events)
+    body = ("{" + ", ".join(members) + "}").encode()
+    try:
+        doc = jsonguard.parse_strict(body, max_depth)
+        expected: Any = doc["events"] if isinstance(doc.get("events"), list) else "no events"
+    except JsonRejected as exc:
+        expected = exc.slug
+    try:
+        got: Any = [item for item, _raw in jsonguard.iter_envelope(body, max_depth)]
+    except JsonRejected as exc:
+        got = exc.slug
+    except jsonguard.NotAnEnvelope:
+        got = "no events"
+    assert got == expected

@@ -106,7 +106,7 @@ def test_serve_answers_reads_from_a_read_process_of_lower_priority(tmp_path: Pat
             receiver = processes["receiver"]["pid"]
             with open(f"/proc/{reader}/stat") as stat:
                 nice = int(stat.read().rpartition(")")[2].split()[16])
-            assert nice == 10  # --read-nice
+            assert nice == 19  # --read-nice
             deadline = time.monotonic() + 30
             while http.get("/api/v1/jobs").json()["jobs"] == [] and time.monotonic() < deadline:
                 time.sleep(0.2)
