@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -50,6 +51,7 @@ from typing import Any
 
 import httpx
 import ingest
+import projection
 import query
 import servers
 from ingest_load import BATCH, SINGLE, Workload, ensure_wrk, event_template
@@ -60,7 +62,7 @@ SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored
 
 ORDER = "ABABBABA"
 QUICK_ORDER = "ABBA"
-PARTS = ("ingest_single", "ingest_batch", "projection", "query")
+PARTS = ("ingest_single", "ingest_batch", "projection", "projection_platform", "query")
 QUERY_GROUPS = (
     "lineage_hub",
     "column_lineage_chain",
@@ -94,6 +96,8 @@ def metrics() -> list[Metric]:
         Metric("ingest batch", "event-loop CPU µs per request", "main_thread_us_per_req", False, 0),
         Metric("projection", "events/s", "events_per_s", True, 0),
         Metric("projection", "CPU µs per event", "cpu_us_per_event", False, 0),
+        Metric("projection platform", "events/s", "events_per_s", True, 0),
+        Metric("projection platform", "CPU µs per event", "cpu_us_per_event", False, 0),
     ]
     for group in QUERY_GROUPS:
         found += [
@@ -231,6 +235,9 @@ def child_main(argv: Sequence[str]) -> None:
         log, events = args
         fill = projection.prefill(Path(log), int(events))
         print(json.dumps(dataclasses.asdict(fill) | {"events_per_s": fill.events_per_s}))
+    elif what == "prefill-platform":
+        log, scale = args
+        print(json.dumps(prefill_platform(Path(log), float(scale))))
     else:
         log, target, quiet_wait = args
         limits = ProjectorLimits()
@@ -238,10 +245,44 @@ def child_main(argv: Sequence[str]) -> None:
         print(json.dumps(dataclasses.asdict(run)))
 
 
-def run_projection(cfg: Config, sides: dict[str, Side], work: Path) -> list[dict[str, Any]]:
+def prefill_platform(log: Path, scale: float) -> dict[str, Any]:
+    """bench/query.py's platform at ``scale`` (its every event a new job with ~25 column
+    mappings) appended to a new log, 500 events a delivery, through this side's store."""
+    from embrasure.model import DeliveryDraft, utc_now
+    from embrasure.store.sqlite import SQLiteStore
+
+    platform = query.Platform(scale)
+    bodies, events = platform.bodies(platform.tasks, 500)
+    store = SQLiteStore(str(log))
+    started = time.perf_counter()
+    try:
+        for body in bodies:
+            count = body.count(b'"eventType"')
+            digest = hashlib.sha256(body).hexdigest()
+            draft = DeliveryDraft("default", None, digest, body, "batch", count, (), utc_now())
+            store.append([draft])
+    finally:
+        store.close()
+    seconds = time.perf_counter() - started
+    projection.checkpoint(log)
+    return {
+        "events": events,
+        "events_per_s": events / seconds,
+        "db_bytes": projection.db_size(log),
+    }
+
+
+def run_projection(
+    cfg: Config, sides: dict[str, Side], work: Path, part: str = "projection"
+) -> list[dict[str, Any]]:
+    """``part``: bench/projection.py's events (``projection``), or bench/query.py's
+    platform at ``cfg.scale`` (``projection platform``)."""
     logs = {label: work / f"projection-log-{label}.db" for label in sides}
     for label, side in sides.items():
-        fill = _child(side, "prefill", str(logs[label]), str(cfg.projection_events))
+        if part == "projection":
+            fill = _child(side, "prefill", str(logs[label]), str(cfg.projection_events))
+        else:
+            fill = _child(side, "prefill-platform", str(logs[label]), str(cfg.scale))
         print(
             f"  {label}: pre-filled {fill['events']:,} events "
             f"({fill['events_per_s']:,.0f} events/s, {fill['db_bytes'] / 2**20:,.0f} MiB)",
@@ -253,7 +294,7 @@ def run_projection(cfg: Config, sides: dict[str, Side], work: Path) -> list[dict
         print(f"  [{slot + 1}/{len(cfg.order)}] {label} ", end="", flush=True)
         run = _child(sides[label], "project", str(logs[label]), str(target), str(cfg.quiet_wait_s))
         r = run | {
-            "part": "projection",
+            "part": part,
             "side": label,
             "slot": slot,
             "events_per_s": run["events"] / run["seconds"],
@@ -268,8 +309,7 @@ def run_projection(cfg: Config, sides: dict[str, Side], work: Path) -> list[dict
             flush=True,
         )
     for log in (*logs.values(), target):
-        for path in (log, Path(f"{log}-wal"), Path(f"{log}-shm")):
-            path.unlink(missing_ok=True)
+        projection.remove_db(log)
     return records
 
 
@@ -591,6 +631,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "ingest_single": lambda: run_ingest(cfg, sides, SINGLE, work),
             "ingest_batch": lambda: run_ingest(cfg, sides, BATCH, work),
             "projection": lambda: run_projection(cfg, sides, work),
+            "projection_platform": lambda: run_projection(cfg, sides, work, "projection platform"),
             "query": lambda: run_query(cfg, sides, work),
         }
         for part in cfg.parts:

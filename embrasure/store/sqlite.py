@@ -366,10 +366,12 @@ class SQLiteStore(Store):
                 deadline = time.monotonic() + timeout
                 conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
             conn.execute("BEGIN")
-            # Each file's snapshot is taken at its first read: the graph's first, then
-            # the log's, so the log holds every delivery the graph has projected.
+            # Each file's snapshot is taken at its first read: the graph's here, so the
+            # log's, if the read reads it, is later and holds every delivery the graph
+            # has projected. A read of the graph alone (a walk, the export) takes none of
+            # the log's: a snapshot held for seconds keeps a checkpoint from starting
+            # the WAL over, and the receiver's appends from the log's.
             self.generation(conn)
-            conn.execute("SELECT 1 FROM log.embrasure_schema LIMIT 1").fetchall()
             try:
                 yield conn
             finally:
