@@ -258,7 +258,7 @@ def test_a_check_sent_under_an_alias_reaches_the_subscriber_of_its_table(
 def test_two_projectors_on_postgresql_decide_each_cause_once(pg_db: str) -> None:
     """Several projectors (docs/postgres.md) each claim deliveries in their own
     transactions: the same cause decided in two at once is one outbox row."""
-    from embrasure.projector.worker import Projector
+    from embrasure.projector.worker import Projector, ProjectorLimits
     from embrasure.store import open_store
 
     from conftest import make_client
@@ -281,11 +281,16 @@ def test_two_projectors_on_postgresql_decide_each_cause_once(pg_db: str) -> None
                 event = run_event("COMPLETE", "checks", run_id(100 + n), at(10), inputs=[checked])
                 api.post(event, provider_key=f"{copy}{n}", single=True)
         stores = [open_store(pg_db) for _ in range(2)]
+        # A default transaction takes all 80 deliveries at once; claims of 8 make the
+        # two projectors share them, which is the interleaving this test is about.
+        limits = ProjectorLimits(batch_deliveries=8)
         done: list[int] = []
         try:
             threads = [
                 threading.Thread(
-                    target=lambda store=store: done.append(Projector(store).run_until_caught_up())
+                    target=lambda store=store: done.append(
+                        Projector(store, limits).run_until_caught_up()
+                    )
                 )
                 for store in stores
             ]

@@ -91,9 +91,10 @@ def test_serve_runs_a_process_per_stage(db_url: str, tmp_path: Path) -> None:
     server = ServerProcess(db_url, log_dir=tmp_path).start()
     try:
         table = wait_for(lambda: processes(server))
-        assert set(table) == {"receiver", "projector", "notifier"}
+        # reads-1 answers the receiver's forwarded reads (docs/operations.md#reads-under-load)
+        assert set(table) == {"receiver", "projector", "notifier", "reads-1"}
         pids = {row["pid"] for row in table.values()}
-        assert server.proc is not None and server.proc.pid not in pids and len(pids) == 3
+        assert server.proc is not None and server.proc.pid not in pids and len(pids) == 4
         for pid in pids:  # children of serve's supervisor
             assert int(Path(f"/proc/{pid}/stat").read_text().split()[3]) == server.proc.pid
         r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
@@ -181,7 +182,7 @@ def test_retention_runs_in_its_own_process(db_path: Path, tmp_path: Path) -> Non
     ).start()
     try:
         table = wait_for(lambda: processes(server))
-        assert set(table) == {"receiver", "projector", "retention", "notifier"}
+        assert set(table) == {"receiver", "projector", "retention", "notifier", "reads-1"}
         r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
         assert r.status_code == 202
         wait_for(lambda: projected(server))
