@@ -11,6 +11,10 @@ process that measures it imports that copy. Measured, with the harnesses' own fu
 - projection throughput: ``projection.prefill`` (one log per side, through that side's
   ``SQLiteStore.append``) and ``projection.project_copy`` (default ``ProjectorLimits``, a
   fresh copy of the log each time), in a child process that imports that side's copy;
+  the same on bench/query.py's platform (``projection_platform``: every event a new job);
+- projection on PostgreSQL (``projection_postgres``): the same events appended once per
+  side to a database of the cluster at EMBRASURE_BENCH_PG, then each run projects a copy
+  (``CREATE DATABASE … TEMPLATE``) with one projector in a child, as above;
 - query latencies: one graph (``query.Platform``, loaded over HTTP and projected by ``embrasure
   project`` of side A), then each side's ``embrasure serve`` on it in turn, measured by
   ``query.measure_group`` (hub lineage, chain and hub column lineage, impact of a hub
@@ -39,6 +43,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -52,6 +57,7 @@ from typing import Any
 import httpx
 import ingest
 import projection
+import psycopg
 import query
 import servers
 from ingest_load import BATCH, SINGLE, Workload, ensure_wrk, event_template
@@ -62,7 +68,16 @@ SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored
 
 ORDER = "ABABBABA"
 QUICK_ORDER = "ABBA"
-PARTS = ("ingest_single", "ingest_batch", "projection", "projection_platform", "query")
+PARTS = (
+    "ingest_single",
+    "ingest_batch",
+    "projection",
+    "projection_platform",
+    "projection_postgres",
+    "query",
+)
+# The PostgreSQL cluster of projection_postgres (bench/backends.py's, scripts/test's).
+PG_ADMIN = os.environ.get("EMBRASURE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 QUERY_GROUPS = (
     "lineage_hub",
     "column_lineage_chain",
@@ -98,6 +113,8 @@ def metrics() -> list[Metric]:
         Metric("projection", "CPU µs per event", "cpu_us_per_event", False, 0),
         Metric("projection platform", "events/s", "events_per_s", True, 0),
         Metric("projection platform", "CPU µs per event", "cpu_us_per_event", False, 0),
+        Metric("projection postgres", "events/s", "events_per_s", True, 0),
+        Metric("projection postgres", "CPU µs per event", "cpu_us_per_event", False, 0),
     ]
     for group in QUERY_GROUPS:
         found += [
@@ -238,6 +255,12 @@ def child_main(argv: Sequence[str]) -> None:
     elif what == "prefill-platform":
         log, scale = args
         print(json.dumps(prefill_platform(Path(log), float(scale))))
+    elif what == "prefill-postgres":
+        url, events = args
+        print(json.dumps(prefill_postgres(url, int(events))))
+    elif what == "project-postgres":
+        url, quiet_wait = args
+        print(json.dumps(project_postgres(url, float(quiet_wait))))
     else:
         log, target, quiet_wait = args
         limits = ProjectorLimits()
@@ -270,6 +293,110 @@ def prefill_platform(log: Path, scale: float) -> dict[str, Any]:
         "events_per_s": events / seconds,
         "db_bytes": projection.db_size(log),
     }
+
+
+def prefill_postgres(url: str, events: int) -> dict[str, Any]:
+    """bench/projection.py's events, 500 a delivery, appended to the PostgreSQL database
+    ``url`` through this side's store (as ``projection.prefill`` does to a SQLite log)."""
+    from embrasure.model import DeliveryDraft, utc_now
+    from embrasure.store import open_store
+
+    store = open_store(url)
+    started = time.perf_counter()
+    try:
+        for body, count in projection.batch_bodies(projection.Platform(), 0, events, 500):
+            digest = hashlib.sha256(body).hexdigest()
+            draft = DeliveryDraft("default", None, digest, body, "batch", count, (), utc_now())
+            store.append([draft])
+    finally:
+        store.close()
+    return {"events": events, "events_per_s": events / (time.perf_counter() - started)}
+
+
+def project_postgres(url: str, quiet_wait_s: float) -> dict[str, Any]:
+    """One projector, in this process, over the whole log of ``url`` with the default
+    limits (as ``projection.project_copy`` on SQLite); every item must be projected."""
+    from embrasure.projector.worker import Projector
+    from embrasure.store import open_store
+    from embrasure.store.rows import DeliveryOutcome
+
+    projection.wait_for_quiet(quiet_wait_s)
+    store = open_store(url)
+    try:
+        busy, cpu = projection.system_busy_seconds(), time.process_time()
+        started = time.perf_counter()
+        Projector(store).run_until_caught_up()
+        seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+        other = max(0.0, (projection.system_busy_seconds() - busy - cpu) / seconds)
+        with store.reader() as reader:
+            outcomes = reader.rows(DeliveryOutcome)
+    finally:
+        store.close()
+    projected = sum(o.projected for o in outcomes)
+    quarantined = sum(o.quarantined for o in outcomes)
+    if quarantined:
+        raise RuntimeError(f"{quarantined} items quarantined, {projected} projected")
+    return {
+        "events": projected,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "other_busy_cores": other,
+    }
+
+
+def _pg_admin(sql: str) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(sql)
+
+
+def _pg_url(name: str) -> str:
+    return PG_ADMIN.rsplit("/", 1)[0] + "/" + name
+
+
+def run_projection_postgres(cfg: Config, sides: dict[str, Side]) -> list[dict[str, Any]]:
+    """bench/projection.py's events on PostgreSQL: a log per side, filled once by that
+    side's store, then every run projects a fresh copy of it (``CREATE DATABASE …
+    TEMPLATE``) in a child importing that side's copy."""
+    prefix = f"embrasure_ab_{secrets.token_hex(4)}"
+    fills = {label: f"{prefix}_fill_{label.lower()}" for label in sides}
+    records = []
+    try:
+        for label, side in sides.items():
+            _pg_admin(f"CREATE DATABASE {fills[label]}")
+            fill = _child(
+                side, "prefill-postgres", _pg_url(fills[label]), str(cfg.projection_events)
+            )
+            print(f"  {label}: pre-filled {fill['events']:,} events "
+                  f"({fill['events_per_s']:,.0f} events/s)", flush=True)  # fmt: skip
+        for slot, label in enumerate(cfg.order):
+            print(f"  [{slot + 1}/{len(cfg.order)}] {label} ", end="", flush=True)
+            run_db = f"{prefix}_run"
+            _pg_admin(f"CREATE DATABASE {run_db} TEMPLATE {fills[label]}")
+            try:
+                run = _child(
+                    sides[label], "project-postgres", _pg_url(run_db), str(cfg.quiet_wait_s)
+                )
+            finally:
+                _pg_admin(f"DROP DATABASE IF EXISTS {run_db} WITH (FORCE)")
+            if run["events"] != cfg.projection_events:
+                raise RuntimeError(f"side {label} projected {run['events']:,} events")
+            r = run | {
+                "part": "projection postgres",
+                "side": label,
+                "slot": slot,
+                "events_per_s": run["events"] / run["seconds"],
+                "cpu_us_per_event": run["cpu_seconds"] / run["events"] * 1e6,
+                "other_cpu_cores": run["other_busy_cores"],
+                "problems": [],
+            }
+            records.append(r)
+            print(f"{r['events_per_s']:,.0f} events/s, CPU {r['cpu_us_per_event']:,.0f} µs/event, "
+                  f"others {r['other_cpu_cores']:.2f} cores", flush=True)  # fmt: skip
+    finally:
+        for name in fills.values():
+            _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    return records
 
 
 def run_projection(
@@ -632,6 +759,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "ingest_batch": lambda: run_ingest(cfg, sides, BATCH, work),
             "projection": lambda: run_projection(cfg, sides, work),
             "projection_platform": lambda: run_projection(cfg, sides, work, "projection platform"),
+            "projection_postgres": lambda: run_projection_postgres(cfg, sides),
             "query": lambda: run_query(cfg, sides, work),
         }
         for part in cfg.parts:

@@ -75,9 +75,9 @@ class ProjectorLimits:
     # swap, so they fold more of the log at once. A job's row, its edges and column edges
     # are merged once per transaction whatever its runs in it: on 200,000 bench platform
     # events, 2,758 → 4,023 events/s from 2,000 to 20,000 events a transaction, for
-    # ~165 MiB more memory and the write lock (which the receiver waits for) held up to
-    # 1.41 s instead of 0.69 s (bench/README.md, "Reproject as a bulk load";
-    # docs/operations.md, "Rebuilding the graph").
+    # ~165 MiB more memory and the graph's write lock held up to 1.41 s instead of 0.69 s
+    # (bench/README.md, "Reproject as a bulk load"; docs/operations.md, "Rebuilding the
+    # graph"). On SQLite the receiver no longer waits for that lock: the log has its own.
     rebuild_events: int = 20_000
     rebuild_bytes: int = 128 * 1024 * 1024  # bodies (as received) per rebuild transaction
 
