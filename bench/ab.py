@@ -16,7 +16,8 @@ process that measures it imports that copy. Measured, with the harnesses' own fu
   side to a database of the cluster at EMBRASURE_BENCH_PG, then each run projects a copy
   (``CREATE DATABASE … TEMPLATE``) with one projector in a child, as above;
 - query latencies: one graph (``query.Platform``, loaded over HTTP and projected by ``embrasure
-  project`` of side A), then each side's ``embrasure serve`` on it in turn, measured by
+  project`` of side A; side B serves a copy its ``embrasure db upgrade`` moved to its
+  schema), then each side's ``embrasure serve`` on it in turn, measured by
   ``query.measure_group`` (hub lineage, chain and hub column lineage, impact of a hub
   column, search); the answers' sizes are compared between the sides.
 
@@ -50,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -478,9 +480,10 @@ def run_query(cfg: Config, sides: dict[str, Side], work: Path) -> list[dict[str,
         f"items {facts['items']}",
         flush=True,
     )
+    dbs = {label: _served_copy(work, db, label, side.source) for label, side in sides.items()}
     records = []
     for slot, label in enumerate(cfg.order):
-        server = servers.start_embrasure(work, db, sides[label].source)
+        server = servers.start_embrasure(work, dbs[label], sides[label].source)
         try:
             with httpx.Client(base_url=server.url, timeout=600) as client:
                 for group in groups:
@@ -498,9 +501,31 @@ def run_query(cfg: Config, sides: dict[str, Side], work: Path) -> list[dict[str,
             + "".join(_problem_text(r) for r in mine),
             flush=True,
         )
-    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
-        path.unlink(missing_ok=True)
+    for path in {db, *dbs.values()}:
+        projection.remove_db(path)
     return records
+
+
+def _served_copy(work: Path, db: Path, label: str, source: Path) -> Path:
+    """The graph side ``label`` serves: A's own, or a copy that ``embrasure db upgrade``
+    of that side moved to its schema (a newer side refuses an older file; an upgrade
+    that has nothing to do leaves the copy as it was)."""
+    if label == "A":
+        return db
+    copy = work / f"query-{label}.db"
+    for source_file, copy_file in zip(
+        servers.sqlite_files(db), servers.sqlite_files(copy), strict=True
+    ):
+        if source_file.exists():
+            shutil.copyfile(source_file, copy_file)
+    subprocess.run(
+        [sys.executable, "-m", "embrasure", "db", "upgrade", "--db", f"sqlite:///{copy}"],
+        check=True,
+        cwd=work,
+        env=servers.child_env(source),
+        stdout=subprocess.DEVNULL,
+    )
+    return copy
 
 
 def _query_record(summary: dict[str, Any], group: str, label: str, slot: int) -> dict[str, Any]:
@@ -653,6 +678,7 @@ def markdown(results: dict[str, Any]) -> str:
         for r in results["records"]
         if r["problems"]
     ]
+    problems += [f"- {part} failed: {why}" for part, why in results["failed_parts"].items()]
     lines = [
         "# A/B: " + " against ".join(f"{k} = `{v['rev']}` ({v['code']})" for k, v in sides.items()),
         "",
@@ -748,6 +774,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="embrasure-ab-", dir=cfg.workdir))
     records: list[dict[str, Any]] = []
     part_seconds: dict[str, float] = {}
+    failed: dict[str, str] = {}
     try:
         sides = {}
         for label, rev in (("A", cfg.a), ("B", cfg.b)):
@@ -765,7 +792,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for part in cfg.parts:
             print(part.replace("_", " "), flush=True)
             part_started = time.monotonic()
-            records += runs[part]()
+            try:
+                records += runs[part]()
+            except Exception as error:  # one part's failure must not lose the others'
+                traceback.print_exc()
+                failed[part] = f"{type(error).__name__}: {str(error).strip()[:500]}"
             part_seconds[part] = time.monotonic() - part_started
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -776,6 +807,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "config": dataclasses.asdict(cfg) | {"out": str(cfg.out), "workdir": str(cfg.workdir)},
         "elapsed_s": time.monotonic() - started,
         "part_seconds": part_seconds,
+        "failed_parts": failed,
         "summary": summary,
         "answers": answer_check(records),
         "records": records,
