@@ -693,7 +693,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"server each run. Projection: {c['projection_events']:,} events, default limits. "
         f"Queries: bench/query.py's platform at scale {c['scale']}, {c['calls']} calls per "
         "group (the limit=10000 hub column lineage a quarter of them), on one graph "
-        "projected by A. Before each measurement the harness waits up to "
+        "projected by A (B serves a copy its `db upgrade` moved to its schema). "
+        "Before each measurement the harness waits up to "
         f"{c['quiet_wait_s']} s for other jobs to leave the CPU.",
         "",
         "*Spread*: ± half the range of one side's runs around their median. *Others busy*: "
