@@ -383,22 +383,30 @@ def run_projection_postgres(cfg: Config, sides: dict[str, Side]) -> list[dict[st
                 _pg_admin(f"DROP DATABASE IF EXISTS {run_db} WITH (FORCE)")
             if run["events"] != cfg.projection_events:
                 raise RuntimeError(f"side {label} projected {run['events']:,} events")
-            r = run | {
-                "part": "projection postgres",
-                "side": label,
-                "slot": slot,
-                "events_per_s": run["events"] / run["seconds"],
-                "cpu_us_per_event": run["cpu_seconds"] / run["events"] * 1e6,
-                "other_cpu_cores": run["other_busy_cores"],
-                "problems": [],
-            }
-            records.append(r)
-            print(f"{r['events_per_s']:,.0f} events/s, CPU {r['cpu_us_per_event']:,.0f} µs/event, "
-                  f"others {r['other_cpu_cores']:.2f} cores", flush=True)  # fmt: skip
+            records.append(_projection_record(run, "projection postgres", label, slot))
     finally:
         for name in fills.values():
             _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     return records
+
+
+def _projection_record(run: dict[str, Any], part: str, label: str, slot: int) -> dict[str, Any]:
+    """A projection child's figures as a record of ``part``; printed on the run's line."""
+    r = run | {
+        "part": part,
+        "side": label,
+        "slot": slot,
+        "events_per_s": run["events"] / run["seconds"],
+        "cpu_us_per_event": run["cpu_seconds"] / run["events"] * 1e6,
+        "other_cpu_cores": run["other_busy_cores"],
+        "problems": [],
+    }
+    print(
+        f"{r['events_per_s']:,.0f} events/s, CPU {r['cpu_us_per_event']:,.0f} µs/event, "
+        f"others {r['other_cpu_cores']:.2f} cores",
+        flush=True,
+    )
+    return r
 
 
 def run_projection(
@@ -422,21 +430,7 @@ def run_projection(
     for slot, label in enumerate(cfg.order):
         print(f"  [{slot + 1}/{len(cfg.order)}] {label} ", end="", flush=True)
         run = _child(sides[label], "project", str(logs[label]), str(target), str(cfg.quiet_wait_s))
-        r = run | {
-            "part": part,
-            "side": label,
-            "slot": slot,
-            "events_per_s": run["events"] / run["seconds"],
-            "cpu_us_per_event": run["cpu_seconds"] / run["events"] * 1e6,
-            "other_cpu_cores": run["other_busy_cores"],
-            "problems": [],
-        }
-        records.append(r)
-        print(
-            f"{r['events_per_s']:,.0f} events/s, CPU {r['cpu_us_per_event']:,.0f} µs/event, "
-            f"others {r['other_cpu_cores']:.2f} cores",
-            flush=True,
-        )
+        records.append(_projection_record(run, part, label, slot))
     for log in (*logs.values(), target):
         projection.remove_db(log)
     return records
