@@ -253,9 +253,9 @@ def _check_batch(
         items = jsonguard.iter_array(body, limits.json_depth)
     elif first == b"{":
         items = jsonguard.iter_envelope(body, limits.json_depth)
-    else:  # not JSON, or JSON that is no batch: parse_strict says which
-        _events_of(jsonguard.parse_strict(body, limits.json_depth), False, limits)
-        raise AssertionError("a body that is neither an array nor an object is no batch")
+    else:  # not JSON (parse_strict says what is wrong), or a JSON scalar: no batch
+        jsonguard.parse_strict(body, limits.json_depth)
+        raise _not_a_batch()
     try:
         count, rejections = _rejections(
             ((event, None if small else bytes(raw)) for event, raw in items), limits, grants

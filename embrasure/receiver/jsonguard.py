@@ -202,18 +202,19 @@ def iter_envelope(body: bytes, max_depth: int) -> Iterator[tuple[Any, msgspec.Ra
     except RecursionError:
         parse_strict(body, max_depth)
         raise _depth_problem(max_depth, max_depth + 1, at_least=True) from None
+    events = members.get("events")
+    is_array = events is not None and bytes(memoryview(events)[:1]) == b"["
     colons = 0
     for name, raw in members.items():
         colons += orjson.dumps(name).count(b":") + 1  # the member's name, and its colon
-        if name == "events" and bytes(memoryview(raw)[:1]) == b"[":
-            continue
+        if name == "events" and is_array:
+            continue  # its items are checked one by one below
         value = _parsed(raw, max_depth)
         serialised = _serialise_within_depth(value, max_depth - 1)  # at depth 2
         if serialised is None:
             raise _depth_problem(max_depth, depth_of(value) + 1)
         colons += serialised.count(b":")
-    events = members.get("events")
-    if events is None or bytes(memoryview(events)[:1]) != b"[":
+    if events is None or not is_array:
         _check_duplicate_keys(body, colons)
         raise NotAnEnvelope()
     try:
