@@ -9,8 +9,9 @@ process that measures it imports that copy. Measured, with the harnesses' own fu
   serve --no-projector`` on a new SQLite file, wrk warm-up then the measured run, every
   acknowledged delivery counted in the log afterwards);
 - projection throughput: ``projection.prefill`` (one log per side, through that side's
-  ``SQLiteStore.append``) and ``projection.project_copy`` (default ``ProjectorLimits``, a
-  fresh copy of the log each time), in a child process that imports that side's copy;
+  ``SQLiteStore.append``) and ``projection.project_copy`` (the limits ``embrasure
+  project`` runs with, a fresh copy of the log each time), in a child process that
+  imports that side's copy;
   the same on bench/query.py's platform (``projection_platform``: every event a new job);
 - projection on PostgreSQL (``projection_postgres``): the same events appended once per
   side to a database of the cluster at EMBRASURE_BENCH_PG, then each run projects a copy
@@ -243,8 +244,9 @@ def child_main(argv: Sequence[str]) -> None:
     source, what, *args = argv
     import projection  # the embrasure it imports is the side's copy (PYTHONPATH)
 
+    from embrasure.cli.main import projector_limits
     from embrasure.projector import worker
-    from embrasure.projector.worker import ProjectorLimits
+    from embrasure.settings import Settings
 
     imported = Path(str(worker.__file__)).resolve()
     if not imported.is_relative_to(Path(source).resolve()):
@@ -265,7 +267,9 @@ def child_main(argv: Sequence[str]) -> None:
         print(json.dumps(project_postgres(url, float(quiet_wait))))
     else:
         log, target, quiet_wait = args
-        limits = ProjectorLimits()
+        # As `embrasure project` runs (its settings' defaults): on HEAD since issue 49,
+        # 10,000 events a transaction and two processes taking turns.
+        limits = projector_limits(Settings.load({}, environ={}))
         run = projection.project_copy(Path(log), Path(target), "default", limits, float(quiet_wait))
         print(json.dumps(dataclasses.asdict(run)))
 

@@ -39,7 +39,12 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(doc, default=str).decode()
 
 
+_configured: tuple[str, str] = ("info", "text")
+
+
 def configure(level: str, fmt: str) -> None:
+    global _configured
+    _configured = (level, fmt)
     handler = logging.StreamHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -51,6 +56,11 @@ def configure(level: str, fmt: str) -> None:
     # httpx logs each request it sends at INFO: under serve, every read the receiver
     # forwards (web/forward.py), and the notifier's every webhook.
     logging.getLogger("httpx").setLevel(max(root.level, logging.WARNING))
+
+
+def configured() -> tuple[str, str]:
+    """The level and format ``configure`` set, for a process this one starts."""
+    return _configured
 
 
 class Repeats(logging.Filter):

@@ -318,6 +318,15 @@ SETTINGS: tuple[Setting, ...] = (
         low=1,
     ),
     Setting(
+        "projector_processes",
+        2,
+        "Processes the projector runs as on SQLite: with 2, one folds the next transaction"
+        " while the other writes, so projection uses two cores (docs/projection.md"
+        "#two-processes-taking-turns). On PostgreSQL run more `embrasure project` instead.",
+        low=1,
+        high=2,
+    ),
+    Setting(
         "notify_settle_seconds",
         10,
         "How long a notification the projector decided waits before it is sent, and is"
@@ -484,6 +493,7 @@ class Settings:
     log_format: str = BY_NAME["log_format"].default
     db_pool_size: int = BY_NAME["db_pool_size"].default
     projector_batch_events: int = BY_NAME["projector_batch_events"].default
+    projector_processes: int = BY_NAME["projector_processes"].default
     notify_settle_seconds: int = BY_NAME["notify_settle_seconds"].default
     reproject_batch_events: int = BY_NAME["reproject_batch_events"].default
     log_compression: str = BY_NAME["log_compression"].default

@@ -4,7 +4,6 @@ EMBRASURE_* environment variable and its line in docs/settings.md."""
 from __future__ import annotations
 
 import errno
-import gc
 import logging
 import os
 import signal
@@ -28,26 +27,11 @@ from embrasure.cli import subscriptions as cli_subscriptions
 from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, open_log_store, setting_options
 from embrasure.errors import EmbrasureError
+from embrasure.projector.collector import tune_gc
 from embrasure.settings import BY_NAME, Settings, markdown_table
 from embrasure.store import migrations
 
 log = logging.getLogger("embrasure.server")
-
-
-def tune_gc() -> None:
-    """Fit CPython's cyclic collector to a server that parses large JSON bodies.
-
-    Parsing a 500-event batch allocates some 150,000 objects that live until the request
-    ends; with the default thresholds that triggers hundreds of young collections and
-    repeated full ones that walk every object the process holds (measured: up to 39% of
-    the event loop's time in bench/results/ingest.md). The hot paths create no reference
-    cycles, so collecting young objects every 50,000 allocations instead of 700 loses
-    nothing; and what start-up loaded (modules, compiled facet schemas) is frozen out of
-    the collector's view for good.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
 
 
 @click.group()
@@ -88,6 +72,7 @@ def main() -> None:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "projector_processes",
     "notify_settle_seconds",
     "reproject_batch_events",
     "log_compression",
@@ -337,6 +322,7 @@ def projector_limits(settings: Settings) -> Any:
         batch_events=settings.projector_batch_events,
         notify_settle=timedelta(seconds=settings.notify_settle_seconds),
         rebuild_events=settings.reproject_batch_events,
+        processes=settings.projector_processes,
     )
 
 
@@ -358,6 +344,7 @@ def open_db(flags: dict[str, Any]) -> Any:
     "log_format",
     "db_pool_size",
     "projector_batch_events",
+    "projector_processes",
     "notify_settle_seconds",
     "reproject_batch_events",
     "retain_log",
@@ -435,7 +422,9 @@ def notify(**flags: Any) -> None:
 
 
 @main.command()
-@setting_options("db", "projector_batch_events", "reproject_batch_events", "archive")
+@setting_options(
+    "db", "projector_batch_events", "projector_processes", "reproject_batch_events", "archive"
+)
 def reproject(**flags: Any) -> None:
     """Rebuild the graph from the whole log beside the served one, then swap to it.
     Bodies retention moved out of the database are read from --archive."""

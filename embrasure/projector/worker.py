@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from multiprocessing.connection import Connection
 from typing import Any
 
 import orjson
 
+from embrasure import logs
 from embrasure.errors import (
     ArchiveError,
     NoSuchDelivery,
@@ -37,9 +40,11 @@ from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
 from embrasure.notify import causes
-from embrasure.projector import admin, collector
+from embrasure.projector import admin, collector, turns
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
+from embrasure.projector.turns import Turn, TurnLost
+from embrasure.store import open_store
 from embrasure.store.base import LogEntry, ProjectionTx, Store
 from embrasure.store.rows import (
     DeliveryOutcome,
@@ -79,6 +84,11 @@ class ProjectorLimits:
     # (bench/README.md, "Reproject as a bulk load"; docs/operations.md, "Rebuilding the
     # graph"). On SQLite the receiver no longer waits for that lock: the log has its own.
     rebuild_events: int = 20_000
+    # Two: on a store with one projection transaction at a time (SQLite), a second
+    # process folds the next step while this one writes (turns.py). One by default here,
+    # where tests and tools project in process; `embrasure project`, `serve` and
+    # `reproject` run two (settings.projector_processes).
+    processes: int = 1
     rebuild_bytes: int = 128 * 1024 * 1024  # bodies (as received) per rebuild transaction
 
     def for_rebuild(self) -> ProjectorLimits:
@@ -197,6 +207,7 @@ class Projector:
         self.archived = archived
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.partner: turns.Partner | None = None  # the latest, when taking turns
 
     def read(
         self, read_log: Callable[[int, int, int, int], list[LogEntry]], position: int
@@ -209,27 +220,32 @@ class Projector:
         )
         return self.archived.fill(entries)
 
-    def step(self) -> int:
+    def step(self, turn: Turn | None = None) -> int:
         """Project the next deliveries in one transaction; return how many (0 when caught
-        up). A batch that fails is retried one delivery at a time."""
+        up). A batch that fails is retried one delivery at a time. With ``turn`` (two
+        processes taking turns: turns.py), the deliveries start at its position, and no
+        write lock is taken before the partner's turn has ended."""
         entries: list[LogEntry] = []
         try:
             with collector.paused():  # a batch is freed whole when it ends: collector.py
                 if self.store.concurrent_projectors:
                     self._claim_then_validate(entries)
                 else:
-                    self._validate_then_lock(entries)
+                    self._validate_then_lock(entries, turn)
         except StoreConflict as exc:  # rolled back, claims released: go again at once
             log.info("projection conflicted with another projector, retrying: %s", exc)
-        except (StoreUnavailable, ArchiveError):
+        except (StoreUnavailable, ArchiveError, TurnLost):
             # Not the deliveries' fault: no retrying them one by one, no quarantine (an
-            # archived body that cannot be read now stops a rebuild, saying why).
+            # archived body that cannot be read now stops a rebuild, saying why; a turn
+            # lost starts the pair over from the stored position).
             raise
         except Exception:
             seqs = {"first_seq": entries[0].seq, "last_seq": entries[-1].seq} if entries else {}
             log.exception(
                 "projection of %d deliveries failed; retrying one by one", len(entries), extra=seqs
             )
+            if turn is not None:
+                turn.wait()  # one by one, in order too: after the partner's deliveries
             for entry in entries:
                 self._project_alone(entry)
         else:
@@ -243,19 +259,25 @@ class Projector:
                 )
         return len(entries)
 
-    def _validate_then_lock(self, entries: list[LogEntry]) -> None:
+    def _validate_then_lock(self, entries: list[LogEntry], turn: Turn | None) -> None:
         """One projector at a time (SQLite): validation and folding happen before the
         write lock is taken; inside it, the position is checked again (another
         projector, or a reproject's swap, may have moved it: then nothing is applied,
-        ``entries`` is emptied, and the next step starts over)."""
-        position = self.store.position(self.generation)
+        ``entries`` is emptied, and the next step starts over; in turns, the pair does)."""
+        position = self.store.position(self.generation) if turn is None else turn.start
         entries += self.read(self.store.read_log, position)
+        if turn is not None:
+            turn.read(entries)  # the partner folds what comes after these meanwhile
         if not entries:
             return
         prepared = prepare(entries)
+        if turn is not None:
+            turn.wait()
         with self.store.projection(self.generation) as tx:
             if tx.position() != position:
                 entries.clear()
+                if turn is not None:
+                    raise TurnLost(f"the graph's position is {tx.position()}, not {position}")
                 return
             commit(tx, prepared, notify=self._settle)
 
@@ -269,10 +291,13 @@ class Projector:
             if entries:
                 commit(tx, prepare(entries), notify=self._settle)
 
-    @staticmethod
-    def _ours(tx: ProjectionTx, entry: LogEntry) -> bool:
+    def _ours(self, tx: ProjectionTx, entry: LogEntry) -> bool:
         """Whether ``entry`` is this transaction's to project: not projected yet, and
-        claimed by it (not held by another projector)."""
+        claimed by it (not held by another projector). With one projector at a time it
+        must also be the next delivery after the position: positions move in log order
+        only, never past a delivery not yet projected (a partner's, turns.py)."""
+        if not self.store.concurrent_projectors:
+            return [e.seq for e in tx.read_log(tx.position(), 1, 1)] == [entry.seq]
         if tx.position() >= entry.seq:
             return False
         return [e.seq for e in tx.read_log(entry.seq - 1, 1, 1)] == [entry.seq]
@@ -319,10 +344,46 @@ class Projector:
             tx.set_position(entry.seq)
 
     def run_until_caught_up(self) -> int:
-        total = 0
-        while (n := self.step()) > 0:
+        total = self._take_turns(until_caught_up=True) if self._in_turns() else 0
+        while (n := self.step()) > 0:  # alone: all of it, or what a broken pair left
             total += n
         return total
+
+    def _in_turns(self) -> bool:
+        """Whether this projector runs as a pair of processes (turns.py): asked for,
+        and a store that writes one projection transaction at a time."""
+        return self.limits.processes > 1 and not self.store.concurrent_projectors
+
+    def _take_turns(self, until_caught_up: bool) -> int:
+        """Project with a partner process taking every other step, until caught up
+        (both found nothing) or stopped; return how many deliveries the pair read. The
+        partner is stopped before this returns, whatever happens. A broken pair (a
+        partner gone, the position moved under a turn: turns.TurnLost) is logged and
+        ends this early; nothing it had in hand was committed out of order."""
+        where = (self.store.url, self.generation, self.archived.location)
+        partner = turns.Partner(
+            "embrasure.projector.partner", (*where, self.limits, logs.configured())
+        )
+        self.partner, total = partner, 0
+        try:
+            start, first = self.store.position(self.generation), True
+            while True:
+                turn = turns.Turn(partner.conn, start, first)
+                mine = self.step(turn)
+                turn.done()
+                start, theirs = partner.next()
+                first, total = False, total + mine + theirs
+                idle = mine == 0 and theirs == 0
+                if self._stop.is_set() or (until_caught_up and idle):
+                    partner.finish()
+                    return total
+                if idle:
+                    self._stop.wait(self.limits.idle_seconds)
+        except turns.TurnLost as exc:
+            log.warning("the projector's partner process is lost, starting over: %s", exc)
+            return total
+        finally:
+            partner.kill()
 
     def start(self) -> None:
         self._stop.clear()  # started again after a stop (an app's lifespan run twice)
@@ -338,7 +399,10 @@ class Projector:
             log.warning("reprojection done")
         while not self._stop.is_set():
             try:
-                if self.step() == 0:
+                if self._in_turns():
+                    self._take_turns(until_caught_up=False)  # until stopped, or broken
+                    self._stop.wait(1.0)
+                elif self.step() == 0:
                     self._stop.wait(self.limits.idle_seconds)
             except StoreUnavailable as exc:
                 log.warning("projector waiting for the store: %s", exc)
@@ -351,3 +415,19 @@ class Projector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def follow(conn: Connection) -> None:
+    """The partner process of a projector taking turns (turns.py): steps from where the
+    leader's end, until it says stop or is gone. Its first message says what to open."""
+    url, generation, archive, limits, log_setup = turns.recv_args(conn)
+    logs.configure(*log_setup)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the leader stops the pair, in order
+    collector.tune_gc()
+    store = open_store(url, create=False)
+    try:
+        turns.follow(conn, Projector(store, limits, generation, ArchivedBodies(archive)).step)
+    except TurnLost as exc:  # the leader starts a new pair
+        log.info("projector partner exits: %s", exc)
+    finally:
+        store.close()

@@ -409,6 +409,7 @@ class Store(abc.ABC):
     """Persistence: the delivery log, the graph generations projected from it, and tokens."""
 
     dialect: str
+    url: str  # what open_store opens it by, in another process too (turns.py)
     # False (SQLite): one projection transaction at a time holds the write lock, so the
     # projector reads and validates a batch before taking it. True (PostgreSQL): several
     # projectors run at once, each claiming its deliveries inside its transaction

@@ -71,6 +71,7 @@ class SQLiteStore(Store):
 
     def __init__(self, path: str, *, upgrade: bool = False, compress: bool = True) -> None:
         self.path = path
+        self.url = "sqlite:///" + path
         self.graph_path = sqlite_files.graph_path_of(path)
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):

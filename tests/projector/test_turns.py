@@ -1,0 +1,181 @@
+"""docs/projection.md#two-processes-taking-turns: a projector running as two processes
+(projector/turns.py) builds the graph one process builds, byte for byte, whatever
+breaks: a delivery that fails its step, a partner killed mid-run, a stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embrasure.projector.turns import Turn
+from embrasure.projector.worker import Projector, ProjectorLimits
+from embrasure.query.export import export_bytes
+from embrasure.store import Store, open_store
+from embrasure.store.base import LogEntry
+from embrasure.store.rows import GRAPH_ROWS, FailureRow
+
+from corpus import EVENT_FILES, load
+from event_strategies import deliveries, draft
+from graph_api import daily_run, export_events, platform
+
+# A step of a few deliveries, so that a few hundred events take dozens of turns.
+PAIR = ProjectorLimits(batch_deliveries=4, batch_events=40, processes=2, idle_seconds=0.01)
+ALONE = ProjectorLimits(batch_deliveries=4, batch_events=40)
+
+
+def events() -> list[Any]:
+    """Every event of the producers' corpus, then the graph tests' own."""
+    corpus = [event for entry in EVENT_FILES for event in load(entry) if isinstance(event, dict)]
+    return corpus + platform() + export_events() + [daily_run(n) for n in range(1, 8)]
+
+
+def batches(items: list[Any]) -> list[list[Any]]:
+    """One to five events a delivery, in order."""
+    out, i = [], 0
+    while i < len(items):
+        n = 1 + i % 5
+        out.append(items[i : i + n])
+        i += n
+    return out
+
+
+def append(store: Store, items: list[Any]) -> None:
+    for d in deliveries(batches(items)):
+        store.append([d])
+
+
+def graph(store: Store) -> dict[str, Any]:
+    """Every graph table's rows, and the export."""
+    with store.reader() as reader:
+        tables: dict[str, Any] = {
+            name: sorted(map(repr, reader.rows(table.row))) for name, table in GRAPH_ROWS.items()
+        }
+        tables["deliveries"] = [(e.seq, e.item_count) for e in store.read_log(0, 10**6, 10**12)]
+        return tables | {"export": export_bytes(reader)}
+
+
+@pytest.fixture
+def alone(tmp_path: Path) -> Iterator[Store]:
+    store = open_store(f"sqlite:///{tmp_path / 'alone.db'}")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def paired(tmp_path: Path) -> Iterator[Store]:
+    store = open_store(f"sqlite:///{tmp_path / 'paired.db'}")
+    yield store
+    store.close()
+
+
+def test_a_pair_builds_the_graph_one_process_builds(
+    alone: Store, paired: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    items = events()
+    assert len(items) > 150
+    poison = draft(b'[{"eventType": "START"', "batch", 1)  # bytes no step can parse
+    for store in (alone, paired):
+        append(store, items[: len(items) // 2])
+        store.append([poison])
+        append(store, items[len(items) // 2 :])
+    assert Projector(alone, ALONE).run_until_caught_up() == alone.position()
+    projector = Projector(paired, PAIR)
+    assert projector.run_until_caught_up() == paired.position()
+    assert projector.partner is not None
+    assert projector.partner.deliveries > paired.position() / 3, "the partner took its turns"
+    assert projector.partner.process.poll() == 0, "the partner exited when caught up"
+    assert not [r for r in caplog.records if "lost" in r.getMessage()], "the pair held"
+    assert graph(paired) == graph(alone)
+    with paired.reader() as reader:
+        failed = reader.rows(FailureRow)
+    assert [f.seq for f in failed] == [poison_seq(paired)], "the poison, retried alone"
+
+
+def poison_seq(store: Store) -> int:
+    return next(e.seq for e in store.read_log(0, 10**6, 10**12) if e.stored_body()[-1:] == b'"')
+
+
+def wait_for(condition: Any, what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def caught_up(store: Store) -> bool:
+    last = store.read_log(store.position(), 1, 10**12)
+    return not last
+
+
+def test_a_partner_killed_mid_run_loses_nothing(
+    alone: Store, paired: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    items = events()
+    half = len(items) // 2
+    for store in (alone, paired):
+        append(store, items[:half])
+    Projector(alone, ALONE).run_until_caught_up()
+    projector = Projector(paired, PAIR)
+    projector.start()
+    try:
+        wait_for(lambda: projector.partner is not None, "the partner")
+        first = projector.partner
+        assert first is not None
+        os.kill(first.process.pid, signal.SIGKILL)  # whatever it had in hand
+        append(alone, items[half:])
+        append(paired, items[half:])
+        Projector(alone, ALONE).run_until_caught_up()
+        wait_for(lambda: projector.partner is not first, "a new partner")
+        wait_for(lambda: caught_up(paired), "the pair to catch up")
+    finally:
+        projector.stop()
+    last = projector.partner
+    assert last is not None and last.process.poll() is not None, "stopped with its leader"
+    assert last.deliveries > 0, "the new partner took turns"
+    assert [r for r in caplog.records if "partner process is lost" in r.getMessage()]
+    assert graph(paired) == graph(alone)
+
+
+class Recorded(Turn):
+    """A turn whose partner is this test: it records when the step reads, waits for the
+    partner and takes the write lock, so their order is checked in one process."""
+
+    def __init__(self, start: int, calls: list[str]) -> None:
+        self.start, self.calls, self._waited = start, calls, False
+
+    def read(self, entries: Sequence[LogEntry]) -> None:
+        self.calls.append("read")
+
+    def wait(self) -> None:
+        if not self._waited:
+            self._waited = True
+            self.calls.append("wait")
+
+
+def test_a_failed_step_retried_one_by_one_waits_for_the_partner_first(
+    alone: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partner's step commits before this one's deliveries, even retried alone: a
+    write before the partner's would move the position past deliveries not yet projected."""
+    append(alone, events()[:6])
+    alone.append([draft(b'[{"eventType": "START"', "batch", 1)])
+    calls: list[str] = []
+    projection = alone.projection
+
+    def recorded(*args: Any) -> Any:
+        calls.append("write")
+        return projection(*args)
+
+    monkeypatch.setattr(alone, "projection", recorded)
+    projector = Projector(alone, ProjectorLimits(batch_deliveries=100, batch_events=100))
+    assert projector.step(Recorded(0, calls)) == alone.position()
+    assert calls[:2] == ["read", "wait"] and set(calls[2:]) == {"write"}, calls
+    with alone.reader() as reader:
+        assert len(reader.rows(FailureRow)) == 1, "the bad delivery, quarantined alone"
