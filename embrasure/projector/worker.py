@@ -357,7 +357,8 @@ class Projector:
     def _take_turns(self, until_caught_up: bool) -> int:
         """Project with a partner process taking every other step, until caught up
         (both found nothing) or stopped; return how many deliveries the pair read. The
-        partner is stopped before this returns, whatever happens. A broken pair (a
+        partner is stopped before this returns, whatever happens (when stopped, at
+        once: a step it has in hand is projected again at the next start). A broken pair (a
         partner gone, the position moved under a turn: turns.TurnLost) is logged and
         ends this early; nothing it had in hand was committed out of order."""
         where = (self.store.url, self.generation, self.archived.location)
@@ -374,7 +375,9 @@ class Projector:
                 start, theirs = partner.next()
                 first, total = False, total + mine + theirs
                 idle = mine == 0 and theirs == 0
-                if self._stop.is_set() or (until_caught_up and idle):
+                if self._stop.is_set():  # now: what the partner has in hand rolls back
+                    return total
+                if until_caught_up and idle:
                     partner.finish()
                     return total
                 if idle:
