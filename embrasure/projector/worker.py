@@ -84,12 +84,12 @@ class ProjectorLimits:
     # (bench/README.md, "Reproject as a bulk load"; docs/operations.md, "Rebuilding the
     # graph"). On SQLite the receiver no longer waits for that lock: the log has its own.
     rebuild_events: int = 20_000
+    rebuild_bytes: int = 128 * 1024 * 1024  # bodies (as received) per rebuild transaction
     # Two: on a store with one projection transaction at a time (SQLite), a second
     # process folds the next step while this one writes (turns.py). One by default here,
     # where tests and tools project in process; `embrasure project`, `serve` and
     # `reproject` run two (settings.projector_processes).
     processes: int = 1
-    rebuild_bytes: int = 128 * 1024 * 1024  # bodies (as received) per rebuild transaction
 
     def for_rebuild(self) -> ProjectorLimits:
         n = self.rebuild_events
@@ -358,9 +358,9 @@ class Projector:
         """Project with a partner process taking every other step, until caught up
         (both found nothing) or stopped; return how many deliveries the pair read. The
         partner is stopped before this returns, whatever happens (when stopped, at
-        once: a step it has in hand is projected again at the next start). A broken pair (a
-        partner gone, the position moved under a turn: turns.TurnLost) is logged and
-        ends this early; nothing it had in hand was committed out of order."""
+        once: a step it has in hand is projected again at the next start). A broken
+        pair (a partner gone, the position moved under a turn: turns.TurnLost) is
+        logged and ends this early; nothing it had in hand was committed out of order."""
         where = (self.store.url, self.generation, self.archived.location)
         partner = turns.Partner(
             "embrasure.projector.partner", (*where, self.limits, logs.configured())
@@ -403,8 +403,10 @@ class Projector:
         while not self._stop.is_set():
             try:
                 if self._in_turns():
-                    self._take_turns(until_caught_up=False)  # until stopped, or broken
-                    self._stop.wait(1.0)
+                    self._take_turns(until_caught_up=False)  # until stopped, or broken:
+                    while not self._stop.is_set() and self.step() > 0:
+                        pass  # then alone until caught up, so a partner that cannot
+                    self._stop.wait(1.0)  # start never stops the projection
                 elif self.step() == 0:
                     self._stop.wait(self.limits.idle_seconds)
             except StoreUnavailable as exc:

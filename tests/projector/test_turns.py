@@ -129,10 +129,10 @@ def test_a_partner_killed_mid_run_loses_nothing(
         first = projector.partner
         assert first is not None
         os.kill(first.process.pid, signal.SIGKILL)  # whatever it had in hand
+        wait_for(lambda: projector.partner is not first, "a new partner")
         append(alone, items[half:])
         append(paired, items[half:])
         Projector(alone, ALONE).run_until_caught_up()
-        wait_for(lambda: projector.partner is not first, "a new partner")
         wait_for(lambda: caught_up(paired), "the pair to catch up")
     finally:
         projector.stop()
@@ -179,3 +179,22 @@ def test_a_failed_step_retried_one_by_one_waits_for_the_partner_first(
     assert calls[:2] == ["read", "wait"] and set(calls[2:]) == {"write"}, calls
     with alone.reader() as reader:
         assert len(reader.rows(FailureRow)) == 1, "the bad delivery, quarantined alone"
+
+
+def test_a_partner_that_cannot_start_never_stops_the_projection(
+    alone: Store, paired: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    items = events()[:60]
+    for store in (alone, paired):
+        append(store, items)
+    Projector(alone, ALONE).run_until_caught_up()
+    # The partner opens the store by its URL: one it cannot open makes it exit at once.
+    monkeypatch.setattr(paired, "url", "sqlite:////nonexistent/embrasure.db")
+    projector = Projector(paired, PAIR)
+    projector.start()
+    try:
+        wait_for(lambda: caught_up(paired), "the leader alone to catch up")
+    finally:
+        projector.stop()
+    assert [r for r in caplog.records if "partner process is lost" in r.getMessage()]
+    assert graph(paired) == graph(alone)
