@@ -891,7 +891,7 @@ def measure_memory(
         walk()  # warm-up, as for the API
     ms, mismatches, example = [], 0, None
     # The graph's millions of objects are moved out of the collector's view, as
-    # `embrasure serve` does with what it loads at start-up (cli.tune_gc).
+    # `embrasure serve` does with what it loads at start-up (projector/collector.py tune_gc).
     gc.collect()
     gc.freeze()
     for walk, a in runs:

@@ -60,9 +60,9 @@ from projection import (
     wait_for_quiet,
 )
 
-from embrasure.cli.main import tune_gc
 from embrasure.model import DeliveryDraft, EventFacts, utc_now
 from embrasure.projector import pipeline, sql_lineage
+from embrasure.projector.collector import tune_gc
 from embrasure.projector.pipeline import project_event
 from embrasure.projector.worker import Projector
 from embrasure.store.sqlite import SQLiteStore
