@@ -19,7 +19,8 @@ position. Either raises ``TurnLost``, and the leader starts the pair over from t
 stored position. A delivery retried one by one after a failed step waits for the
 partner's turn too, so positions only ever move forward in log order.
 
-The protocol, per step of either process: read the deliveries from ``start`` → send
+The partner says ``("ready",)`` once started; until then the leader steps alone. The
+protocol, per step of either process: read the deliveries from ``start`` → send
 ``("next", end, count)`` (the partner starts there) → fold → receive ``("done",)`` (the
 partner's commit) → commit → send ``("done",)``. The leader (the projector's own
 process) starts first and ends the pair with ``("stop",)`` after the partner's last
@@ -96,6 +97,7 @@ class Turn:
 def follow(conn: Connection, step: Callable[[Turn], int]) -> None:
     """The partner's loop: a step from wherever the leader's last one ended, until
     ``stop``. Raises TurnLost when the leader is gone or the order broke."""
+    _send(conn, ("ready",))
     while True:
         message = _recv(conn)
         if message == ("stop",):
@@ -122,8 +124,18 @@ class Partner:
             )
         self.conn = Connection(ours.detach())
         self.deliveries = 0  # what its steps read, for the leader's count and the tests
+        self.started = False  # it said it is ready
         _send(self.conn, args)
         log.info("projector partner started (pid %s)", self.process.pid)
+
+    def ready(self) -> bool:
+        """Whether the partner has started (an interpreter, its imports and the store:
+        a second or more), without waiting for it."""
+        if not self.started and self.conn.poll():
+            if (message := _recv(self.conn)) != ("ready",):
+                raise TurnLost(f"expected the partner to start, got {message!r}")
+            self.started = True
+        return self.started
 
     def next(self) -> tuple[int, int]:
         """Where the partner's step ends and how many deliveries it read."""
@@ -140,6 +152,12 @@ class Partner:
         with contextlib.suppress(subprocess.TimeoutExpired):  # killed below
             self.process.wait(STOP_WAIT_S)
         self.kill()
+
+    def terminate(self) -> None:
+        """Signal the partner to end now, from any thread: the leader's next read of
+        the pipe then finds it closed (``kill`` waits for it and closes the pipe)."""
+        if self.process.poll() is None:
+            self.process.terminate()
 
     def kill(self) -> None:
         """Stop the partner now (a step it had in hand rolls back: nothing is lost, its

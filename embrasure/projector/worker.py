@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -58,6 +59,7 @@ from embrasure.store.schema import GRAPH_VERSION
 log = logging.getLogger("embrasure.projector")
 
 MAX_ATTEMPTS = 3
+PAIR_AGAIN_S = 30.0  # after a broken pair, alone for this long before another partner
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,6 +369,15 @@ class Projector:
         )
         self.partner, total = partner, 0
         try:
+            while not partner.ready():  # alone meanwhile: a start never delays the graph
+                if self._stop.is_set():
+                    return total
+                mine = self.step()
+                total += mine
+                if mine == 0:
+                    if until_caught_up:
+                        return total
+                    self._stop.wait(self.limits.idle_seconds)
             start, first = self.store.position(self.generation), True
             while True:
                 turn = turns.Turn(partner.conn, start, first)
@@ -383,7 +394,8 @@ class Projector:
                 if idle:
                     self._stop.wait(self.limits.idle_seconds)
         except turns.TurnLost as exc:
-            log.warning("the projector's partner process is lost, starting over: %s", exc)
+            if not self._stop.is_set():  # else stop() ended it
+                log.warning("the projector's partner process is lost, starting over: %s", exc)
             return total
         finally:
             partner.kill()
@@ -400,13 +412,15 @@ class Projector:
             log.warning("the graph was built by an older Embrasure; reprojecting the log")
             reproject(self.store, self.limits, self.archived)
             log.warning("reprojection done")
+        pair_again = 0.0  # time.monotonic() after which a pair may start
         while not self._stop.is_set():
             try:
-                if self._in_turns():
-                    self._take_turns(until_caught_up=False)  # until stopped, or broken:
-                    while not self._stop.is_set() and self.step() > 0:
-                        pass  # then alone until caught up, so a partner that cannot
-                    self._stop.wait(1.0)  # start never stops the projection
+                if self._in_turns() and time.monotonic() >= pair_again:
+                    # Until stopped, or broken (a partner gone, the store failing): then
+                    # alone for a while, so a partner that cannot start or keeps dying is
+                    # not started again every second beside the receiver.
+                    pair_again = time.monotonic() + PAIR_AGAIN_S
+                    self._take_turns(until_caught_up=False)
                 elif self.step() == 0:
                     self._stop.wait(self.limits.idle_seconds)
             except StoreUnavailable as exc:
@@ -418,6 +432,8 @@ class Projector:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.partner is not None:  # at once: a step it has in hand rolls back
+            self.partner.terminate()
         if self._thread is not None:
             self._thread.join()
 
