@@ -268,7 +268,8 @@ def child_main(argv: Sequence[str]) -> None:
     else:
         log, target, quiet_wait = args
         # As `embrasure project` runs (its settings' defaults): on HEAD since issue 49,
-        # 10,000 events a transaction and two processes taking turns.
+        # 10,000 events a transaction (and at af54aad, whose run results/ab.md holds,
+        # two processes taking turns; the default is one again since 12858c8's successor).
         limits = projector_limits(Settings.load({}, environ={}))
         run = projection.project_copy(Path(log), Path(target), "default", limits, float(quiet_wait))
         print(json.dumps(dataclasses.asdict(run)))

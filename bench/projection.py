@@ -378,7 +378,7 @@ THROUGHPUT_CONFIGS = {
     "5,000 events per tx": ProjectorLimits(batch_events=5_000, batch_bytes=64 * 2**20),
     "20,000 events per tx": ProjectorLimits(batch_events=20_000, batch_bytes=128 * 2**20),
 }
-TURNS = "two processes taking turns (`embrasure project`'s default)"
+TURNS = "two processes taking turns (`--projector-processes 2`)"
 if "processes" in {f.name for f in dataclasses.fields(ProjectorLimits)}:  # not in a baseline
     THROUGHPUT_CONFIGS[TURNS] = ProjectorLimits(processes=2)
 

@@ -88,9 +88,8 @@ class ProjectorLimits:
     rebuild_events: int = 20_000
     rebuild_bytes: int = 128 * 1024 * 1024  # bodies (as received) per rebuild transaction
     # Two: on a store with one projection transaction at a time (SQLite), a second
-    # process folds the next step while this one writes (turns.py). One by default here,
-    # where tests and tools project in process; `embrasure project`, `serve` and
-    # `reproject` run two (settings.projector_processes).
+    # process folds the next step while this one writes (turns.py). `embrasure
+    # project`, `serve` and `reproject` take it from settings.projector_processes.
     processes: int = 1
 
     def for_rebuild(self) -> ProjectorLimits:
