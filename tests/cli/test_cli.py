@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from embrasure import store
 from embrasure.cli.main import main
 from embrasure.errors import SchemaError
-from embrasure.settings import SETTINGS, Settings, markdown_table
+from embrasure.settings import SETTINGS, Setting, Settings, markdown_table
 from embrasure.store import migrations, redact
 from embrasure.store.migrations import LATEST
 
@@ -32,6 +32,30 @@ def test_settings_table_and_dataclass_agree() -> None:
 
 def test_docs_list_every_setting() -> None:
     assert markdown_table() in (ROOT / "docs" / "settings.md").read_text()
+
+
+# The settings a client command reads (where the server is, who it is); `serve` reads
+# every other one, and hands them to its processes.
+CLIENT_SETTINGS = {"url", "token"}
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
+def test_every_setting_is_a_flag_of_each_command_that_reads_it(setting: Setting) -> None:
+    """docs/settings.md: every setting is a flag, a variable and a default."""
+    readers = (
+        [n for n, c in main.commands.items() if "url" in {p.name for p in c.params}]
+        if setting.name in CLIENT_SETTINGS
+        else ["serve"]
+    )
+    assert readers
+    for command in readers:
+        params = {p.name: p for p in main.commands[command].params}
+        assert setting.name in params, f"`embrasure {command}` has no {setting.flag}"
+        assert setting.flag in params[setting.name].opts
+        help_text = params[setting.name].help or ""
+        assert setting.env in help_text, help_text
+    parsed = main.commands["serve"].make_context("serve", [], resilient_parsing=True).params
+    assert (setting.name in parsed) == (setting.name not in CLIENT_SETTINGS)
 
 
 def test_precedence_flag_over_env_over_default() -> None:
