@@ -39,7 +39,7 @@ from embrasure.web.auth import requires
 from embrasure.web.params import (
     MAX_LIMIT,
     TEXT_TRIPLE_CURSOR,
-    bad,
+    bad_body,
     decode_cursor,
     encode_cursor,
     entity_named,
@@ -117,7 +117,7 @@ def _request(body: bytes) -> tuple[str, str, str, str | None]:
     kind, namespace, name = entity_named(doc, "type", KINDS)
     reason = doc.get("reason")
     if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
-        raise bad(f"reason must be a string of at most {MAX_REASON} characters")
+        raise bad_body(f"reason must be a string of at most {MAX_REASON} characters")
     return kind, namespace, name, reason
 
 

@@ -27,6 +27,11 @@ def bad(detail: str) -> Problem:
     return Problem(400, "bad-parameter", "Bad query parameter", detail)
 
 
+def bad_body(detail: str) -> Problem:
+    """A request body (not a query parameter) that is not what the route takes."""
+    return Problem(400, "bad-body", "Bad request body", detail)
+
+
 @functools.cache
 def _declared() -> dict[tuple[str, str], frozenset[str]]:
     """(path template, method) → the query parameters the OpenAPI document declares: the
@@ -185,9 +190,9 @@ def json_object(body: bytes, shape: str) -> dict[str, Any]:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise bad(f"the body is not JSON: {exc}") from None
+        raise bad_body(f"the body is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise bad(f"the body is a JSON object: {shape}")
+        raise bad_body(f"the body is a JSON object: {shape}")
     return doc
 
 
@@ -196,13 +201,13 @@ def entity_named(doc: dict[str, Any], key: str, kinds: tuple[str, ...]) -> tuple
     under ``key``, ``namespace``, and ``name`` ('' for a namespace); 400 otherwise."""
     kind, namespace, name = doc.get(key), doc.get("namespace"), doc.get("name")
     if kind not in kinds:
-        raise bad(f"{key} must be one of {', '.join(kinds)}; got {kind!r}")
+        raise bad_body(f"{key} must be one of {', '.join(kinds)}; got {kind!r}")
     if not isinstance(namespace, str) or not namespace:
-        raise bad("namespace must be a non-empty string")
+        raise bad_body("namespace must be a non-empty string")
     if kind == "namespace":
         if name not in (None, ""):
-            raise bad("a namespace is named by namespace alone; leave name out")
+            raise bad_body("a namespace is named by namespace alone; leave name out")
         return kind, namespace, ""
     if not isinstance(name, str) or not name:
-        raise bad(f"name must be a non-empty string for a {kind}")
+        raise bad_body(f"name must be a non-empty string for a {kind}")
     return kind, namespace, name

@@ -34,7 +34,7 @@ from embrasure.receiver.bounds import read_body
 from embrasure.store import Store
 from embrasure.web.admin import who
 from embrasure.web.auth import requires
-from embrasure.web.params import bad, entity_named, json_object, not_found
+from embrasure.web.params import bad_body, entity_named, json_object, not_found
 from embrasure.web.responses import json_response
 
 MAX_BODY = 16 * 1024
@@ -79,22 +79,22 @@ def parse(body: bytes) -> tuple[str, str, str, int, int, tuple[str, ...], str, s
     doc = json_object(body, '{"target": …, "namespace": …, "url": …}')
     unknown = sorted(set(doc) - KEYS)
     if unknown:
-        raise bad(f"unknown keys: {', '.join(unknown)}")
+        raise bad_body(f"unknown keys: {', '.join(unknown)}")
     target, namespace, name = entity_named(doc, "target", TARGETS)
     for key in ("depth", "stale_after"):
         if key in doc and target != "dataset":
-            raise bad(f"{key} is a dataset's")
+            raise bad_body(f"{key} is a dataset's")
     depth = _whole(doc, "depth", 0, (0, MAX_DEPTH))
     stale_after = _whole(doc, "stale_after", None, STALE_AFTER) if "stale_after" in doc else 0
     events = doc.get("events", list(KINDS))
     if not isinstance(events, list) or not events or any(e not in KINDS for e in events):
-        raise bad(f"events must be a non-empty list of {', '.join(KINDS)}")
+        raise bad_body(f"events must be a non-empty list of {', '.join(KINDS)}")
     url = doc.get("url")
     if not isinstance(url, str) or not URL.match(url):
-        raise bad(f"url must be an http or https URL with a host; got {url!r}")
+        raise bad_body(f"url must be an http or https URL with a host; got {url!r}")
     body_format = doc.get("format", "standard")
     if body_format not in FORMATS:
-        raise bad(f"format must be one of {', '.join(FORMATS)}")
+        raise bad_body(f"format must be one of {', '.join(FORMATS)}")
     events_wanted = tuple(dict.fromkeys(events))
     return target, namespace, name, depth, stale_after, events_wanted, url, body_format
 
@@ -106,7 +106,7 @@ def _whole(doc: dict[str, Any], key: str, default: int | None, bounds: tuple[int
         value = int(value)
     low, high = bounds
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise bad(f"{key} must be a whole number from {low} to {high}")
+        raise bad_body(f"{key} must be a whole number from {low} to {high}")
     return value
 
 

@@ -218,6 +218,8 @@ def test_admin_requests_are_checked(admin: Admin) -> None:
     admin.decide("hide", 400, type="job", namespace="spark", name="daily", reason="x" * 1001)
     r = admin.client.post("/api/v1/admin/hide", content=b"[")
     assert r.status_code == 400 and r.headers["content-type"] == "application/problem+json"
+    # A body's problem is named as the body's, not a query parameter's.
+    assert r.json()["type"].endswith("/bad-body") and r.json()["title"] == "Bad request body"
     assert admin.hidden() == []
 
 

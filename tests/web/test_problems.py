@@ -366,3 +366,30 @@ def test_the_projector_raises_no_http_problem() -> None:
         used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not used & names, path
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "detail"),
+    [
+        (
+            "/api/v1/subscriptions",
+            {"target": "namespace", "namespace": "a", "url": "https://x.test/", "colour": 1},
+            "unknown keys: colour",
+        ),
+        (
+            "/api/v1/subscriptions",
+            [],
+            'the body is a JSON object: {"target": …, "namespace": …, "url": …}',
+        ),
+        (
+            "/api/v1/admin/hide",
+            {"type": "table", "namespace": "a", "name": "b"},
+            "type must be one of dataset, job, namespace; got 'table'",
+        ),
+    ],
+)
+def test_a_bad_request_body_is_named_as_the_body(
+    api: Api, path: str, body: Any, detail: str
+) -> None:
+    r = api.client.post(path, content=orjson.dumps(body), headers=JSON)
+    problem(r, 400, "bad-body", "Bad request body", detail)
