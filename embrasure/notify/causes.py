@@ -8,7 +8,8 @@ the latest. A late, older result changes no stored row, so it decides nothing: i
 fires "failed" when a newer run passed. A check **recovered** when a pass replaced a
 failure as the latest result; it names the failure it recovers from.
 
-Each cause has a stable key (what it is about and the result's eventTime and hash), and
+Each cause has a stable key, named for what changed (a check's result by its eventTime
+and hash, a schema by the one it replaced and the one it became, a run by its id), and
 the outbox keeps one row per (subscription, cause) (store/outbox_sql.py): a duplicate
 event, a second projector, or a replay decide the same key, which is already there.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -91,34 +92,64 @@ def check_causes(
     return out
 
 
-def schema_key(dataset: DatasetId, row: FacetRow) -> str:
-    return " ".join(
-        ("schema.changed", dataset.namespace, dataset.name, row.value_key or "", _hex(row))
-    )
+def schema_key(dataset: DatasetId, new: bytes, old: bytes, old_key: str) -> str:
+    """A schema change by what changed: the dataset, the schema it became, and the one it
+    replaced (by hash, and that schema's latest eventTime key). Not by which event said
+    the new schema last: a run's START and COMPLETE both carry it, and the second
+    decides nothing new."""
+    return f"{schema_prefix(dataset, new)}{old.hex()} {old_key}"
+
+
+def schema_prefix(dataset: DatasetId, new: bytes | None = None) -> str:
+    """Every key of a change of the dataset's schema (to ``new``, if given) starts so.
+    The dataset as JSON: a name holding spaces is not the prefix of another's."""
+    named = orjson.dumps([dataset.namespace, dataset.name]).decode()
+    return f"schema.changed {named} " + (f"{new.hex()} " if new is not None else "")
+
+
+def schema_holds(cause: str, row: FacetRow) -> bool:
+    """Whether the dataset's current schema (its facet row) is still the one ``cause``
+    changed it to (the key's third word from the end: hashes and eventTime keys hold no
+    spaces)."""
+    return row.value_hash is not None and cause.rsplit(" ", 3)[1] == row.value_hash.hex()
 
 
 def schema_causes(
     before: Mapping[DatasetId, FacetRow],
     after: Mapping[DatasetId, FacetRow],
-    seen: Mapping[DatasetId, set[bytes]],
+    seen: Mapping[DatasetId, Mapping[bytes, str]],
+    decided: Callable[[str], bool],
 ) -> list[Cause]:
-    """The schema changes a projection may have made: ``before``/``after`` the stored
+    """The schema changes a projection made or revealed: ``before``/``after`` the stored
     schema facet (SchemaDatasetFacet) of each dataset whose schema its events carry,
-    ``seen`` the hashes of those schemas. A dataset's current schema that changed is a
-    cause, and so is a schema seen that differs from the current one — older, arriving
-    late, or folded into the same batch: the current schema's predecessor, perhaps, and
-    in order it would have fired. Either decides the key of the current schema, so any
-    order decides the same key; what changed (against the write before the latest,
-    whatever arrived when) is read when it is sent (sender.py), after SETTLE."""
+    ``seen`` those schemas' hashes, each with the latest eventTime key that carried it;
+    ``decided(prefix)``: whether a cause with that key prefix is in the outbox.
+
+    When the stored schema changed, that is a change now, from the latest other schema
+    known here (the stored one before, or one the batch carries). When it did not, a
+    schema seen that differs is older (the facet rule keeps the latest): it arrived
+    late, or again. It reveals a change only if none to the current schema was ever
+    decided — the current schema came first, into a dataset that had none — so a late
+    START and COMPLETE of an old run, or a duplicate of an old event, decide nothing
+    twice. What changed (against the write before the latest, whatever arrived when) is
+    read when it is sent (sender.py), after SETTLE, and nothing is sent when it changed
+    nothing."""
     out = []
     for dataset, now in sorted(after.items()):
         if now.value_hash is None:
             continue  # deleted: no schema to compare
         old = before.get(dataset)
-        changed = old is not None and old.value_hash != now.value_hash
-        if changed or any(h != now.value_hash for h in seen.get(dataset, ())):
-            facts = {"schema_time": now.value_key or None}
-            out.append(Cause("schema.changed", schema_key(dataset, now), dataset, facts))
+        known = {h: k for h, k in seen.get(dataset, {}).items() if h != now.value_hash}
+        changed = old is not None and old.value_hash not in (None, now.value_hash)
+        if changed:
+            assert old is not None and old.value_hash is not None
+            known[old.value_hash] = max(known.get(old.value_hash, ""), old.value_key or "")
+        if not known or (not changed and decided(schema_prefix(dataset, now.value_hash))):
+            continue
+        replaced, replaced_key = max(known.items(), key=lambda item: (item[1], item[0]))
+        facts = {"schema_time": now.value_key or None}
+        key = schema_key(dataset, now.value_hash, replaced, replaced_key)
+        out.append(Cause("schema.changed", key, dataset, facts))
     return out
 
 

@@ -203,7 +203,11 @@ class Sender:
                 dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
                 slot = (entity("dataset", *dataset), "schema")
                 facets = reader.rows(FacetRow, ("entity", "name"), [slot])
-                if not facets or causes.schema_key(dataset, facets[0]) != n.cause:
+                if not facets or not causes.schema_holds(n.cause, facets[0]):
+                    return None
+                # Changed again since (A to B, back to A, to B again): the newest says it.
+                newer = causes.schema_prefix(dataset)
+                if self.store.decided_after(n.subscription_id, newer, n.decided_at):
                     return None
                 if first:
                     body["changes"] = impact.schema_change(reader, dataset)

@@ -39,7 +39,8 @@ class Watch:
     checks: dict[Key, DatasetCheckRow]
     schema_keys: dict[Key, DatasetId]  # the facets row's key → its dataset
     schemas: dict[Key, FacetRow]
-    seen_schemas: dict[DatasetId, set[bytes]]  # the hashes the batch's events carry
+    # The schemas the batch's events carry: hash → the latest eventTime key carrying it
+    seen_schemas: dict[DatasetId, dict[bytes, str]]
     run_keys: list[Key]
     runs: dict[Key, RunRow]
 
@@ -54,14 +55,15 @@ def watch(tx: ProjectionTx, changes: Contributions, settle: timedelta | None) ->
     # Every schema the batch's events carry, per dataset (not only the winner its facet
     # slot keeps): a batch holding a dataset's old and new schema changed it too.
     schema_keys: dict[Key, DatasetId] = {}
-    seen: dict[DatasetId, set[bytes]] = {}
+    seen: dict[DatasetId, dict[bytes, str]] = {}
     for use in changes.shapes.values():
         for owner, name, _canonical, digest, _value, deletion in use.shape.facets:
             kind, _, rest = owner.partition(SEP)
             if name == "schema" and kind == "dataset" and not deletion:
                 dataset = DatasetId(*rest.split(SEP, 1))
                 schema_keys[(owner, name)] = dataset
-                seen.setdefault(dataset, set()).add(digest)
+                hashes = seen.setdefault(dataset, {})
+                hashes[digest] = max(hashes.get(digest, ""), use.best[0])
     # Only runs this batch failed or aborted can become so.
     run_keys = sorted(
         (run_id,) for run_id, part in changes.runs.items() if part.state.state in causes.RUN_KINDS
@@ -88,6 +90,7 @@ def decide(tx: ProjectionTx, seen: Watch) -> None:
             {seen.schema_keys[k]: row for k, row in seen.schemas.items()},
             {seen.schema_keys[k]: row for k, row in after.items()},
             seen.seen_schemas,
+            tx.cause_decided,
         )
     if seen.run_keys:
         after_runs = tx.load(RunRow, seen.run_keys)

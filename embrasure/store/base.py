@@ -139,6 +139,11 @@ class ProjectionTx(abc.ABC):
         """The notification subscriptions, as this transaction sees them."""
 
     @abc.abstractmethod
+    def cause_decided(self, prefix: str) -> bool:
+        """Whether the outbox holds a notification, for any subscription, whose cause
+        starts with ``prefix`` (notify/causes.py: a change decided before)."""
+
+    @abc.abstractmethod
     def add_notifications(self, rows: Sequence[Notification]) -> None:
         """Outbox rows decided by this projection; a (subscription, cause) already there
         is left as it is (docs/notifications.md#the-outbox)."""
@@ -592,6 +597,15 @@ class Store(abc.ABC):
         return self._outbox(
             "reading the outbox",
             lambda c: outbox_sql.states(c, subscription_id, causes),
+            write=False,
+        )
+
+    def decided_after(self, subscription_id: str, prefix: str, decided_at: str) -> bool:
+        """Whether a notification of the subscription whose cause starts with ``prefix``
+        was decided after ``decided_at`` (a newer change supersedes an older one)."""
+        return self._outbox(
+            "reading the outbox",
+            lambda c: outbox_sql.decided_after(c, subscription_id, prefix, decided_at),
             write=False,
         )
 

@@ -49,6 +49,24 @@ def remove_subscription(conn: Connection, subscription_id: str) -> bool:
     return bool(cursor.rowcount == 1)
 
 
+def cause_decided(conn: Connection, prefix: str) -> bool:
+    # substr, not LIKE: a dataset's name may hold % and _ (both backends count characters).
+    row = conn.execute(
+        "SELECT 1 FROM notifications WHERE substr(cause, 1, ?) = ? LIMIT 1",
+        (len(prefix), prefix),
+    ).fetchone()
+    return row is not None
+
+
+def decided_after(conn: Connection, subscription_id: str, prefix: str, decided_at: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM notifications WHERE subscription_id = ? AND substr(cause, 1, ?) = ?"
+        " AND decided_at > ? LIMIT 1",
+        (subscription_id, len(prefix), prefix, decided_at),
+    ).fetchone()
+    return row is not None
+
+
 def add_notifications(conn: Connection, rows: Sequence[Notification]) -> None:
     """The outbox's new rows; a cause already decided for a subscription is left as it
     is (sent, pending or given up): that is what makes a cause fire once."""

@@ -164,6 +164,9 @@ class TxReads:
     def subscriptions(self) -> list[Subscription]:
         return outbox_sql.subscriptions(self.conn)
 
+    def cause_decided(self, prefix: str) -> bool:
+        return outbox_sql.cause_decided(self.conn, prefix)
+
     def add_notifications(self, rows: Sequence[Notification]) -> None:
         outbox_sql.add_notifications(self.conn, rows)
 

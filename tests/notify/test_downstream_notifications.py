@@ -223,6 +223,100 @@ def test_a_schema_that_changes_nothing_sends_nothing(api: Api, receiver: Receive
     assert doc["changes"]["removed"] == [{"name": "amount", "type": "decimal"}]
 
 
+def run_of_load(n: int, hour: int, schema: dict[str, Any]) -> list[Any]:
+    """load_orders' run as openlineage-spark and Airflow send it over HTTP: START,
+    RUNNING and COMPLETE in requests of their own, each repeating the output's schema."""
+    return [
+        run_event(
+            kind,
+            "load_orders",
+            run_id(n),
+            at(hour, minute),
+            inputs=[ds(*RAW)],
+            outputs=[ds(*ORDERS, schema=schema, ownership=owned("team:sales"))],
+        )
+        for kind, minute in (("START", 0), ("RUNNING", 20), ("COMPLETE", 40))
+    ]
+
+
+SEPARATE_ORDERS = {
+    "in order": [0, 1, 2, 3],
+    "complete first": [0, 3, 1, 2],
+    "new run first": [3, 2, 1, 0],
+    "running first": [2, 0, 3, 1],
+}
+
+
+@pytest.mark.parametrize("between", [False, True], ids=["sent at the end", "sent between"])
+@pytest.mark.parametrize("order", sorted(SEPARATE_ORDERS))
+def test_a_schema_change_sent_in_separate_requests_notifies_once(
+    api: Api, receiver: Receiver, order: str, between: bool
+) -> None:
+    """The change comes with START; RUNNING and COMPLETE repeat it, later, each in a
+    request of its own. Whatever the order, sent as it goes or at the end, duplicated:
+    one notification, naming the run."""
+    subscribe(api, receiver, "sub_orders", ("dataset", *ORDERS), ("schema.changed",))
+    events = [load(1, 9, V1), *run_of_load(2, 12, V2)]
+    for index in SEPARATE_ORDERS[order]:
+        api.ingest(events[index])
+        if between:
+            deliver(api)
+    api.ingest(copy.deepcopy(events[1]) | {"producer": "https://example.com/again"})
+    deliver(api)
+    ((msg_id, doc),) = receiver.received
+    assert doc["changes"]["runId"] == run_id(2)
+    assert doc["changes"]["removed"] == [{"name": "amount", "type": "decimal"}]
+    reproject(api.store)
+    assert deliver(api) == 0
+    assert receiver.ids_seen == [msg_id]
+
+
+def test_a_schema_that_changes_back_and_again_notifies_each_change(
+    api: Api, receiver: Receiver
+) -> None:
+    subscribe(api, receiver, "sub_orders", ("dataset", *ORDERS), ("schema.changed",))
+    for n, schema in enumerate([V1, V2, V1, V2], start=1):
+        for event in run_of_load(n, 8 + n, schema):
+            api.ingest(event)
+        deliver(api)
+    assert [doc["changes"]["runId"] for _, doc in receiver.received] == [
+        run_id(2),
+        run_id(3),
+        run_id(4),
+    ]
+    assert receiver.received[0][1]["changes"]["removed"] == [{"name": "amount", "type": "decimal"}]
+    assert receiver.received[1][1]["changes"]["added"] == [{"name": "amount", "type": "decimal"}]
+    assert receiver.received[2][1]["changes"] == receiver.received[0][1]["changes"] | {
+        "runId": run_id(4)
+    }
+
+
+def test_changes_sent_together_say_the_newest_once(api: Api, receiver: Receiver) -> None:
+    """V1, V2, V1, V2 before the sender looks: one notification, of the last change."""
+    subscribe(api, receiver, "sub_orders", ("dataset", *ORDERS), ("schema.changed",))
+    for n, schema in enumerate([V1, V2, V1, V2], start=1):
+        for event in run_of_load(n, 8 + n, schema):
+            api.ingest(event)
+    deliver(api)  # it handles three: the first two superseded
+    assert [doc["changes"]["runId"] for _, doc in receiver.received] == [run_id(4)]
+
+
+def test_an_old_run_arriving_late_in_separate_requests_notifies_once(
+    api: Api, receiver: Receiver
+) -> None:
+    """The new schema's run comes first, into a dataset without one; the older run's
+    START and COMPLETE come later, one request each: the change they reveal, once."""
+    subscribe(api, receiver, "sub_orders", ("dataset", *ORDERS), ("schema.changed",))
+    old, new = run_of_load(1, 9, V1), run_of_load(2, 12, V2)
+    for event in [*new, old[0]]:
+        api.ingest(event)
+    deliver(api)
+    for event in old[1:]:
+        api.ingest(event)
+    deliver(api)
+    assert [doc["changes"]["runId"] for _, doc in receiver.received] == [run_id(2)]
+
+
 FAIL_ORDERS = {"in order": [0, 1, 2], "fail first": [2, 0, 1], "reversed": [2, 1, 0]}
 
 
