@@ -168,6 +168,14 @@ class Notification:
     done_at: str | None
 
 
+class Decided(NamedTuple):
+    """An outbox row as the sender compares it with others of the same thing."""
+
+    cause: str
+    decided_at: str
+    state: str
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Grant:
     """A rule of the grants table (docs/security.md#grants): ``who`` may use ``scope`` on

@@ -36,6 +36,7 @@ KINDS = (
     "run.aborted",
     "dataset.stale",
 )
+CHECK_KINDS = ("check.failed", "check.recovered")
 RUN_KINDS = {"FAIL": "run.failed", "ABORT": "run.aborted"}
 # A subscription's ``stale_after``, in seconds: a minute (the sender looks once a
 # minute) to a year.
@@ -61,34 +62,40 @@ class Cause:
         return self.datasets or ((self.dataset,) if self.dataset is not None else ())
 
 
+def check_prefix(kind: str, dataset: DatasetId, check: str) -> str:
+    """Every key of ``kind`` about one check (its dataset and check id) starts so."""
+    return f"{kind} {orjson.dumps([dataset.namespace, dataset.name, check]).decode()} "
+
+
 def check_key(kind: str, row: DatasetCheckRow) -> str:
-    return " ".join(
-        (kind, row.ds_ns, row.ds_name, row.check_id, row.check_key, row.check_hash.hex())
-    )
+    """A check's failure or recovery, named by the result that made it so."""
+    prefix = check_prefix(kind, _dataset(row), row.check_id)
+    return f"{prefix}{row.check_key} {row.check_hash.hex()}"
 
 
 def check_causes(
     before: Mapping[Key, DatasetCheckRow], after: Mapping[Key, DatasetCheckRow]
 ) -> list[Cause]:
     """The causes of a projection's checks: ``before`` and ``after`` are the stored rows
-    of the checks it touched, read before and after its merge."""
+    of the checks it touched, read before and after its merge. A check **failed** when
+    its latest result became a failure where it was none or a pass, and **recovered**
+    when it became a pass where it was a failure: judged by what changed, so a result
+    said again (a producer repeating the facet on RUNNING and COMPLETE, a duplicate, a
+    new run failing the same way) decides nothing, and a late older result changes no
+    stored row (projector/quality.py) and decides nothing either."""
     out = []
     for key, now in sorted(after.items()):
         old = before.get(key)
-        if old is not None and (old.check_key, old.check_hash) == (now.check_key, now.check_hash):
-            continue  # the latest result is not this projection's
+        was_failed = old is not None and old.failed
+        if now.failed == was_failed:
+            continue
         assertion, column, name = orjson.loads(now.check_id)
         facts: dict[str, Any] = {
             "check": {"assertion": assertion, "column": column, "name": name},
             "result_time": now.check_key or None,
         }
-        if now.failed:
-            out.append(Cause("check.failed", check_key("check.failed", now), _dataset(now), facts))
-        elif old is not None and old.failed:
-            facts["recovers"] = check_key("check.failed", old)
-            out.append(
-                Cause("check.recovered", check_key("check.recovered", now), _dataset(now), facts)
-            )
+        kind = "check.failed" if now.failed else "check.recovered"
+        out.append(Cause(kind, check_key(kind, now), _dataset(now), facts))
     return out
 
 

@@ -21,7 +21,7 @@ import httpx
 import orjson
 
 from embrasure.errors import StoreUnavailable
-from embrasure.model import DatasetId, Notification, Subscription
+from embrasure.model import DatasetId, Decided, Notification, Subscription
 from embrasure.notify import causes, impact
 from embrasure.notify.secrets import Unsealable, unseal
 from embrasure.notify.webhooks import Refused, send
@@ -184,21 +184,33 @@ class Sender:
 
     def _holding(self, n: Notification) -> dict[str, Any] | None:
         """The body to send, when the cause still holds (None: superseded): what the graph
-        says now — a check's latest result is still the one it names, a schema is still
-        the current one (and, at the first attempt, changed something against the write
-        before), a run is still failed or aborted, a dataset still not written since;
-        and a recovery's failure was sent (no "recovered" for a failure nobody heard
-        of). At the first attempt, after the settle time, with what lies downstream
-        (notify/impact.py), read in the same snapshot."""
+        says now — a check is still failed (or passing, for a recovery), a schema is
+        still the one the change made current (and, at the first attempt, changed
+        something against the write before), a run is still failed or aborted, a
+        dataset still not written since; no newer change of the same check or schema
+        was decided (it says what is true now); and a recovery's failure was sent (no
+        "recovered" for a failure nobody heard of). At the first attempt, after the
+        settle time, with what lies downstream (notify/impact.py), read in the same
+        snapshot."""
         first = n.attempts == 0
         body: dict[str, Any] = orjson.loads(n.body)
         with self.store.reader() as reader:
             if n.kind.startswith("check."):
-                dataset = body["dataset"]
-                key = (dataset["namespace"], dataset["name"], check_id(body["check"]))
+                dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
+                checked = check_id(body["check"])
+                key = (*dataset, checked)
                 rows = reader.rows(DatasetCheckRow, ("ds_ns", "ds_name", "check_id"), [key])
-                if not rows or causes.check_key(n.kind, rows[0]) != n.cause:
+                if not rows or rows[0].failed != (n.kind == "check.failed"):
                     return None
+                prefixes = (causes.check_prefix(k, dataset, checked) for k in causes.CHECK_KINDS)
+                decided = self._decided(n, *prefixes)
+                if decided[-1].cause != n.cause:
+                    return None  # failed or recovered again since: the newest says it
+                if n.kind == "check.recovered":
+                    failures = [d for d in decided if d.cause.startswith("check.failed ")]
+                    if not failures or failures[-1].state != "sent":
+                        return None  # no "recovered" for a failure nobody heard of
+                    body["recovers"] = failures[-1].cause
             elif n.kind == "schema.changed":
                 dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
                 slot = (entity("dataset", *dataset), "schema")
@@ -206,8 +218,7 @@ class Sender:
                 if not facets or not causes.schema_holds(n.cause, facets[0]):
                     return None
                 # Changed again since (A to B, back to A, to B again): the newest says it.
-                newer = causes.schema_prefix(dataset)
-                if self.store.decided_after(n.subscription_id, newer, n.decided_at):
+                if self._decided(n, causes.schema_prefix(dataset))[-1].cause != n.cause:
                     return None
                 if first:
                     body["changes"] = impact.schema_change(reader, dataset)
@@ -222,10 +233,10 @@ class Sender:
                 runs = reader.rows(RunRow, ("run_id",), [(body["run"]["runId"],)])
                 if not runs or causes.RUN_KINDS.get(runs[0].state or "") != n.kind:
                     return None
-            if n.kind == "check.recovered" and not self._failure_sent(n):
-                return None
             return impact.Describer(reader, self.public_url).describe(body) if first else body
 
-    def _failure_sent(self, n: Notification) -> bool:
-        failed = orjson.loads(n.body)["recovers"]
-        return self.store.notification_states(n.subscription_id, [failed]).get(failed) == "sent"
+    def _decided(self, n: Notification, *prefixes: str) -> list[Decided]:
+        """The subscription's notifications of the same thing as ``n`` (its causes
+        start with one of ``prefixes``), ``n`` among them, oldest decided first."""
+        rows = [d for p in prefixes for d in self.store.decided(n.subscription_id, p)]
+        return sorted(rows, key=lambda d: (d.decided_at, d.cause))

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from embrasure.errors import BodyArchived, IdempotencyConflict
 from embrasure.model import (
+    Decided,
     DeliveryDraft,
     Grant,
     Notification,
@@ -600,12 +601,12 @@ class Store(abc.ABC):
             write=False,
         )
 
-    def decided_after(self, subscription_id: str, prefix: str, decided_at: str) -> bool:
-        """Whether a notification of the subscription whose cause starts with ``prefix``
-        was decided after ``decided_at`` (a newer change supersedes an older one)."""
+    def decided(self, subscription_id: str, prefix: str) -> list[Decided]:
+        """The subscription's notifications whose cause starts with ``prefix`` (those of
+        one check, or one dataset's schema), oldest decided first."""
         return self._outbox(
             "reading the outbox",
-            lambda c: outbox_sql.decided_after(c, subscription_id, prefix, decided_at),
+            lambda c: outbox_sql.decided(c, subscription_id, prefix),
             write=False,
         )
 

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from embrasure.model import Notification, Subscription
+from embrasure.model import Decided, Notification, Subscription
 
 SUBSCRIPTION_COLUMNS = (
     "subscription_id, target, namespace, name, events, url, secret, created_at, created_by, format,"
@@ -58,13 +58,14 @@ def cause_decided(conn: Connection, prefix: str) -> bool:
     return row is not None
 
 
-def decided_after(conn: Connection, subscription_id: str, prefix: str, decided_at: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM notifications WHERE subscription_id = ? AND substr(cause, 1, ?) = ?"
-        " AND decided_at > ? LIMIT 1",
-        (subscription_id, len(prefix), prefix, decided_at),
-    ).fetchone()
-    return row is not None
+def decided(conn: Connection, subscription_id: str, prefix: str) -> list[Decided]:
+    # substr, not LIKE: a dataset's name may hold % and _ (both backends count characters).
+    rows = conn.execute(
+        "SELECT cause, decided_at, state FROM notifications"
+        " WHERE subscription_id = ? AND substr(cause, 1, ?) = ? ORDER BY decided_at",
+        (subscription_id, len(prefix), prefix),
+    ).fetchall()
+    return [Decided(*r) for r in rows]
 
 
 def add_notifications(conn: Connection, rows: Sequence[Notification]) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import pytest
 from webhook_receiver import Receiver
 
 from embrasure.model import Subscription, utc_now
@@ -115,6 +116,46 @@ def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: R
     assert len(api.store.notifications()) == 2
     assert Sender(api.store).run_once(later(24 * 31)) == 0
     assert api.store.notifications() == []
+
+
+def checked_run(n: int, hour: int, ok: bool) -> list[dict[str, Any]]:
+    """A run that reports its check on RUNNING and repeats it on COMPLETE, each event in
+    a request of its own (as a producer sending over HTTP does)."""
+    checked = {**ds(*ORDERS), "inputFacets": {"dataQualityAssertions": assertions(ok)}}
+    return [
+        run_event("START", "checks", run_id(n), at(hour), inputs=[ds(*ORDERS)]),
+        run_event("RUNNING", "checks", run_id(n), at(hour, 10), inputs=[checked]),
+        run_event("COMPLETE", "checks", run_id(n), at(hour, 20), inputs=[checked]),
+    ]
+
+
+@pytest.mark.parametrize("between", [False, True], ids=["sent at the end", "sent between"])
+def test_a_check_is_told_when_it_fails_and_when_it_recovers_not_each_time_it_is_said(
+    api: Api, receiver: Receiver, between: bool
+) -> None:
+    """A result repeated by RUNNING and COMPLETE, and a second run failing the same way,
+    change nothing: one failure, then one recovery naming it, then a new failure."""
+    subscribe(api, receiver)
+    runs = [(1, 9, True), (2, 10, False), (3, 11, False)]
+    for n, hour, ok in runs:
+        for event in checked_run(n, hour, ok):
+            api.ingest(event)
+            if between:
+                deliver(api)
+    deliver(api)
+    ((failed_id, failed),) = receiver.received
+    assert failed["type"] == "check.failed"
+    assert failed["result_time"].startswith(f"{at(10, 10)[:16]}")  # RUNNING's, first said
+    for event in checked_run(4, 12, True):
+        api.ingest(event)
+    deliver(api)
+    for event in checked_run(5, 13, False):
+        api.ingest(event)
+    deliver(api)
+    kinds = [doc["type"] for _, doc in receiver.received]
+    assert kinds == ["check.failed", "check.recovered", "check.failed"]
+    failure = next(n.cause for n in api.store.notifications() if n.notification_id == failed_id)
+    assert receiver.received[1][1]["recovers"] == failure
 
 
 def test_a_late_older_failure_fires_nothing(api: Api, receiver: Receiver) -> None:
