@@ -227,9 +227,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "read_nice",
-        19,
+        10,
         "serve: the read processes' nice value: under load the receiver and the projector"
-        " keep the CPU, and reads wait (0: the same priority).",
+        " keep most of the CPU, and reads wait (0: the same priority; 19 starves reads"
+        " behind any other busy process on the machine).",
         low=0,
         high=19,
     ),
