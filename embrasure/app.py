@@ -92,7 +92,10 @@ def build_app(
     deliveries_api = DeliveriesApi(store, archived)
     admin_api = AdminApi(store, committer, settings.body_timeout_seconds)
     subscriptions_api = SubscriptionsApi(
-        store, settings.body_timeout_seconds, settings.subscription_secrets_key
+        store,
+        settings.body_timeout_seconds,
+        settings.subscription_secrets_key,
+        settings.webhook_targets(),
     )
     consumer = None
     if kafka is not None:

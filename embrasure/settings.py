@@ -18,7 +18,10 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from embrasure.notify.targets import TargetPolicy
 
 ENV_PREFIX = "EMBRASURE_"
 
@@ -185,6 +188,21 @@ SETTINGS: tuple[Setting, ...] = (
         "A Fernet key (`embrasure subscriptions new-key`) the notifications' signing secrets"
         " are stored encrypted under; kept outside the database. Empty: stored as they are"
         " (docs/notifications.md#secrets).",
+    ),
+    Setting(
+        "webhook_allow",
+        "",
+        "Networks (CIDR) and host names notifications may be sent to although they are not"
+        " public (loopback, private, link-local…: docs/security.md#webhook-targets), at any"
+        " port: the flag may be given again for each, the variable takes one per line. Who"
+        " may subscribe may then make the server call them.",
+        repeated=True,
+    ),
+    Setting(
+        "webhook_ports",
+        "80,443,8080,8443",
+        "The ports a webhook's URL may name (comma-separated; any: every port), unless"
+        " --webhook-allow holds its host.",
     ),
     Setting(
         "public_url",
@@ -476,6 +494,8 @@ class Settings:
     marquez_port: int = BY_NAME["marquez_port"].default
     public_url: str = BY_NAME["public_url"].default
     subscription_secrets_key: str = BY_NAME["subscription_secrets_key"].default
+    webhook_allow: str = BY_NAME["webhook_allow"].default
+    webhook_ports: str = BY_NAME["webhook_ports"].default
     no_projector: bool = BY_NAME["no_projector"].default
     single_process: bool = BY_NAME["single_process"].default
     upgrade: bool = BY_NAME["upgrade"].default
@@ -539,6 +559,19 @@ class Settings:
         from embrasure.notify.secrets import check_key  # cryptography, loaded when used
 
         check_key(self.subscription_secrets_key)  # its message never holds the key
+        try:
+            self.webhook_targets()
+        except ValueError as exc:
+            raise ValueError(
+                f"--webhook-allow / --webhook-ports (EMBRASURE_WEBHOOK_ALLOW,"
+                f" EMBRASURE_WEBHOOK_PORTS): {exc}"
+            ) from None
+
+    def webhook_targets(self) -> TargetPolicy:
+        """Where notifications may be sent (notify/targets.py)."""
+        from embrasure.notify.targets import TargetPolicy
+
+        return TargetPolicy.from_settings(self.webhook_allow, self.webhook_ports)
 
     def ui_url(self) -> str:
         """Where people reach the web UI: --public-url, else this server's address."""

@@ -148,6 +148,18 @@ def ingest(
         sys.exit(1)
 
 
+def _private(url: str) -> bool:
+    """Whether the default rules refuse the URL (notify/targets.py): a receiver that is
+    not public, such as `subscriptions listen`'s."""
+    from embrasure.notify.targets import TargetPolicy, TargetRefused
+
+    try:
+        TargetPolicy(ports=None).check(url)
+    except TargetRefused:
+        return True
+    return False
+
+
 @click.command()
 @setting_options("url", "token", "db")
 @click.option("--json", "as_json", is_flag=True, help="Print the ingest summary as JSON.")
@@ -171,6 +183,14 @@ def demo(as_json: bool, webhook: str | None, **flags: Any) -> None:
     from embrasure.cli.client import LocalClient
 
     items = sample.items()
+    serve = f"{_command()} serve"
+    if webhook is not None and _private(webhook):
+        # A receiver on this machine (`subscriptions listen`): the webhook's host is
+        # allowed here, in the database this command opens, and the server needs it
+        # allowed too (docs/security.md#webhook-targets). A server at --url decides.
+        host = urllib.parse.urlsplit(webhook).hostname or ""
+        flags = {**flags, "webhook_allow": host}
+        serve += f" --webhook-allow {host}"
     with connected(flags, create=True, prefer_db=True) as client:
         added = None
         if webhook is not None:
@@ -198,7 +218,7 @@ def demo(as_json: bool, webhook: str | None, **flags: Any) -> None:
         click.echo(added["secret"])
         click.echo(
             f"watch them arrive: {_command()} subscriptions listen --port {port}"
-            f" --secret {added['secret']} (the server sends them, `{_command()} serve`)"
+            f" --secret {added['secret']} (the server sends them, `{serve}`)"
         )
     click.echo(
         ("already loaded" if summary.accepted == 0 else "loaded")

@@ -57,6 +57,8 @@ def main() -> None:
     "marquez_port",
     "public_url",
     "subscription_secrets_key",
+    "webhook_allow",
+    "webhook_ports",
     "no_projector",
     "single_process",
     "upgrade",
@@ -279,7 +281,12 @@ def serve_here(
     # process beside its projector (a receiver alone, a stage of `serve`, has neither).
     stop_sending = threading.Event()
     sender = threading.Thread(
-        target=Sender(store, settings.ui_url(), settings.subscription_secrets_key).run,
+        target=Sender(
+            store,
+            settings.ui_url(),
+            settings.subscription_secrets_key,
+            targets=settings.webhook_targets(),
+        ).run,
         args=(stop_sending,),
         name="embrasure-notify",
         daemon=True,
@@ -403,6 +410,8 @@ def project(**flags: Any) -> None:
     "host",
     "port",
     "subscription_secrets_key",
+    "webhook_allow",
+    "webhook_ports",
     "log_level",
     "log_format",
     "db_pool_size",
@@ -420,7 +429,12 @@ def notify(**flags: Any) -> None:
         signal.signal(sig, lambda signum, frame: stop.set())
     log.info("sending notifications")
     try:
-        Sender(store, settings.ui_url(), settings.subscription_secrets_key).run(stop)
+        Sender(
+            store,
+            settings.ui_url(),
+            settings.subscription_secrets_key,
+            targets=settings.webhook_targets(),
+        ).run(stop)
     finally:
         store.close()
 

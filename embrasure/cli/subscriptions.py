@@ -22,6 +22,7 @@ from embrasure.cli.tokens import database
 from embrasure.model import Subscription
 from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import new_key, sealed
+from embrasure.notify.targets import TargetRefused
 from embrasure.notify.webhooks import FORMATS, URL, new_subscription
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.settings import parse_duration, spell_duration
@@ -34,7 +35,7 @@ def subscriptions() -> None:
 
 
 @subscriptions.command()
-@setting_options("db", "subscription_secrets_key")
+@setting_options("db", "subscription_secrets_key", "webhook_allow", "webhook_ports")
 @click.option("--dataset", nargs=2, metavar="NAMESPACE NAME", help="Watch one dataset.")
 @click.option("--job", nargs=2, metavar="NAMESPACE NAME", help="Watch one job's runs.")
 @click.option(
@@ -120,9 +121,13 @@ def add(
         depth=depth,
         stale_after=stale_seconds,
     )
-    key = load_settings(flags).subscription_secrets_key
+    settings = load_settings(flags)
+    try:  # as the API does; the sender checks again at every send
+        settings.webhook_targets().vet(url)
+    except TargetRefused as exc:
+        fail(f"--url {url}: {exc}")
     with database(flags, create=True) as store:
-        store.add_subscription(sealed(s, key))
+        store.add_subscription(sealed(s, settings.subscription_secrets_key))
     what = described(s)
     click.echo(f"subscription {s.subscription_id}: {', '.join(wanted)} of {what} to {url}")
     click.echo("Its signing secret, shown once (the receiver verifies webhook-signature with it):")

@@ -24,6 +24,7 @@ from embrasure.errors import StoreUnavailable
 from embrasure.model import DatasetId, Decided, Notification, Subscription
 from embrasure.notify import causes, impact
 from embrasure.notify.secrets import Unsealable, unseal
+from embrasure.notify.targets import TargetPolicy
 from embrasure.notify.webhooks import Refused, send
 from embrasure.projector.quality import check_id
 from embrasure.projector.shapes import entity
@@ -72,8 +73,10 @@ class Sender:
         public_url: str = DEFAULT_URL,
         secrets_key: str = "",
         client: httpx.Client | None = None,
+        targets: TargetPolicy | None = None,
     ) -> None:
         self.store = store
+        self.targets = targets or TargetPolicy()  # where it may send (notify/targets.py)
         self.public_url = public_url  # the UI's address, for the links in bodies
         self.secrets_key = secrets_key  # what the signing secrets are stored under
         self.client = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
@@ -138,7 +141,7 @@ class Sender:
         try:
             # Signed at the wall clock's time, whatever ``now`` says: receivers refuse a
             # webhook-timestamp more than minutes away from theirs.
-            send(self.client, self._unsealed(s), n, datetime.now(UTC))
+            send(self.client, self._unsealed(s), n, datetime.now(UTC), self.targets)
         except Refused as exc:
             attempts = n.attempts + 1
             decided = datetime.fromisoformat(n.decided_at)

@@ -19,6 +19,7 @@ import orjson
 import standardwebhooks
 
 from embrasure.model import Notification, Subscription, utc_now
+from embrasure.notify.targets import TargetPolicy, TargetRefused
 
 SECRET_BYTES = 24  # Standard Webhooks: 24 to 64 random bytes, base64, prefixed whsec_
 
@@ -129,13 +130,27 @@ class Refused(Exception):
     """The receiver did not take it (a status, a redirect, a timeout): tried again later."""
 
 
-def send(client: httpx.Client, s: Subscription, n: Notification, at: datetime) -> None:
+def send(
+    client: httpx.Client, s: Subscription, n: Notification, at: datetime, targets: TargetPolicy
+) -> None:
     """POST ``n`` to the subscription's URL; Refused unless the receiver answers 2xx.
-    The client follows no redirect (a 3xx is refused: a redirect could lead the signed
-    body anywhere) and times out (webhooks.py's callers set it)."""
-    body = payload(s, n)
+    The URL is checked first (notify/targets.py) and the request goes to the address
+    checked, under the URL's host name (Host, TLS server name). The client follows no
+    redirect (a 3xx is refused: a redirect could lead the signed body anywhere) and
+    times out (webhooks.py's callers set it)."""
     try:
-        reply = client.post(s.url, content=body, headers=signed_headers(s.secret, n, at, body))
+        target = targets.check(s.url)
+    except TargetRefused as exc:
+        raise Refused(f"target refused: {exc}") from None
+    body = payload(s, n)
+    headers = signed_headers(s.secret, n, at, body) | {"host": target.host_header()}
+    try:
+        reply = client.post(
+            target.request_url(),
+            content=body,
+            headers=headers,
+            extensions={"sni_hostname": target.host},
+        )
     except httpx.HTTPError as exc:
         raise Refused(f"{type(exc).__name__}: {exc}") from exc
     if not 200 <= reply.status_code < 300:

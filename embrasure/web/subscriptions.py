@@ -28,6 +28,7 @@ from embrasure.errors import Problem
 from embrasure.model import Principal, Subscription
 from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import sealed
+from embrasure.notify.targets import TargetPolicy, TargetRefused
 from embrasure.notify.webhooks import FORMATS, URL, new_subscription
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.receiver.bounds import read_body
@@ -122,10 +123,13 @@ def _refused(request: Request, namespace: str) -> Problem:
 
 
 class SubscriptionsApi:
-    def __init__(self, store: Store, body_seconds: float, secrets_key: str) -> None:
+    def __init__(
+        self, store: Store, body_seconds: float, secrets_key: str, targets: TargetPolicy
+    ) -> None:
         self.store = store
         self.body_seconds = body_seconds
         self.secrets_key = secrets_key  # the signing secrets are stored under it (secrets.py)
+        self.targets = targets  # where webhooks may go (notify/targets.py)
 
     async def listing(self, request: Request) -> Response:
         found = await run_in_threadpool(self.store.subscriptions)
@@ -142,6 +146,12 @@ class SubscriptionsApi:
         )
         if not manages(request, namespace):
             raise _refused(request, namespace)
+        try:  # checked again at every send: a name may resolve elsewhere later
+            await run_in_threadpool(self.targets.vet, url)
+        except TargetRefused as exc:
+            raise Problem(
+                422, "webhook-target-refused", "Webhook target refused", str(exc)
+            ) from None
         s = new_subscription(
             target,
             namespace,

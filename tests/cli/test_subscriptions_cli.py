@@ -28,7 +28,7 @@ def cli(*args: str) -> Result:
 
 
 def test_add_list_and_remove_what_each_watches(db_url: str) -> None:
-    url = "https://hooks.example.com/x"
+    url = "https://93.184.215.14/x"
     added = cli(
         "subscriptions",
         "add",
@@ -45,7 +45,7 @@ def test_add_list_and_remove_what_each_watches(db_url: str) -> None:
         url,
     )
     assert added.exit_code == 0, added.output
-    said = "of dataset pg orders and 2 downstream, stale after 1d to https://hooks"
+    said = "of dataset pg orders and 2 downstream, stale after 1d to https://93.184.215.14/x"
     assert said in added.stdout
     assert added.stdout.splitlines()[-1].startswith("whsec_")
     job = cli("subscriptions", "add", "--db", db_url, "--job", "airflow", "dag.load",
@@ -65,7 +65,7 @@ def test_add_list_and_remove_what_each_watches(db_url: str) -> None:
 
 def test_refusals_are_one_line_with_the_cause(db_url: str) -> None:
     assert cli("db", "upgrade", "--db", db_url).exit_code == 0
-    url = ["--url", "https://hooks.example.com/x"]
+    url = ["--url", "https://93.184.215.14/x"]
     cases = {
         ("--dataset", "pg", "orders", "--job", "a", "b"): "name one thing to watch",
         ("--namespace", "pg", "--depth", "1"): "--depth is for --dataset",
@@ -117,7 +117,16 @@ def test_new_key_then_add_stores_the_secret_encrypted(db_url: str) -> None:
     check_key(key)
     added = CliRunner().invoke(
         main,
-        ["subscriptions", "add", "--db", db_url, "--namespace", "pg", "--url", "https://h/x"],
+        [
+            "subscriptions",
+            "add",
+            "--db",
+            db_url,
+            "--namespace",
+            "pg",
+            "--url",
+            "https://93.184.215.14/x",
+        ],
         env={"EMBRASURE_SUBSCRIPTION_SECRETS_KEY": key},
         catch_exceptions=False,
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from webhook_receiver import Receiver
+from webhook_receiver import LOOPBACK, Receiver
 
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.sender import DEFAULT_URL, Sender
@@ -55,7 +55,7 @@ def later(hours: int = 0) -> datetime:
 
 
 def deliver(api: Api) -> int:
-    return Sender(api.store).run_once(later())
+    return Sender(api.store, targets=LOOPBACK).run_once(later())
 
 
 def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: Receiver) -> None:
@@ -112,9 +112,9 @@ def test_a_failed_check_reaches_the_subscriber_once_signed(api: Api, receiver: R
     assert 'embrasure_notifications{state="pending"} 0.0' in metrics
     assert "embrasure_notifications_oldest_pending_seconds 0.0" in metrics
     # Rows done are deleted 30 days later (the outbox stays bounded).
-    assert Sender(api.store).run_once(later(24 * 29)) == 0
+    assert Sender(api.store, targets=LOOPBACK).run_once(later(24 * 29)) == 0
     assert len(api.store.notifications()) == 2
-    assert Sender(api.store).run_once(later(24 * 31)) == 0
+    assert Sender(api.store, targets=LOOPBACK).run_once(later(24 * 31)) == 0
     assert api.store.notifications() == []
 
 
@@ -191,13 +191,13 @@ def test_a_receiver_that_is_down_gets_it_later_with_the_same_id(
     assert (n.state, n.attempts) == ("pending", 1) and "503" in (n.last_error or "")
     assert 'embrasure_notifications{state="pending"} 1.0' in api.client.get("/metrics").text
     for retry in range(1, 4):  # refused again and again: /readyz names the subscription
-        assert Sender(api.store).run_once(later(retry)) == 1
+        assert Sender(api.store, targets=LOOPBACK).run_once(later(retry)) == 1
     assert api.client.get("/readyz").json()["notifications"] == {
         "status": "failing",
         "subscriptions": ["sub1"],
     }
     receiver.refuse = False
-    assert Sender(api.store).run_once(later(5)) == 1
+    assert Sender(api.store, targets=LOOPBACK).run_once(later(5)) == 1
     ((msg_id, doc),) = receiver.received
     assert msg_id == n.notification_id and doc["type"] == "check.failed"
     (sent,) = api.store.notifications()
@@ -236,7 +236,7 @@ def test_two_senders_send_each_notification_once(api: Api, receiver: Receiver) -
     api.store.add_subscription(namespace)
     for n in range(1, 8):  # fails at 1, 3, 5, 7, each a transaction: 11 outbox rows
         api.ingest(check(n, 9 + n, ok=n % 2 == 0))
-    senders = [Sender(api.store) for _ in range(2)]
+    senders = [Sender(api.store, targets=LOOPBACK) for _ in range(2)]
     counts: list[int] = []
     threads = [
         threading.Thread(target=lambda s=s: counts.append(s.run_once(later()))) for s in senders

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from test_check_notifications import later
 from test_notify_server import HoldingReceiver, wait
-from webhook_receiver import Receiver
+from webhook_receiver import LOOPBACK, Receiver
 
 from embrasure.cli import demo, demo_incident
 from embrasure.model import Subscription, utc_now
@@ -112,11 +112,11 @@ def test_the_demo_night_notifies_once_each_in_any_order(api: Api, order: str) ->
         for event in night:
             api.ingest(event)
         api.ingest(*night)  # all of it again: duplicates
-        assert Sender(api.store).run_once(later()) == 3
+        assert Sender(api.store, targets=LOOPBACK).run_once(later()) == 3
         docs = {doc["type"]: doc for _, doc in receiver.received}
         check_bodies(docs)
         reproject(api.store)
-        assert Sender(api.store).run_once(later(1)) == 0
+        assert Sender(api.store, targets=LOOPBACK).run_once(later(1)) == 0
         assert len(receiver.ids_seen) == 3
     finally:
         receiver.close()
@@ -136,14 +136,17 @@ def test_demo_webhook_then_kill_9_mid_delivery(db_url: str, tmp_path: Any) -> No
         secret = lines[lines.index(next(x for x in lines if "shown once" in x)) + 1]
         assert secret.startswith("whsec_") and f"--secret {secret}" in printed
         receiver.secret = secret
-        server = ServerProcess(db_url, log_dir=tmp_path).start()
+        # The receiver is on loopback: the demo says to allow it, and serve as it says.
+        allow = ("--webhook-allow", "127.0.0.1")
+        assert "serve --webhook-allow 127.0.0.1`" in printed
+        server = ServerProcess(db_url, *allow, log_dir=tmp_path).start()
         try:
             assert receiver.arrived.wait(60), "no notification arrived"
             server.kill()  # while the receiver holds the request open
         finally:
             server.stop()
         receiver.release.set()
-        again = ServerProcess(db_url, log_dir=tmp_path).start()
+        again = ServerProcess(db_url, *allow, log_dir=tmp_path).start()
         try:
             wait(lambda: len(receiver.received) == 3, timeout=90)
             time.sleep(2)  # nothing more comes
@@ -171,7 +174,7 @@ def test_a_slack_subscription_gets_each_of_the_demo_night_as_a_message(api: Api)
         api.store.add_subscription(s)
         api.ingest(*demo.events())
         api.ingest(*demo_incident.events())
-        assert Sender(api.store).run_once(later()) == 3
+        assert Sender(api.store, targets=LOOPBACK).run_once(later()) == 3
         texts = sorted(doc["text"] for _, doc in slack.received)
         table = f"*{demo.WAREHOUSE} {demo.TABLE}*>"
         revenue = f"*{demo.WAREHOUSE} {DAILY_REVENUE}*>"

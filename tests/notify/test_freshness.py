@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from test_check_notifications import ORDERS
-from webhook_receiver import Receiver
+from webhook_receiver import LOOPBACK, Receiver
 
 from embrasure.model import Subscription, utc_now
 from embrasure.notify.sender import FRESHNESS_EVERY, Sender
@@ -38,7 +38,7 @@ def test_a_dataset_not_written_for_too_long_is_told_once_per_stale_spell(
     now = datetime.now(UTC)
     subscribe(api, receiver, HOUR)
     written(api, 1, now - timedelta(hours=2))
-    sender = Sender(api.store)
+    sender = Sender(api.store, targets=LOOPBACK)
     assert sender.run_once(now) == 1
     ((_, doc),) = receiver.received
     assert doc["type"] == "dataset.stale"
@@ -61,7 +61,7 @@ def test_a_write_before_it_is_sent_supersedes_it(api: Api, receiver: Receiver) -
     subscribe(api, receiver, HOUR)
     written(api, 1, now - timedelta(hours=3))
     receiver.refuse = True  # down: the notification waits in the outbox
-    sender = Sender(api.store)
+    sender = Sender(api.store, targets=LOOPBACK)
     assert sender.run_once(now) == 1
     (row,) = api.store.notifications("sub_fresh")
     assert row.state == "pending" and row.attempts == 1
@@ -75,5 +75,5 @@ def test_a_write_before_it_is_sent_supersedes_it(api: Api, receiver: Receiver) -
 
 def test_a_dataset_never_written_is_not_stale(api: Api, receiver: Receiver) -> None:
     subscribe(api, receiver, HOUR)
-    assert Sender(api.store).run_once(datetime.now(UTC) + timedelta(days=3)) == 0
+    assert Sender(api.store, targets=LOOPBACK).run_once(datetime.now(UTC) + timedelta(days=3)) == 0
     assert api.store.notifications("sub_fresh") == []

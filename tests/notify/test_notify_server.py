@@ -5,6 +5,7 @@ delivery, then started again (docs/notifications.md#delivery)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import orjson
 from test_check_notifications import ORDERS, check
-from webhook_receiver import Receiver
+from webhook_receiver import LOOPBACK_ENV, Receiver
 
 from embrasure.notify.webhooks import new_secret
 
@@ -70,12 +71,13 @@ def test_a_kill_9_mid_delivery_sends_it_again_under_the_same_id(tmp_path: Path) 
             ],
             capture_output=True,
             text=True,
+            env={**os.environ, **LOOPBACK_ENV},  # the receiver is on loopback
         )
         assert added.returncode == 0, added.stderr
         secret = added.stdout.splitlines()[-1]
         assert secret.startswith("whsec_")
         receiver.secret = secret
-        env = {"EMBRASURE_NOTIFY_SETTLE_SECONDS": "0"}
+        env = {"EMBRASURE_NOTIFY_SETTLE_SECONDS": "0", **LOOPBACK_ENV}
         server = ServerProcess(db, env=env).start()
         try:
             for event in (check(1, 9, ok=True), check(2, 10, ok=False)):

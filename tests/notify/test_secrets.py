@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 from test_check_notifications import ORDERS, check, later
-from webhook_receiver import Receiver
+from webhook_receiver import LOOPBACK, Receiver
 
 from embrasure.app import build_app
 from embrasure.notify.secrets import SEALED, new_key
@@ -26,7 +26,9 @@ KEY = new_key()
 @pytest.fixture
 def keyed(db_url: str) -> Iterator[Api]:
     store = open_store(db_url)
-    app = build_app(Settings(db=db_url, subscription_secrets_key=KEY), store)
+    app = build_app(
+        Settings(db=db_url, subscription_secrets_key=KEY, webhook_allow="127.0.0.0/8"), store
+    )
     with TestClient(app) as client:
         yield Api(client)
     store.close()
@@ -45,13 +47,15 @@ def test_a_secret_is_stored_encrypted_and_signs_only_with_its_key(keyed: Api) ->
         keyed.ingest(check(1, 9, ok=False))
         # Without the key, or with another, nothing is signed: refused, tried again.
         for hours, key in enumerate(("", new_key())):  # each past the last one's backoff
-            assert Sender(keyed.store, secrets_key=key).run_once(later(hours)) == 1
+            assert (
+                Sender(keyed.store, secrets_key=key, targets=LOOPBACK).run_once(later(hours)) == 1
+            )
             (row,) = keyed.store.notifications()
             assert row.state == "pending" and row.last_error is not None
             assert row.last_error.startswith("not signed: its secret")
             assert receiver.ids_seen == []
         # With it, sent and verified by the receiver with the secret it was shown once.
-        assert Sender(keyed.store, secrets_key=KEY).run_once(later(2)) == 1
+        assert Sender(keyed.store, secrets_key=KEY, targets=LOOPBACK).run_once(later(2)) == 1
         ((_, doc),) = receiver.received
         assert doc["type"] == "check.failed"
     finally:

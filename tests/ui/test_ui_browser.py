@@ -981,7 +981,7 @@ def test_the_notifications_page_subscribes_and_shows_the_secret_once(
     form.get_by_label("Datasets downstream").fill("2")
     form.get_by_label("Stale after").fill("26")
     form.get_by_label("run.aborted").uncheck()
-    form.get_by_label("Webhook URL").fill("https://hooks.example.com/orders")
+    form.get_by_label("Webhook URL").fill("https://93.184.215.14/orders")
     form.get_by_role("button", name="Subscribe").click()
     secret = form.locator("code.secret")
     expect(secret).to_contain_text("whsec_")
@@ -994,7 +994,7 @@ def test_the_notifications_page_subscribes_and_shows_the_secret_once(
     with httpx.Client(base_url=server.url) as http:
         (stored,) = http.get("/api/v1/subscriptions").json()["subscriptions"]
     assert (stored["depth"], stored["stale_after"]) == (2, 26 * 3600)
-    assert stored["url"] == "https://hooks.example.com/orders"
+    assert stored["url"] == "https://93.184.215.14/orders"
     assert "run.aborted" not in stored["events"] and "secret" not in stored
     page.reload()
     expect(rows).to_have_count(1)
@@ -1018,7 +1018,7 @@ def test_a_refused_subscription_shows_the_servers_reason(
     form.get_by_label("Name", exact=True).fill("orders")
     for kind in KINDS:
         form.get_by_label(kind).uncheck()
-    form.get_by_label("Webhook URL").fill("https://hooks.example.com/x")
+    form.get_by_label("Webhook URL").fill("https://93.184.215.14/x")
     form.get_by_role("button", name="Subscribe").click()
     expect(form.locator(".error")).to_contain_text("events must be a non-empty list")
     expect(

@@ -60,6 +60,11 @@ def subscription_paths() -> dict[str, dict[str, Operation]]:
                 {
                     "201": json_body("NewSubscription", "Stored; sent from now on."),
                     "400": problem("The body is not a SubscriptionRequest."),
+                    "422": problem(
+                        "webhook-target-refused: the URL is not one the server may call"
+                        " (a private, loopback or link-local address, a port outside"
+                        " --webhook-ports, credentials in it)."
+                    ),
                 },
                 request_body={
                     "required": True,
