@@ -290,6 +290,23 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
+def crash(pid: int) -> None:
+    """SIGKILL to ``pid`` and every process under it at once, as a power cut would. Each
+    is stopped first (SIGSTOP, the tree walked again until no new process appears), so
+    none runs between the kills: serve's processes ask for SIGTERM when their parent
+    dies (processes/supervisor.py), and a child told of its parent's death would shut
+    down cleanly, which is not a crash."""
+    stopped: list[int] = []
+    while fresh := [p for p in process_tree(pid) if p not in stopped]:
+        for p in fresh:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGSTOP)
+        stopped += fresh
+    for p in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+
+
 class ServerProcess:
     """`embrasure serve` in a child process, on a free port, with its own database (a
     SQLite file's path, or any database URL)."""
@@ -340,12 +357,10 @@ class ServerProcess:
         raise RuntimeError(f"server did not start:\n{self.log_path.read_text()}")
 
     def kill(self) -> None:
-        """SIGKILL to serve and every process it runs (docs/operations.md#processes): a
-        crash, no chance to clean up."""
+        """serve and every process it runs (docs/operations.md#processes) killed at once
+        (``crash``): no chance to clean up."""
         assert self.proc is not None
-        for pid in process_tree(self.proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        crash(self.proc.pid)
         self.proc.wait()
 
     def terminate(self, timeout: float = 60.0) -> int:

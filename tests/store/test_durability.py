@@ -263,14 +263,17 @@ def wait_for_acks(load: Load, seconds: float, at_least: int) -> None:
         time.sleep(0.05)
 
 
-def test_sigkill_under_load_loses_no_acknowledged_delivery(db_path: Path) -> None:
-    server = ServerProcess(db_path).start()
+@pytest.mark.parametrize("mode", [(), ("--single-process",)], ids=["processes", "single-process"])
+def test_sigkill_under_load_loses_no_acknowledged_delivery(
+    db_path: Path, mode: tuple[str, ...]
+) -> None:
+    server = ServerProcess(db_path, *mode).start()
     restarted: ServerProcess | None = None
     try:
         with Load(server.url, "crash") as load:
             wait_for_acks(load, seconds=2.0, at_least=300)
             acked_before_kill = load.acked()
-            server.kill()  # SIGKILL while all 16 clients are posting
+            server.kill()  # SIGKILL to every process at once, while 16 clients post
             time.sleep(0.2)  # let every client see the dead server
         out = load.out
         assert not out.unexpected, out.unexpected[:5]

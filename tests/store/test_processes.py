@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from conftest import ServerProcess, sqlite_files
+from conftest import ServerProcess, crash, sqlite_files
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def test_projector_killed_mid_projection_recovers_to_the_same_graph(
             for _ in range(3):  # kill -9 the projector three times while it works
                 projector = embrasure("project", "--db", db_url)
                 time.sleep(0.7)
-                projector.kill()
+                crash(projector.pid)  # with any process it runs
                 projector.wait()
             assert pending(http, ids) > 0, "the projector finished before it was killed"
             projector = embrasure("project", "--db", db_url)
@@ -138,7 +138,7 @@ def test_reproject_killed_midway_leaves_the_served_graph_and_can_run_again(db_pa
         reproject = embrasure("reproject", "--db", f"sqlite:///{db_path}")
         time.sleep(1.5)
         assert reproject.poll() is None, "the reproject finished before it was killed"
-        reproject.kill()
+        crash(reproject.pid)
         reproject.wait()
         assert export(f"sqlite:///{db_path}") == served  # still the old generation, untouched
     rebuilt = subprocess.run(

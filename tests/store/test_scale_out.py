@@ -21,7 +21,7 @@ import pytest
 
 from embrasure.store import open_store
 
-from conftest import ServerProcess, run_sql
+from conftest import ServerProcess, crash, run_sql
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +137,7 @@ def test_three_receivers_two_projectors_killed_and_restarted(pg_db: str, tmp_pat
                 time.sleep(0.1)
             assert projected(pg_db) > 0, "the projectors did not start"
             receivers[0].kill()
-            projectors[0].kill()  # SIGKILL, mid-projection
+            crash(projectors[0].pid)  # SIGKILL, mid-projection, with any process it runs
             projectors[0].wait()
             time.sleep(1.0)
             receivers[0] = ServerProcess(pg_db, "--no-projector", log_dir=tmp_path).start()
