@@ -222,5 +222,7 @@ def ui_sign_in(settings: Settings, verifier: JwtVerifier | None, store: Store) -
         settings.oidc_client_secret,
         settings.oidc_scopes,
         settings.oidc_session_hours * 3600,
+        settings.oidc_session_idle_minutes * 60,
+        store,
         lambda: store.server_secret("session-cookies"),
     )

@@ -168,6 +168,24 @@ class Notification:
     done_at: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class UiSession:
+    """A person signed in to the web UI (access/sign_in.py), as stored: under the digest
+    of the id its cookie holds, never the id. Times in seconds since the epoch."""
+
+    digest: str  # hex SHA-256 of the session id
+    subject: str
+    issuer: str
+    name: str
+    groups: tuple[str, ...]
+    csrf: str  # the token the UI's writes send back (X-CSRF-Token)
+    created_at: int
+    seen_at: int  # its last use: the idle timeout counts from it
+    expires_at: int  # the absolute end (--oidc-session-hours)
+    ended_at: int | None = None  # signed out, or ended by an admin
+    ended_by: str | None = None
+
+
 class Decided(NamedTuple):
     """An outbox row as the sender compares it with others of the same thing."""
 

@@ -177,9 +177,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "oidc_session_hours",
         8,
-        "How long a sign-in to the web UI lasts.",
+        "How long a sign-in to the web UI lasts at most.",
         low=1,
         high=24 * 30,
+    ),
+    Setting(
+        "oidc_session_idle_minutes",
+        60,
+        "A sign-in to the web UI unused this long ends (0: only --oidc-session-hours ends it).",
+        low=0,
+        high=24 * 60 * 30,
     ),
     Setting("port", 5000, "TCP port the server listens on.", low=1, high=65535),
     Setting(
@@ -490,6 +497,7 @@ class Settings:
     oidc_client_secret: str = BY_NAME["oidc_client_secret"].default
     oidc_scopes: str = BY_NAME["oidc_scopes"].default
     oidc_session_hours: int = BY_NAME["oidc_session_hours"].default
+    oidc_session_idle_minutes: int = BY_NAME["oidc_session_idle_minutes"].default
     port: int = BY_NAME["port"].default
     marquez_port: int = BY_NAME["marquez_port"].default
     public_url: str = BY_NAME["public_url"].default

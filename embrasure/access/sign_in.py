@@ -6,12 +6,19 @@ The flow: ``start`` gives the provider's authorization URL and a short-lived sig
 *flow* cookie holding the state, the nonce and the PKCE verifier; the provider sends the
 browser back to the callback with a code, which ``finish`` exchanges (with the client
 secret) for an ID token, checked like any of the provider's JWTs (jwt_bearer.py) with
-this client as its audience and the flow's nonce. The *session* cookie then carries who
-signed in (subject, groups), until when, and a CSRF token the UI sends back on writes.
+this client as its audience and the flow's nonce. The *session* is then a row the server
+keeps (store ``sessions``): who signed in (subject, groups), until when, when last seen,
+and a CSRF token the UI sends back on writes; the session cookie holds only a random id,
+and the row its SHA-256. Every request reads the row, so signing out, an admin ending
+someone's sessions, the idle timeout (--oidc-session-idle-minutes) and the absolute
+lifetime (--oidc-session-hours) end a session at once, on every process and every
+server of the database — a copy of the cookie taken before is worth nothing after
+(OWASP ASVS 3.3.1). Each sign-in mints a new id (no session fixation) and ends the
+session the browser came with.
 
-Both cookies are JWTs signed (HS256) with the server's own secret, kept in the database
-so that every process and every restart shares it (store ``server_secret``): they are
-tamper-proof, not hidden; neither holds a token of the provider's.
+The flow cookie is a JWT signed (HS256) with the server's own secret, kept in the
+database so that every process and every restart shares it (store ``server_secret``):
+tamper-proof, not hidden; it holds no token of the provider's.
 """
 
 from __future__ import annotations
@@ -30,8 +37,13 @@ from joserfc import errors, jwt
 from joserfc.jwk import OctKey
 
 from embrasure.access.jwt_bearer import FETCH_TIMEOUT, JwtVerifier, ProviderUnavailable, Refused
+from embrasure.model import UiSession
+from embrasure.store import Store
 
 FLOW_SECONDS = 600  # from the redirect to the provider to the callback
+# A session's last use is written at most this often: its idle time is known to within
+# a minute, for one short write per minute of use.
+TOUCH_SECONDS = 60
 SESSION_ALG = "HS256"
 
 
@@ -55,6 +67,8 @@ class SignIn:
         client_secret: str,
         scopes: str,
         session_seconds: int,
+        idle_seconds: int,
+        store: Store,
         secret: Callable[[], bytes],
         now: Callable[[], float] = time.time,
     ) -> None:
@@ -63,6 +77,8 @@ class SignIn:
         self.client_secret = client_secret
         self.scopes = scopes
         self.session_seconds = session_seconds
+        self.idle_seconds = idle_seconds  # 0: no idle timeout
+        self.store = store  # the sessions (store/sessions_sql.py)
         self._secret = secret  # the server's signing secret, read when first needed
         self._key: OctKey | None = None
         self._now = now
@@ -144,24 +160,56 @@ class SignIn:
         )
         return session, str(flow.get("then") or "/")
 
-    def session_cookie(self, session: Session) -> str:
-        fields = dataclasses.asdict(session)
-        return self._sign({**fields, "groups": list(session.groups), "exp": session.expires})
+    def open_session(self, session: Session, replacing: str | None) -> str:
+        """Store ``session`` under a new random id and return the id, the cookie's
+        value; the session the browser came with (``replacing``), if any, ends."""
+        if replacing:
+            self.end(replacing, "signed in again")
+        cookie = secrets.token_urlsafe(32)
+        now = int(self._now())
+        self.store.add_session(
+            UiSession(
+                _digest(cookie),
+                session.subject,
+                session.issuer,
+                session.name,
+                session.groups,
+                session.csrf,
+                now,
+                now,
+                session.expires,
+            )
+        )
+        return cookie
 
     def session_of(self, cookie: str) -> Session:
-        """The session a cookie holds; Refused when it is forged or over."""
-        claims = self._read(cookie, "session")
-        try:
-            return Session(
-                subject=str(claims["subject"]),
-                issuer=str(claims["issuer"]),
-                name=str(claims["name"]),
-                groups=tuple(str(g) for g in claims["groups"]),
-                expires=int(claims["expires"]),
-                csrf=str(claims["csrf"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            raise Refused("The session cookie is not one of this server's.") from None
+        """The live session a cookie names (its last use noted); Refused when there is
+        none, or it was ended, is past its lifetime or was idle too long."""
+        stored = self.store.ui_session(_digest(cookie))
+        if stored is None:
+            raise Refused("The session cookie is not one of this server's.")
+        now = int(self._now())
+        if stored.ended_at is not None:
+            raise Refused(f"The session was ended ({stored.ended_by}): sign in again.")
+        if now >= stored.expires_at:
+            raise Refused("The session is over: sign in again.")
+        if self.idle_seconds and now - stored.seen_at > self.idle_seconds:
+            minutes = self.idle_seconds // 60
+            raise Refused(f"The session was idle for over {minutes} minutes: sign in again.")
+        if now - stored.seen_at >= TOUCH_SECONDS:
+            self.store.touch_session(stored.digest, now)
+        return Session(
+            stored.subject,
+            stored.issuer,
+            stored.name,
+            stored.groups,
+            stored.expires_at,
+            stored.csrf,
+        )
+
+    def end(self, cookie: str, why: str) -> None:
+        """End the session a cookie names (signing out): on every process at once."""
+        self.store.end_sessions(int(self._now()), why, digest=_digest(cookie))
 
     def _sign(self, claims: dict[str, Any]) -> str:
         return jwt.encode({"alg": SESSION_ALG}, claims, self.key(), algorithms=[SESSION_ALG])
@@ -177,6 +225,10 @@ class SignIn:
         except (errors.JoseError, ValueError):
             raise Refused(f"The {what} cookie is not one of this server's.") from None
         return dict(token.claims)
+
+
+def _digest(cookie: str) -> str:
+    return hashlib.sha256(cookie.encode()).hexdigest()
 
 
 def _b64(data: bytes) -> str:

@@ -109,4 +109,22 @@ def hidden(limit: int, cursor: str | None, as_json: bool, **flags: Any) -> None:
     show_table(table, f"hidden: {len(doc['hidden'])}", doc.get("next_cursor"))
 
 
+@admin.command("sign-out")
+@click.option("--subject", help="End this person's web UI sessions (their subject).")
+@click.option("--everyone", is_flag=True, help="End every web UI session.")
+@client_options
+def sign_out(subject: str | None, everyone: bool, as_json: bool, **flags: Any) -> None:
+    """End web UI sessions at once, on every server (docs/security.md)."""
+    if (subject is None) == (not everyone):
+        fail("give --subject SUBJECT or --everyone")
+    body = {"subject": subject} if subject is not None else {"everyone": True}
+    with connected(flags) as client:
+        doc = client.post("/api/v1/admin/sign-out", content=orjson.dumps(body))
+    if as_json:
+        print_json(doc)
+        return
+    whose = f"of {subject}" if subject is not None else "of everyone"
+    click.echo(f"ended {doc['ended']} session(s) {whose}")
+
+
 COMMANDS = (admin,)

@@ -53,6 +53,7 @@ def main() -> None:
     "oidc_client_secret",
     "oidc_scopes",
     "oidc_session_hours",
+    "oidc_session_idle_minutes",
     "db",
     "marquez_port",
     "public_url",

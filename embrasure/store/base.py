@@ -24,8 +24,9 @@ from embrasure.model import (
     Rejection,
     Subscription,
     Token,
+    UiSession,
 )
-from embrasure.store import outbox_sql
+from embrasure.store import outbox_sql, sessions_sql
 from embrasure.store.pacing import TARGET_HOLD_S
 from embrasure.store.read_rows import (
     Backlog,
@@ -551,25 +552,53 @@ class Store(abc.ABC):
     # -- subscriptions and the outbox (docs/notifications.md) ----------------------------
 
     @abc.abstractmethod
-    def _outbox(
+    def _side_table(
         self, what: str, work: Callable[[Any], T], write: bool = True, *, log: bool = False
     ) -> T:
         """``work`` over a connection in a short transaction of its own (SQL:
-        store/outbox_sql.py); ``log``: on the subscriptions, which are kept with the log
-        (the outbox with the graph: SQLite has them in two files)."""
+        store/outbox_sql.py, store/sessions_sql.py); ``log``: on a table kept with the
+        log (subscriptions, sessions), not with the graph (the outbox): SQLite has them
+        in two files."""
+
+    def add_session(self, session: UiSession) -> None:
+        """A new web UI session (access/sign_in.py), under its id's digest."""
+        self._side_table("starting a session", lambda c: sessions_sql.add(c, session), log=True)
+
+    def ui_session(self, digest: str) -> UiSession | None:
+        """The session whose id has this digest, ended or not; None when none has."""
+        return self._side_table(
+            "reading a session", lambda c: sessions_sql.get(c, digest), write=False, log=True
+        )
+
+    def touch_session(self, digest: str, seen_at: int) -> None:
+        """The session was used at ``seen_at`` (its idle time starts again)."""
+        self._side_table(
+            "touching a session", lambda c: sessions_sql.touch(c, digest, seen_at), log=True
+        )
+
+    def end_sessions(
+        self, at: int, by: str, digest: str | None = None, subject: str | None = None
+    ) -> int:
+        """End the live sessions: the one whose id has ``digest``, or every one of
+        ``subject``, or (neither given) every one; how many were live."""
+        return self._side_table(
+            "ending sessions",
+            lambda c: sessions_sql.end(c, at, by, digest, subject),
+            log=True,
+        )
 
     def subscriptions(self) -> list[Subscription]:
-        return self._outbox(
+        return self._side_table(
             "reading subscriptions", outbox_sql.subscriptions, write=False, log=True
         )
 
     def add_subscription(self, s: Subscription) -> None:
-        self._outbox(
+        self._side_table(
             "storing a subscription", lambda c: outbox_sql.add_subscription(c, s), log=True
         )
 
     def remove_subscription(self, subscription_id: str) -> bool:
-        return self._outbox(
+        return self._side_table(
             "removing a subscription",
             lambda c: outbox_sql.remove_subscription(c, subscription_id),
             log=True,
@@ -578,24 +607,26 @@ class Store(abc.ABC):
     def add_stale_notifications(self, rows: Sequence[Notification]) -> None:
         """Outbox rows the sender decided (a dataset not written for too long: no event
         causes those); a cause already there is left as it is."""
-        self._outbox("storing notifications", lambda c: outbox_sql.add_notifications(c, rows))
+        self._side_table("storing notifications", lambda c: outbox_sql.add_notifications(c, rows))
 
     def any_notification_due(self, now: str) -> bool:
         """A read, so that a sender with nothing to do takes no write lock (SQLite's is
         the projector's too)."""
-        return self._outbox("reading the outbox", lambda c: outbox_sql.any_due(c, now), write=False)
+        return self._side_table(
+            "reading the outbox", lambda c: outbox_sql.any_due(c, now), write=False
+        )
 
     def claim_notifications(self, now: str, until: str, limit: int) -> list[Notification]:
         """Due notifications, claimed until ``until`` (store/outbox_sql.py ``claim``)."""
-        return self._outbox(
+        return self._side_table(
             "claiming notifications", lambda c: outbox_sql.claim(c, now, until, limit)
         )
 
     def update_notification(self, n: Notification) -> None:
-        self._outbox("updating the outbox", lambda c: outbox_sql.update(c, n))
+        self._side_table("updating the outbox", lambda c: outbox_sql.update(c, n))
 
     def notification_states(self, subscription_id: str, causes: Iterable[str]) -> dict[str, str]:
-        return self._outbox(
+        return self._side_table(
             "reading the outbox",
             lambda c: outbox_sql.states(c, subscription_id, causes),
             write=False,
@@ -604,7 +635,7 @@ class Store(abc.ABC):
     def decided(self, subscription_id: str, prefix: str) -> list[Decided]:
         """The subscription's notifications whose cause starts with ``prefix`` (those of
         one check, or one dataset's schema), oldest decided first."""
-        return self._outbox(
+        return self._side_table(
             "reading the outbox",
             lambda c: outbox_sql.decided(c, subscription_id, prefix),
             write=False,
@@ -612,21 +643,21 @@ class Store(abc.ABC):
 
     def outbox_summary(self) -> tuple[dict[str, int], str | None]:
         """Notifications by state, and when the oldest pending one was decided."""
-        return self._outbox("reading the outbox", outbox_sql.summary, write=False)
+        return self._side_table("reading the outbox", outbox_sql.summary, write=False)
 
     def forget_notifications(self, before: str) -> int:
         """Delete outbox rows done before ``before`` (store/outbox_sql.py ``forget``)."""
-        return self._outbox("trimming the outbox", lambda c: outbox_sql.forget(c, before))
+        return self._side_table("trimming the outbox", lambda c: outbox_sql.forget(c, before))
 
     def failing_subscriptions(self, attempts: int) -> list[str]:
         """Subscriptions whose receiver refused a notification ``attempts`` times or more
         and has not taken it since."""
-        return self._outbox(
+        return self._side_table(
             "reading the outbox", lambda c: outbox_sql.failing(c, attempts), write=False
         )
 
     def notifications(self, subscription_id: str | None = None) -> list[Notification]:
-        return self._outbox(
+        return self._side_table(
             "reading the outbox", lambda c: outbox_sql.notifications(c, subscription_id), False
         )
 

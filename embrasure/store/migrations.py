@@ -479,6 +479,32 @@ MIGRATIONS += (
     ),
 )
 
+MIGRATIONS += (
+    Migration(
+        18,
+        "web UI sessions kept by the server",
+        """
+        -- docs/security.md#signing-in-to-the-web-ui: a session is a row, so signing out,
+        -- an admin, the idle timeout and the absolute lifetime end it on every process at
+        -- once. The cookie holds a random id; the row, its SHA-256 (access/sign_in.py).
+        CREATE TABLE sessions (
+            digest TEXT PRIMARY KEY,
+            subject TEXT NOT NULL,
+            issuer TEXT NOT NULL,
+            name TEXT NOT NULL,
+            groups TEXT NOT NULL,            -- one per line
+            csrf TEXT NOT NULL,
+            created_at BIGINT NOT NULL,      -- seconds since the epoch
+            seen_at BIGINT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            ended_at BIGINT,
+            ended_by TEXT
+        );
+        CREATE INDEX sessions_subject ON sessions (subject);
+    """,
+    ),
+)
+
 BODIES_MOVED = 6  # after it, the store compresses the bodies it moved (compress_bodies)
 GRAPH_FILE = 17  # the SQLite store moves its graph to a file of its own
 LATEST = MIGRATIONS[-1].version

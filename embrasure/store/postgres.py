@@ -387,7 +387,7 @@ class PostgresStore(Store):
         with self._transaction("BEGIN", "removing a grant") as conn:
             return sql.remove_grant(conn, grant_id)
 
-    def _outbox(
+    def _side_table(
         self, what: str, work: Callable[[Any], T], write: bool = True, *, log: bool = False
     ) -> T:
         if not write:

@@ -143,6 +143,17 @@ class SQLiteStore(Store):
         if moved or migrations.GRAPH_FILE not in self._versions():
             sqlite_files.drop_moved_graph(conn, record=True, now=utc_now())
             applied.append(migrations.GRAPH_FILE)
+        # The steps after 17, which ``upgrade`` stopped before (a new database, or one
+        # upgraded from before 17).
+        current = max(self._versions())
+        if migrations.pending(current):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                applied += migrations.apply(conn.execute, "sqlite", current, utc_now())
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         return applied
 
     def _versions(self) -> set[int]:
@@ -423,7 +434,7 @@ class SQLiteStore(Store):
         with self._short_write() as conn:
             return sql.remove_grant(conn, grant_id)
 
-    def _outbox(
+    def _side_table(
         self, what: str, work: Callable[[Any], T], write: bool = True, *, log: bool = False
     ) -> T:
         if not write:

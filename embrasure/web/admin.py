@@ -13,14 +13,19 @@ hidden entity means for reads is in hidden.py.
 - ``POST /api/v1/admin/unhide`` with the same body. A dataset hidden under one identity
   is shown again by unhiding any identity of its node: one entry per hidden identity.
 - ``GET /api/v1/admin/hidden``: what is hidden, who hid it, when and why.
+- ``POST /api/v1/admin/sign-out`` ``{"subject": …}`` or ``{"everyone": true}``: end the
+  web UI sessions of one person, or of everyone, at once (access/sign_in.py); answers
+  how many were live.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -102,9 +107,26 @@ class AdminApi:
 
         return await answer(self.store, work)
 
+    async def sign_out(self, request: Request) -> Response:
+        doc = json_object(
+            await read_body(request, MAX_BODY, self.body_seconds),
+            '{"subject": …} or {"everyone": true}',
+        )
+        subject, everyone = doc.get("subject"), doc.get("everyone")
+        if set(doc) - {"subject", "everyone"} or (subject is None) == (everyone is not True):
+            raise bad_body('name one person, {"subject": …}, or {"everyone": true}')
+        if subject is not None and (not isinstance(subject, str) or not subject):
+            raise bad_body("subject must be a non-empty string")
+        at = int(time.time())
+        ended = await run_in_threadpool(
+            self.store.end_sessions, at, f"ended by {who(request)}", None, subject
+        )
+        return json_response({"ended": ended})
+
     def routes(self) -> list[Route]:
         admin = requires("admin")
         return [
+            Route("/api/v1/admin/sign-out", admin(self.sign_out), methods=["POST"]),
             Route("/api/v1/admin/hide", admin(self.hide), methods=["POST"]),
             Route("/api/v1/admin/unhide", admin(self.unhide), methods=["POST"]),
             Route("/api/v1/admin/hidden", admin(self.hidden), methods=["GET"]),

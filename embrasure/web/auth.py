@@ -34,6 +34,7 @@ import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -146,7 +147,7 @@ class Guard:
         """Whoever the request's bearer token (or, with none, its session cookie) is."""
         header = request.headers.get("authorization", "")
         if not header and self.sign_in is not None and SESSION_COOKIE in request.cookies:
-            return self._session_principal(request, self.sign_in, access)
+            return await self._session_principal(request, self.sign_in, access)
         kind, _, text = header.partition(" ")
         text = text.strip()
         if kind.lower() != "bearer" or not text:
@@ -186,11 +187,14 @@ class Guard:
             )
         return token
 
-    def _session_principal(self, request: Request, sign_in: SignIn, access: Access) -> Principal:
+    async def _session_principal(
+        self, request: Request, sign_in: SignIn, access: Access
+    ) -> Principal:
         """A person signed in to the web UI: their grants, and on a write the CSRF token
-        of their session (docs/security.md#signing-in-to-the-web-ui)."""
+        of their session (docs/security.md#signing-in-to-the-web-ui). The session's row
+        is read at every request: one ended anywhere is ended here at once."""
         try:
-            session = sign_in.session_of(request.cookies[SESSION_COOKIE])
+            session = await run_in_threadpool(sign_in.session_of, request.cookies[SESSION_COOKIE])
         except Refused as exc:
             raise self._unauthorized(str(exc)) from None
         if request.method not in SAFE_METHODS and not hmac.compare_digest(

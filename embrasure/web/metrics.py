@@ -92,7 +92,7 @@ class GraphCollector(Collector):
             "Age of the oldest delivery not yet projected (0 when caught up).",
             value=lag,
         )
-        yield from _outbox(self.store)
+        yield from _side_table(self.store)
         free = self.store.free_disk_bytes()
         if free is not None:
             yield GaugeMetricFamily(
@@ -108,7 +108,7 @@ class GraphCollector(Collector):
             )
 
 
-def _outbox(store: Store) -> Iterator[Metric]:
+def _side_table(store: Store) -> Iterator[Metric]:
     """The notifications' outbox (docs/notifications.md#metrics)."""
     counts, oldest = store.outbox_summary()
     by_state = GaugeMetricFamily(

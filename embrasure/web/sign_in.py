@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -100,8 +101,12 @@ async def callback(request: Request) -> Response:
         session.subject,
         extra={"subject": session.subject, "issuer": session.issuer},
     )
+    # A new id at every sign-in (no fixation); the session the browser came with ends.
+    cookie = await run_in_threadpool(
+        sign_in.open_session, session, request.cookies.get(SESSION_COOKIE)
+    )
     response = RedirectResponse(then, status_code=303)
-    _cookie(request, response, SESSION_COOKIE, sign_in.session_cookie(session), _left(session))
+    _cookie(request, response, SESSION_COOKIE, cookie, _left(session))
     response.delete_cookie(FLOW_COOKIE, path="/")
     return response
 
@@ -113,7 +118,11 @@ async def session(request: Request) -> Response:
     sign_in: SignIn | None = request.app.state.sign_in
     cookie = request.cookies.get(SESSION_COOKIE)
     try:
-        current = sign_in.session_of(cookie) if sign_in is not None and cookie else None
+        current = (
+            await run_in_threadpool(sign_in.session_of, cookie)
+            if sign_in is not None and cookie
+            else None
+        )
     except Refused:
         current = None
     if sign_in is None or current is None:
@@ -141,13 +150,15 @@ async def logout(request: Request) -> Response:
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
         try:
-            current = sign_in.session_of(cookie)
+            current = await run_in_threadpool(sign_in.session_of, cookie)
         except Refused:
             current = None  # over or not ours: nothing to protect, clear it anyway
         if current is not None and request.headers.get(CSRF_HEADER) != current.csrf:
             raise Problem(
                 403, "csrf", "Missing CSRF token", f"Sign-out needs the {CSRF_HEADER} header."
             )
+        if current is not None:  # ended in the store: a copy of the cookie is worth nothing
+            await run_in_threadpool(sign_in.end, cookie, "signed out")
     response = json_response({"signed_out": True})
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

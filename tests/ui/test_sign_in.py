@@ -155,15 +155,17 @@ def test_a_person_signs_in_and_sees_what_their_group_may_read(
     assert hide.status_code == 403 and hide.json()["type"].endswith("/insufficient-scope")
     forged = {"embrasure_session": cookie["value"][:-4] + "AAAA"}
     assert httpx.get(f"{url}/api/v1/namespaces", cookies=forged).status_code == 401
-    signed_out = httpx.post(f"{url}/auth/logout", cookies=jar, headers=csrf)
-    assert signed_out.status_code == 200
-    assert documented(url, "/auth/logout", "post", signed_out.json())
     assert httpx.post(f"{url}/auth/logout", cookies=jar).status_code == 403  # no CSRF token
+    # Signing out in the browser ends the session on the server: the copy is worthless.
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("link", name="Sign in with your company account")).to_be_visible()
-    assert httpx.get(f"{url}/auth/session", cookies=jar).status_code == 200  # the cookie
-    # itself stays valid until it expires; signing out removed it from the browser.
     assert not any(c["name"] == "embrasure_session" for c in context.cookies())
+    copied = httpx.get(f"{url}/api/v1/namespaces", cookies=jar)
+    assert copied.status_code == 401 and "ended (signed out)" in copied.json()["detail"]
+    assert httpx.get(f"{url}/auth/session", cookies=jar).json()["signed_in"] is False
+    signed_out = httpx.post(f"{url}/auth/logout", cookies=jar)  # over: nothing to protect
+    assert signed_out.status_code == 200
+    assert documented(url, "/auth/logout", "post", signed_out.json())
 
 
 def documented(url: str, path: str, method: str, answer: Any) -> bool:
@@ -220,3 +222,79 @@ def test_sign_in_is_404_without_a_client(tmp_path: Path) -> None:
         assert nobody == {"signed_in": False, "sign_in": None}
     finally:
         server.stop()
+
+
+def test_sign_out_ends_a_copied_cookie_at_once_on_every_server(
+    db_url: str, tmp_path: Path, browser: Browser
+) -> None:
+    """Two `serve` processes on one database (SQLite and PostgreSQL): a session cookie
+    copied before signing out on one is refused by both at once; signing in again gives
+    a new cookie; an admin ending someone's sessions on one ends them on the other."""
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "embrasure", *args, "--db", db_url],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cli("grants", "add", "--to", "group:finance", "--scope", "read")
+    admin = cli("tokens", "create", "--scope", "admin").splitlines()[-1]
+    provider = OidcProvider(tmp_path, clients={}, groups=GROUPS)
+    client_id, secret = provider.ui_client()
+    env = {
+        "EMBRASURE_OIDC_ISSUER": provider.issuer,
+        "EMBRASURE_OIDC_AUDIENCE": RESOURCE,
+        "EMBRASURE_OIDC_CLIENT_ID": client_id,
+        "EMBRASURE_OIDC_CLIENT_SECRET": secret,
+        "EMBRASURE_OIDC_SCOPES": "openid profile groups",
+    }
+    one, two = (ServerProcess(db_url, env=env, log_dir=tmp_path) for _ in range(2))
+    provider.redirect_uris = [f"{one.url}/auth/callback"]
+    provider.start()
+    context = browser.new_context(base_url=one.url)
+    try:
+        one.start()
+        two.start()
+        page = context.new_page()
+        sign_in(page, "alice")
+
+        def session_cookie() -> dict[str, str]:
+            found = [c for c in context.cookies() if c["name"] == "embrasure_session"]
+            return {"embrasure_session": found[0]["value"]}
+
+        jar = session_cookie()
+        for server in (one, two):
+            assert httpx.get(f"{server.url}/api/v1/namespaces", cookies=jar).status_code == 200
+        session = httpx.get(f"{two.url}/auth/session", cookies=jar).json()
+        csrf = {session["csrf_header"]: session["csrf_token"]}
+        assert httpx.post(f"{one.url}/auth/logout", cookies=jar, headers=csrf).status_code == 200
+        for server in (one, two):
+            refused = httpx.get(f"{server.url}/api/v1/namespaces", cookies=jar)
+            assert refused.status_code == 401, refused.text
+            assert "ended (signed out)" in refused.json()["detail"]
+        # A new sign-in (in a browser of its own) is a new session under a new cookie;
+        # the old one stays ended.
+        context.close()
+        context = browser.new_context(base_url=one.url)
+        sign_in(context.new_page(), "alice")
+        again = session_cookie()
+        assert again != jar
+        assert httpx.get(f"{two.url}/api/v1/namespaces", cookies=again).status_code == 200
+        assert httpx.get(f"{two.url}/api/v1/namespaces", cookies=jar).status_code == 401
+        # An admin signs alice out everywhere, through the other server.
+        ended = httpx.post(
+            f"{two.url}/api/v1/admin/sign-out",
+            json={"subject": "alice"},
+            headers={"Authorization": f"Bearer {admin}"},
+        )
+        assert ended.status_code == 200 and ended.json() == {"ended": 1}, ended.text
+        refused = httpx.get(f"{one.url}/api/v1/namespaces", cookies=again)
+        assert refused.status_code == 401 and "ended by " in refused.json()["detail"]
+    finally:
+        context.close()
+        one.stop()
+        two.stop()
+        provider.stop()

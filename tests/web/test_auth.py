@@ -53,6 +53,7 @@ ROUTES: dict[tuple[str, str], str | tuple[str, ...] | None] = {
     ("POST", "/api/v1/admin/hide"): "admin",
     ("POST", "/api/v1/admin/unhide"): "admin",
     ("GET", "/api/v1/admin/hidden"): "admin",
+    ("POST", "/api/v1/admin/sign-out"): "admin",
     ("GET", "/api/v1/subscriptions"): ("read", "subscriptions"),  # URLs masked for read
     ("POST", "/api/v1/subscriptions"): "subscriptions",
     ("DELETE", "/api/v1/subscriptions/{subscription_id}"): "subscriptions",

@@ -510,6 +510,24 @@ def _admin() -> dict[str, dict[str, Operation]]:
                 "",
             )
         },
+        "/api/v1/admin/sign-out": {
+            "post": operation(
+                "signOut",
+                "admin",
+                "End web UI sessions",
+                "Ends the sessions of one person (their subject) or of everyone, on every"
+                " server of the database at once: their next request asks them to sign in.",
+                [],
+                {
+                    "200": json_body("SignOutReceipt", "Ended."),
+                    "400": problem("The body is not a SignOutRequest."),
+                },
+                request_body={
+                    "required": True,
+                    "content": {JSON: {"schema": ref("SignOutRequest")}},
+                },
+            )
+        },
         "/api/v1/admin/hidden": read(
             "listHidden",
             "admin",

@@ -59,6 +59,11 @@ def _walk(description: str, root: str, edge: str) -> Schema:
     )
 
 
+def closed(schema: Schema) -> Schema:
+    """An object with no keys but its own."""
+    return {**schema, "additionalProperties": False}
+
+
 def _admin_request() -> Schema:
     """What web/admin.py reads: a dataset or job by namespace and non-empty name, or a
     namespace by namespace alone (``name`` absent, null or empty); other keys ignored."""
@@ -603,6 +608,16 @@ def _admin() -> dict[str, Schema]:
     name = nullable(string("The dataset's or job's name; null for a namespace."))
     return {
         "AdminRequest": _admin_request(),
+        "SignOutRequest": {
+            "description": "Whose web UI sessions to end.",
+            "oneOf": [
+                closed(obj("One person's.", {"subject": string(minLength=1)})),
+                closed(obj("Everyone's.", {"everyone": {"const": True}})),
+            ],
+        },
+        "SignOutReceipt": obj(
+            "The sessions ended.", {"ended": integer("How many were live.", minimum=0)}
+        ),
         "AdminReceipt": obj(
             "The administrative entries stored in the log (more than one when a dataset's "
             "node was hidden under several identities).",
