@@ -1,5 +1,6 @@
-"""What JWTs and grants cost (issue 42): the same server answering a static token and a
-JWT of the identity provider, alternated A B B A, in one run.
+"""What JWTs, grants and web UI sessions cost (issues 42 and 50): the same server
+answering a static token, a JWT of the identity provider and a signed-in person's session
+cookie, alternated A B B A (A B C C B A for reads), in one run.
 
 - A: a static token (`emb_…`, scopes ingest and read everywhere: no grant names it).
 - B: a JWT of node's oidc-provider (tests/oidc_provider.py, on loopback), obtained once
@@ -8,12 +9,18 @@ JWT of the identity provider, alternated A B B A, in one run.
   event writes those two), and `read` on one glob per scheme of bench/query.py's
   platform (READ_GLOBS), never `*`: every read then decides, node by node, what the
   reader may see (query/hidden.py), and answers the whole graph, as A's does (checked).
+- C (reads only): the web UI's session cookie of a person whose group has B's read
+  grants; its session row (access/sign_in.py) is read at every request, so an ended
+  session is refused at once on every server. The session is made in the database as a
+  sign-in makes it (SignIn.open_session): the sign-in itself is a browser's.
 
 Measured: single events and 500-event batches into `serve --no-projector
 --single-process` (the receiver alone, as bench/ingest.py's targets compare), wrk with
-the token in its Authorization header; and the lineage of bench/query.py's hubs (depth
-10, both directions) through `query.measure_group` with the token, on its platform at
-scale 1. The issue's target: B within 5% of A on each.
+the token in its Authorization header; and, on bench/query.py's platform at scale 1, the
+lineage of its hubs (depth 10, both directions) through `query.measure_group` and the
+web UI's first page (`GET /api/v1/namespaces`, the cheapest read, where a per-request
+cost shows most), each with the token or the cookie. The issues' target: B, and C,
+within 5% of A on each.
 
 Results: bench/results/auth-cost.{md,json}. Usage: ``bench/auth_cost.py [--rounds N]``.
 """
@@ -21,6 +28,7 @@ Results: bench/results/auth-cost.{md,json}. Usage: ``bench/auth_cost.py [--round
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -38,9 +46,11 @@ import query
 import servers
 from ingest_load import BATCH, SINGLE, Workload, ensure_wrk, event_template, run_wrk
 
+from embrasure.access.jwt_bearer import IdentityProvider, JwtVerifier
+from embrasure.access.sign_in import Session, SignIn
 from embrasure.model import Grant, Token, utc_now
 from embrasure.store import open_store
-from embrasure.web.auth import digest, new_token
+from embrasure.web.auth import SESSION_COOKIE, digest, new_token
 
 from oidc_provider import RESOURCE, OidcProvider
 
@@ -67,8 +77,37 @@ def authorise(db: Path) -> str:
         store.close()
 
 
-def serving(work: Path, source: Path, db: Path, issuer: str) -> servers.Server:
+def signed_in(db: Path, issuer: str, ui_client: tuple[str, str]) -> str:
+    """A person's web UI session, as a sign-in stores it, its group granted B's reads;
+    returns the cookie's value."""
+    store = open_store(f"sqlite:///{db}")
+    try:
+        for i, glob in enumerate(READ_GLOBS):
+            store.add_grant(Grant(f"s{i}", "group:bench-readers", "read", glob, utc_now(), None))
+        hours = 8 * 3600
+        sign_in = SignIn(
+            JwtVerifier(IdentityProvider(issuer), RESOURCE),
+            *ui_client,
+            "openid",
+            hours,
+            3600,
+            store,
+            lambda: store.server_secret("session-cookies"),
+        )
+        person = Session(
+            "reader", issuer, "reader", ("bench-readers",), int(time.time()) + hours, "x"
+        )
+        return sign_in.open_session(person, None)
+    finally:
+        store.close()
+
+
+def serving(
+    work: Path, source: Path, db: Path, issuer: str, ui_client: tuple[str, str] | None = None
+) -> servers.Server:
     oidc = ["--oidc-issuer", issuer, "--oidc-audience", RESOURCE]
+    if ui_client is not None:
+        oidc += ["--oidc-client-id", ui_client[0], "--oidc-client-secret", ui_client[1]]
     return servers.start_embrasure(work, db, source, single_process=True, extra=oidc)
 
 
@@ -106,8 +145,14 @@ def ingest_part(
     return records
 
 
-def lineage_part(
-    work: Path, source: Path, issuer: str, tokens: dict[str, str], rounds: int, calls: int
+def reads_part(
+    work: Path,
+    source: Path,
+    issuer: str,
+    ui_client: tuple[str, str],
+    tokens: dict[str, str],
+    rounds: int,
+    calls: int,
 ) -> list[dict[str, Any]]:
     platform = query.Platform(1.0)
     tasks = platform.tasks
@@ -123,58 +168,84 @@ def lineage_part(
         loader.stop()
     query.project(work, source, db, events)
     tokens = {**tokens, "A": authorise(db)}
-    server = serving(work, source, db, issuer)
+    cookie = signed_in(db, issuer, ui_client)
+    server = serving(work, source, db, issuer, ui_client)
+
+    def client(side: str) -> httpx.Client:
+        if side == "C":
+            return httpx.Client(base_url=server.url, timeout=600, cookies={SESSION_COOKIE: cookie})
+        headers = {"Authorization": f"Bearer {tokens[side]}"}
+        return httpx.Client(base_url=server.url, timeout=600, headers=headers)
+
     records = []
     try:
-        # The same answers: B's grants cover every namespace of the platform.
-        answers = {
-            side: [
-                httpx.get(
-                    f"{server.url}{q.path}",
-                    params=q.params,
-                    headers={"Authorization": f"Bearer {tokens[side]}"},
-                    timeout=600,
-                ).json()
-                for q in group.queries[:5]
-            ]
-            for side in "AB"
-        }
-        assert answers["A"] == answers["B"], "the narrow read grants hid something"
+        # The same answers: B's and C's grants cover every namespace of the platform.
+        answers = {}
+        for side in "ABC":
+            with client(side) as http:
+                answers[side] = [
+                    http.get(q.path, params=q.params).json() for q in group.queries[:5]
+                ]
+        assert answers["A"] == answers["B"] == answers["C"], "the read grants hid something"
         assert all(n["type"] != "hidden" for a in answers["B"] for n in a["nodes"])
-        for side in "ABBA" * rounds:
-            headers = {"Authorization": f"Bearer {tokens[side]}"}
-            with httpx.Client(base_url=server.url, timeout=600, headers=headers) as client:
-                summary, _ = query.measure_group(client, server, group)
-            assert summary["non_200"] == 0, summary["non_200_example"]
+        for side in "ABCCBA" * rounds:
+            with client(side) as http:
+                summary, _ = query.measure_group(http, server, group)
+                assert summary["non_200"] == 0, summary["non_200_example"]
+                page = first_page(http, calls)
             ms = summary["p50_ms"]
             records.append({"part": "lineage_hub p50 ms", "side": side, "value": ms, "bad": {}})
-            print(f"  lineage_hub {side}: p50 {ms:.2f} ms", flush=True)
+            records.append({"part": "namespaces p50 ms", "side": side, "value": page, "bad": {}})
+            print(
+                f"  lineage_hub {side}: p50 {ms:.2f} ms; namespaces p50 {page:.2f} ms", flush=True
+            )
     finally:
         server.stop()
     return records
+
+
+def first_page(http: httpx.Client, calls: int) -> float:
+    """The p50 in ms of ``calls`` GETs of the web UI's first page, after a few."""
+    for _ in range(5):
+        http.get("/api/v1/namespaces")
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        reply = http.get("/api/v1/namespaces")
+        times.append((time.perf_counter() - started) * 1000)
+        assert reply.status_code == 200, reply.text
+    return statistics.median(times)
 
 
 def bearer(token: str) -> str:
     return f"Authorization: Bearer {token}"
 
 
+SIDES = {"A": "static token", "B": "JWT + namespace grants", "C": "UI session + grants"}
+
+
 def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for part in dict.fromkeys(r["part"] for r in records):
-        a = [r["value"] for r in records if r["part"] == part and r["side"] == "A"]
-        b = [r["value"] for r in records if r["part"] == part and r["side"] == "B"]
+        runs = {
+            side: [r["value"] for r in records if r["part"] == part and r["side"] == side]
+            for side in SIDES
+        }
+        median = {side: statistics.median(v) for side, v in runs.items() if v}
         higher_is_better = "ms" not in part
-        ratio = statistics.median(b) / statistics.median(a)
-        cost = ratio if higher_is_better else 1 / ratio  # B's speed over A's
+        # Each side's speed over A's: a rate's ratio, or a time's inverse ratio.
+        speed = {
+            side: (m / median["A"] if higher_is_better else median["A"] / m)
+            for side, m in median.items()
+            if side != "A"
+        }
         rows.append(
             {
                 "part": part,
-                "static_token": statistics.median(a),
-                "jwt_and_grants": statistics.median(b),
-                "speed_b_over_a": cost,
-                "met": cost >= TARGET,
-                "a_runs": a,
-                "b_runs": b,
+                "medians": median,
+                "speed_over_a": speed,
+                "met": all(v >= TARGET for v in speed.values()),
+                "runs": runs,
             }
         )
     return rows
@@ -182,20 +253,25 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        f"# JWTs and grants against a static token, {results['date']}",
+        f"# JWTs, grants and UI sessions against a static token, {results['date']}",
         "",
-        "Written by `python bench/auth_cost.py`; how and why: bench/README.md, *What JWTs and"
-        f" grants cost*. Raw numbers: [auth-cost.json](auth-cost.json). Code: {results['code']}."
-        f" Rounds: A B B A, {results['rounds']} times; 10 s wrk runs, a quiet wait before each.",
+        "Written by `python bench/auth_cost.py`; how and why: bench/README.md, *What JWTs,"
+        " grants and sessions cost*. Raw numbers: [auth-cost.json](auth-cost.json)."
+        f" Code: {results['code']}. Rounds: A B B A (reads: A B C C B A),"
+        f" {results['rounds']} times; 10 s wrk runs, a quiet wait before each."
+        f" Load average after: {results['load_after']}.",
         "",
-        "| measurement | static token (A) | JWT + namespace grants (B) | B's speed / A's"
-        " | target ≥ 0.95 |",
-        "|---|---|---|---|---|",
+        "| measurement | "
+        + " | ".join(f"{name} ({s})" for s, name in SIDES.items())
+        + " | B's speed / A's | C's speed / A's | target ≥ 0.95 |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
+        cells = [f"{r['medians'][s]:,.2f}" if s in r["medians"] else "" for s in SIDES]
+        ratios = [f"{r['speed_over_a'][s]:.3f}" if s in r["speed_over_a"] else "" for s in "BC"]
         lines.append(
-            f"| {r['part']} | {r['static_token']:,.2f} | {r['jwt_and_grants']:,.2f} |"
-            f" {r['speed_b_over_a']:.3f} | {'met' if r['met'] else 'MISSED'} |"
+            f"| {r['part']} | {' | '.join(cells)} | {' | '.join(ratios)} |"
+            f" {'met' if r['met'] else 'MISSED'} |"
         )
     lines += ["", "Every run:", "", "| measurement | side | value | non-202 |", "|---|---|---|---|"]
     for r in results["records"]:
@@ -207,24 +283,31 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2, help="repeats of A B B A")
     p.add_argument("--calls", type=int, default=200, help="lineage calls per run")
+    p.add_argument("--reads-only", action="store_true", help="leave out the ingest parts")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="embrasure-auth-cost-"))
     # Every server imports this copy: the run measures one version while people edit.
     source = work / "source"
     code = servers.copy_source(source, None)
-    provider = OidcProvider(work, clients={CLIENT: SECRET}, groups={}, ttl=3600).start()
+    provider = OidcProvider(work, clients={CLIENT: SECRET}, groups={}, ttl=3600)
+    ui_client = provider.ui_client()
+    provider.start()
     try:
         tokens = {"B": provider.client_token(CLIENT), "A": authorise(work / "authorised.db")}
         records: list[dict[str, Any]] = []
-        for workload in (SINGLE, BATCH):
-            records += ingest_part(work, source, provider.issuer, tokens, workload, args.rounds)
-        records += lineage_part(work, source, provider.issuer, tokens, args.rounds, args.calls)
+        if not args.reads_only:
+            for workload in (SINGLE, BATCH):
+                records += ingest_part(work, source, provider.issuer, tokens, workload, args.rounds)
+        records += reads_part(
+            work, source, provider.issuer, ui_client, tokens, args.rounds, args.calls
+        )
     finally:
         provider.stop()
     results = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "code": code,
         "rounds": args.rounds,
+        "load_after": round(os.getloadavg()[0], 2),
         "rows": summarise(records),
         "records": records,
     }

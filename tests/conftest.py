@@ -188,8 +188,8 @@ def sqlite_files(path: str | Path) -> sqlite3.Connection:
 
 def as_one_sqlite_file(path: Path | str, record: bool = True) -> None:
     """The SQLite store at ``path`` as a version before 17 left it: one file, the
-    graph's tables (made by the same DDL) in the log's, version 17 not recorded (unless
-    ``record`` is false: a test that sets the versions itself)."""
+    graph's tables (made by the same DDL) in the log's, versions 17 and later not
+    recorded (unless ``record`` is false: a test that sets the versions itself)."""
     graph = graph_path_of(str(path))
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("ATTACH DATABASE ? AS graph", (graph,))
@@ -202,8 +202,9 @@ def as_one_sqlite_file(path: Path | str, record: bool = True) -> None:
             conn.execute(sql)  # unqualified: made in the log's file
             if kind == "table":
                 conn.execute(f"INSERT INTO main.{name} SELECT * FROM graph.{name}")
-        if record:
-            conn.execute("DELETE FROM embrasure_schema WHERE version = ?", (GRAPH_FILE,))
+        if record:  # 17 and what came after it (their tables gone: made again)
+            conn.execute("DELETE FROM embrasure_schema WHERE version >= ?", (GRAPH_FILE,))
+            conn.execute("DROP TABLE IF EXISTS sessions")  # 18
         conn.execute("COMMIT")
         # The graph's file emptied, not removed: a store still open keeps its file.
         conn.execute("BEGIN")

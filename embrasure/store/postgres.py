@@ -29,13 +29,14 @@ import contextlib
 import datetime
 import logging
 import secrets
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from embrasure.errors import ReadTooLong, StoreError, StoreUnavailable
+from embrasure.errors import ReadTooLong, StoreConflict, StoreError, StoreUnavailable
 from embrasure.model import DeliveryDraft, DeliveryIds, Grant, Token, utc_now
 from embrasure.store import log_sql, migrations, redact, schema, sql
 from embrasure.store.base import (
@@ -65,6 +66,7 @@ T = TypeVar("T")
 CONNECT_TIMEOUT = 10  # seconds to reach the server
 PARTITION_DAYS_AHEAD = 2  # body partitions made before their day comes
 POOL_TIMEOUT = 5.0  # seconds a request waits for a free connection before a 503
+DROP_RETRY_WAITS = (0.2, 0.5, 1.0, 2.0, None)  # seconds between tries of a drop; None: give up
 
 
 class PostgresStore(Store):
@@ -306,11 +308,22 @@ class PostgresStore(Store):
         return schema.deferred_split(statements, prefix)
 
     def drop_generation(self, generation: int) -> None:
-        with self._transaction("BEGIN", "dropping a graph generation") as conn:
-            if generation == self._generation(conn):
-                raise StoreError(f"generation {generation} is the served graph")
-            self._drop(conn, generation)
-            self._interned.forget(schema.prefix(generation))
+        # A reader still in the old generation holds a share lock on one of its tables
+        # and may ask for another that the drop holds by then: PostgreSQL breaks the
+        # deadlock by failing one side. The reader finishes and leaves; the drop tries
+        # again.
+        for wait in DROP_RETRY_WAITS:
+            try:
+                with self._transaction("BEGIN", "dropping a graph generation") as conn:
+                    if generation == self._generation(conn):
+                        raise StoreError(f"generation {generation} is the served graph")
+                    self._drop(conn, generation)
+                break
+            except StoreConflict:
+                if wait is None:
+                    raise
+                time.sleep(wait)
+        self._interned.forget(schema.prefix(generation))
         self._release_reproject_lock()
 
     def _release_reproject_lock(self) -> None:

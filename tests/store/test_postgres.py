@@ -374,7 +374,7 @@ def test_db_upgrade_sets_the_served_generations_autovacuum(pg_db: str) -> None:
         run_sql(pg_db, f"ALTER TABLE g1_{table} RESET (autovacuum_vacuum_scale_factor)")
     run_sql(pg_db, "DELETE FROM embrasure_schema WHERE version >= 11")
     made_later = ("grants", "server_secrets", "delivery_writers")  # by 13
-    for table in (*made_later, "subscriptions", "notifications"):  # by 14
+    for table in (*made_later, "subscriptions", "notifications", "sessions"):  # by 14, 18
         run_sql(pg_db, f"DROP TABLE {table}")
     open_store(pg_db, upgrade=True).close()
     tables = churned_tables(pg_db)

@@ -293,6 +293,7 @@ def test_a_version_3_database_is_upgraded(client: TestClient, db_url: str) -> No
         "delivery_writers",
         "subscriptions",
         "notifications",
+        "sessions",
     ):
         run_sql(db_url, f"DROP TABLE {table}")
     run_sql(db_url, "DELETE FROM embrasure_schema WHERE version > 3")

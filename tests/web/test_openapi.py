@@ -431,6 +431,7 @@ def test_real_responses_match_the_documented_schemas(contract: Contract) -> None
     api.project()
     assert call("GET", "/api/v1/admin/hidden")["hidden"][0]["reason"] == "test"
     call("POST", "/api/v1/admin/unhide", 202, {"type": "namespace", "namespace": "bi"})
+    assert call("POST", "/api/v1/admin/sign-out", 200, {"everyone": True}) == {"ended": 0}
     wanted = {"target": "dataset", "namespace": ORDERS[0], "name": ORDERS[1], "depth": 2}
     added = call("POST", "/api/v1/subscriptions", 201, wanted | {"url": "https://93.184.215.14/x"})
     assert added["secret"].startswith("whsec_") and added["events"]

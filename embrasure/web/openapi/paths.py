@@ -512,7 +512,7 @@ def _admin() -> dict[str, dict[str, Operation]]:
         },
         "/api/v1/admin/sign-out": {
             "post": operation(
-                "signOut",
+                "endSessions",
                 "admin",
                 "End web UI sessions",
                 "Ends the sessions of one person (their subject) or of everyone, on every"
