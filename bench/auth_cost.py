@@ -263,12 +263,15 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "| measurement | "
         + " | ".join(f"{name} ({s})" for s, name in SIDES.items())
-        + " | B's speed / A's | C's speed / A's | target ≥ 0.95 |",
-        "|---|---|---|---|---|---|---|",
+        + " | B's speed / A's | C's speed / A's | C's / B's (the session alone) |"
+        " target ≥ 0.95 over A |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
         cells = [f"{r['medians'][s]:,.2f}" if s in r["medians"] else "" for s in SIDES]
-        ratios = [f"{r['speed_over_a'][s]:.3f}" if s in r["speed_over_a"] else "" for s in "BC"]
+        speed = r["speed_over_a"]
+        ratios = [f"{speed[s]:.3f}" if s in speed else "" for s in "BC"]
+        ratios.append(f"{speed['C'] / speed['B']:.3f}" if "C" in speed else "")
         lines.append(
             f"| {r['part']} | {' | '.join(cells)} | {' | '.join(ratios)} |"
             f" {'met' if r['met'] else 'MISSED'} |"

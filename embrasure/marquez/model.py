@@ -111,9 +111,14 @@ def paging(request: Request, default: int = DEFAULT_LIMIT) -> tuple[int, int]:
     return whole(request, "limit", default, MAX_LIMIT), whole(request, "offset", 0, None)
 
 
+# Marquez's integer parameters are Java ints: nothing past this reaches its queries (nor
+# SQLite's, whose integers end at 2^63 - 1: an offset past that was a 500).
+JAVA_INT_MAX = 2**31 - 1
+
+
 def whole(request: Request, name: str, default: int, cap: int | None = None) -> int:
-    """A whole-number query parameter ≥ 0 as Marquez takes it (``default`` when absent),
-    at most ``cap``; a 400 in Marquez's words otherwise."""
+    """A whole-number query parameter from 0 to a Java int's greatest, as Marquez takes
+    it (``default`` when absent), at most ``cap``; a 400 in Marquez's words otherwise."""
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
@@ -123,6 +128,8 @@ def whole(request: Request, name: str, default: int, cap: int | None = None) -> 
         raise bad_request(f"query param {name} must be a whole number, got {text!r}") from None
     if value < 0:
         raise bad_request(f"query param {name} must be greater than or equal to 0")
+    if value > JAVA_INT_MAX:
+        raise bad_request(f"query param {name} must be at most {JAVA_INT_MAX}")
     return min(value, cap) if cap is not None else value
 
 
