@@ -190,22 +190,25 @@ def run_causes(
     return out
 
 
-def stale_key(dataset: DatasetId, last_written: str) -> str:
-    return " ".join(("dataset.stale", dataset.namespace, dataset.name, last_written))
+def stale_key(dataset: DatasetId, writer: str) -> str:
+    """A stale spell, named by the run whose write it waits after: not by that run's
+    latest eventTime, which its COMPLETE moves past its START's (one write, one spell)."""
+    return " ".join(("dataset.stale", dataset.namespace, dataset.name, writer))
 
 
 def stale(
-    s: Subscription, last_written: str, last_text: str | None, now: datetime
+    s: Subscription, writer: str, last_written: str, last_text: str | None, now: datetime
 ) -> Notification | None:
     """A dataset subscription's freshness (``stale_after``): the notification that its
-    dataset was not written since ``last_written`` (its latest write's eventTime key),
-    when that is longer ago than ``stale_after`` at ``now``; one per write it waits
-    after (the key names it), decided by the sender, since no event causes it."""
+    dataset was not written since ``last_written`` (its latest write's eventTime key, by
+    the run ``writer``), when that is longer ago than ``stale_after`` at ``now``; one
+    per write it waits after (the key names it), decided by the sender, since no event
+    causes it."""
     written = datetime.fromisoformat(last_written[:19]).replace(tzinfo=UTC)
     if not s.stale_after or now - written <= timedelta(seconds=s.stale_after):
         return None
     dataset = DatasetId(s.namespace, s.name)
-    key = stale_key(dataset, last_written)
+    key = stale_key(dataset, writer)
     body = {
         "type": "dataset.stale",
         "subscription": s.subscription_id,

@@ -174,7 +174,7 @@ class Sender:
                 last = impact.latest_write(reader, DatasetId(s.namespace, s.name))
                 if last is not None:
                     text = last.ended_text or last.started_text
-                    rows.append(causes.stale(s, last.latest_key, text, now))
+                    rows.append(causes.stale(s, last.run_id, last.latest_key, text, now))
         self.store.add_stale_notifications([n for n in rows if n is not None])
 
     def _unsealed(self, s: Subscription) -> Subscription:
@@ -230,7 +230,7 @@ class Sender:
             elif n.kind == "dataset.stale":
                 dataset = DatasetId(body["dataset"]["namespace"], body["dataset"]["name"])
                 last = impact.latest_write(reader, dataset)
-                if last is None or causes.stale_key(dataset, last.latest_key) != n.cause:
+                if last is None or causes.stale_key(dataset, last.run_id) != n.cause:
                     return None  # written since: fresh again
             else:
                 runs = reader.rows(RunRow, ("run_id",), [(body["run"]["runId"],)])

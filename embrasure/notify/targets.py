@@ -100,7 +100,11 @@ class TargetPolicy:
 
     def check(self, url: str) -> Target:
         """The target of ``url``, or TargetRefused saying which rule it breaks."""
-        parts = urllib.parse.urlsplit(url)
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.hostname  # noqa: B018  (Python checks a bracketed IPv6 literal here)
+        except ValueError as exc:
+            raise TargetRefused(f"not a URL: {exc}") from None
         if parts.scheme not in ("http", "https"):
             raise TargetRefused(f"only http and https webhooks are sent; got {parts.scheme!r}")
         if "@" in parts.netloc:

@@ -60,9 +60,30 @@ def new_subscription(
 
 FORMATS = ("standard", "slack")
 # A receiver's URL: http or https with a host (a name or IP in ASCII, an IDN as punycode,
-# or an IPv6 literal). The API's request schema holds the same pattern
-# (web/openapi/subscriptions.py), which reads the same in Python and ECMAScript.
-URL = re.compile(r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])")
+# or an IPv6 literal) followed by a port (1 to 65535), a path, a query or nothing: no user name or
+# password before it (notify/targets.py refuses them too). The API's request schema
+# holds the same pattern (web/openapi/subscriptions.py), which reads the same in Python
+# and ECMAScript.
+PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+_H16 = "[0-9A-Fa-f]{1,4}"
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"({_OCTET}\.){{3}}{_OCTET}"
+_LS32 = f"({_H16}:{_H16}|{_IPV4})"
+# RFC 3986 §3.2.2's IPv6address, each of its nine forms.
+IPV6 = "|".join(
+    [
+        f"({_H16}:){{6}}{_LS32}",
+        f"::({_H16}:){{5}}{_LS32}",
+        f"({_H16})?::({_H16}:){{4}}{_LS32}",
+        f"(({_H16}:){{0,1}}{_H16})?::({_H16}:){{3}}{_LS32}",
+        f"(({_H16}:){{0,2}}{_H16})?::({_H16}:){{2}}{_LS32}",
+        f"(({_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+        f"(({_H16}:){{0,4}}{_H16})?::{_LS32}",
+        f"(({_H16}:){{0,5}}{_H16})?::{_H16}",
+        f"(({_H16}:){{0,6}}{_H16})?::",
+    ]
+)
+URL = re.compile(rf"https?://([A-Za-z0-9.-]+|\[({IPV6})\])(?=(:{PORT})?([/?#]|$))")
 HEADLINES = {
     "check.failed": ":red_circle: Check failed",
     "check.recovered": ":white_check_mark: Check recovered",

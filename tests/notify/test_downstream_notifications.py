@@ -361,6 +361,21 @@ def test_a_failed_run_names_what_it_did_not_refresh_and_who_reads_it(
     assert sorted(receiver.ids_seen) == sorted(msg_id for msg_id, _ in got.values())
 
 
+@pytest.mark.parametrize("between", [False, True], ids=["sent at the end", "sent between"])
+def test_an_aborted_run_sent_event_by_event_notifies_once(
+    api: Api, receiver: Receiver, between: bool
+) -> None:
+    subscribe(api, receiver, "sub_job", ("job", "spark", "load_orders"), ("run.aborted",))
+    kinds = (("START", 0), ("RUNNING", 20), ("ABORT", 40), ("ABORT", 40))  # and a repeat
+    for kind, minute in kinds:
+        api.ingest(run_event(kind, "load_orders", run_id(4), at(12, minute), inputs=[ds(*RAW)]))
+        if between:
+            deliver(api)
+    deliver(api)
+    assert [doc["run"]["runId"] for _, doc in receiver.received] == [run_id(4)]
+    assert receiver.received[0][1]["type"] == "run.aborted"
+
+
 def test_a_check_downstream_of_a_subscribed_dataset_reaches_it_within_its_depth(
     api: Api, receiver: Receiver
 ) -> None:

@@ -77,3 +77,18 @@ def test_a_dataset_never_written_is_not_stale(api: Api, receiver: Receiver) -> N
     subscribe(api, receiver, HOUR)
     assert Sender(api.store, targets=LOOPBACK).run_once(datetime.now(UTC) + timedelta(days=3)) == 0
     assert api.store.notifications("sub_fresh") == []
+
+
+def test_a_run_sent_as_start_then_complete_is_one_write_and_one_stale_spell(
+    api: Api, receiver: Receiver
+) -> None:
+    """START and COMPLETE in requests of their own, both long ago, the sender looking
+    between them: the COMPLETE moves the write's time, not which write it is."""
+    now = datetime.now(UTC)
+    subscribe(api, receiver, HOUR)
+    sender = Sender(api.store, targets=LOOPBACK)
+    for kind, ago in (("START", 3), ("COMPLETE", 2)):
+        time = (now - timedelta(hours=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        api.ingest(run_event(kind, "load_orders", run_id(1), time, outputs=[ds(*ORDERS)]))
+        sender.run_once(now + FRESHNESS_EVERY * (4 - ago))
+    assert [d["type"] for _, d in receiver.received] == ["dataset.stale"]

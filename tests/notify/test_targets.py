@@ -101,6 +101,7 @@ def test_a_name_resolving_to_a_private_class_is_refused(address: str) -> None:
         ("https://me:pw@1.1.1.1/", "may not hold a user name or password"),
         ("https://1.1.1.1@127.0.0.1/", "may not hold a user name or password"),
         ("https://1.1.1.1:22/", "port 22 is not one webhooks may use (80, 443, 8080, 8443"),
+        ("http://[0]/", "not a URL"),  # brackets around no IPv6 address
     ],
 )
 def test_spellings_the_system_resolver_reads_are_judged_by_the_address(url: str, why: str) -> None:

@@ -44,6 +44,18 @@ AMBER_EVENT = run_event(
 )
 
 
+def signing_in(provider: OidcProvider) -> dict[str, str]:
+    """The settings of a server whose web UI signs people in with ``provider``."""
+    client_id, secret = provider.ui_client()
+    return {
+        "EMBRASURE_OIDC_ISSUER": provider.issuer,
+        "EMBRASURE_OIDC_AUDIENCE": RESOURCE,
+        "EMBRASURE_OIDC_CLIENT_ID": client_id,
+        "EMBRASURE_OIDC_CLIENT_SECRET": secret,
+        "EMBRASURE_OIDC_SCOPES": "openid profile groups",
+    }
+
+
 @dataclass
 class Setup:
     provider: OidcProvider
@@ -70,14 +82,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     )
     writer = cli("tokens", "create", "--scope", "ingest").splitlines()[-1]
     provider = OidcProvider(work, clients={}, groups=GROUPS)
-    client_id, secret = provider.ui_client()
-    env = {
-        "EMBRASURE_OIDC_ISSUER": provider.issuer,
-        "EMBRASURE_OIDC_AUDIENCE": RESOURCE,
-        "EMBRASURE_OIDC_CLIENT_ID": client_id,
-        "EMBRASURE_OIDC_CLIENT_SECRET": secret,
-        "EMBRASURE_OIDC_SCOPES": "openid profile groups",
-    }
+    env = signing_in(provider)
     server = ServerProcess(db, env=env)
     provider.redirect_uris = [f"{server.url}/auth/callback"]
     provider.start()
@@ -243,14 +248,7 @@ def test_sign_out_ends_a_copied_cookie_at_once_on_every_server(
     cli("grants", "add", "--to", "group:finance", "--scope", "read")
     admin = cli("tokens", "create", "--scope", "admin").splitlines()[-1]
     provider = OidcProvider(tmp_path, clients={}, groups=GROUPS)
-    client_id, secret = provider.ui_client()
-    env = {
-        "EMBRASURE_OIDC_ISSUER": provider.issuer,
-        "EMBRASURE_OIDC_AUDIENCE": RESOURCE,
-        "EMBRASURE_OIDC_CLIENT_ID": client_id,
-        "EMBRASURE_OIDC_CLIENT_SECRET": secret,
-        "EMBRASURE_OIDC_SCOPES": "openid profile groups",
-    }
+    env = signing_in(provider)
     one, two = (ServerProcess(db_url, env=env, log_dir=tmp_path) for _ in range(2))
     provider.redirect_uris = [f"{one.url}/auth/callback"]
     provider.start()
