@@ -25,6 +25,7 @@ from embrasure.lifecycle.retention import RetentionLoop
 from embrasure.lifecycle.trimmed import ArchivedBodies
 from embrasure.marquez.http import build_marquez_app
 from embrasure.marquez.routes import marquez_routes
+from embrasure.notify.targets import webhook_targets
 from embrasure.processes.status import (
     KafkaView,
     Processes,
@@ -95,7 +96,7 @@ def build_app(
         store,
         settings.body_timeout_seconds,
         settings.subscription_secrets_key,
-        settings.webhook_targets(),
+        webhook_targets(settings),
     )
     consumer = None
     if kafka is not None:

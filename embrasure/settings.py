@@ -18,10 +18,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from embrasure.notify.targets import TargetPolicy
+from typing import Any
 
 ENV_PREFIX = "EMBRASURE_"
 
@@ -567,19 +564,6 @@ class Settings:
         from embrasure.notify.secrets import check_key  # cryptography, loaded when used
 
         check_key(self.subscription_secrets_key)  # its message never holds the key
-        try:
-            self.webhook_targets()
-        except ValueError as exc:
-            raise ValueError(
-                f"--webhook-allow / --webhook-ports (EMBRASURE_WEBHOOK_ALLOW,"
-                f" EMBRASURE_WEBHOOK_PORTS): {exc}"
-            ) from None
-
-    def webhook_targets(self) -> TargetPolicy:
-        """Where notifications may be sent (notify/targets.py)."""
-        from embrasure.notify.targets import TargetPolicy
-
-        return TargetPolicy.from_settings(self.webhook_allow, self.webhook_ports)
 
     def ui_url(self) -> str:
         """Where people reach the web UI: --public-url, else this server's address."""

@@ -30,7 +30,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from joserfc import errors, jwt
@@ -38,13 +38,23 @@ from joserfc.jwk import OctKey
 
 from embrasure.access.jwt_bearer import FETCH_TIMEOUT, JwtVerifier, ProviderUnavailable, Refused
 from embrasure.model import UiSession
-from embrasure.store import Store
 
 FLOW_SECONDS = 600  # from the redirect to the provider to the callback
 # A session's last use is written at most this often: its idle time is known to within
 # a minute, for one short write per minute of use.
 TOUCH_SECONDS = 60
 SESSION_ALG = "HS256"
+
+
+class Sessions(Protocol):
+    """Where sessions are kept: the store's (store/base.py; access sits below it)."""
+
+    def add_session(self, session: UiSession) -> None: ...
+    def ui_session(self, digest: str) -> UiSession | None: ...
+    def touch_session(self, digest: str, seen_at: int) -> None: ...
+    def end_sessions(
+        self, at: int, by: str, digest: str | None = None, subject: str | None = None
+    ) -> int: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +78,7 @@ class SignIn:
         scopes: str,
         session_seconds: int,
         idle_seconds: int,
-        store: Store,
+        store: Sessions,
         secret: Callable[[], bytes],
         now: Callable[[], float] = time.time,
     ) -> None:

@@ -234,6 +234,7 @@ def serve_here(
     from embrasure.lifecycle.trimmed import ArchivedBodies
     from embrasure.marquez.http import PortDispatch
     from embrasure.notify.sender import Sender
+    from embrasure.notify.targets import webhook_targets
     from embrasure.projector.worker import Projector
 
     archived = ArchivedBodies(settings.archive)
@@ -286,7 +287,7 @@ def serve_here(
             store,
             settings.ui_url(),
             settings.subscription_secrets_key,
-            targets=settings.webhook_targets(),
+            targets=webhook_targets(settings),
         ).run,
         args=(stop_sending,),
         name="embrasure-notify",
@@ -421,6 +422,7 @@ def notify(**flags: Any) -> None:
     """Send the notifications the projector decided (docs/notifications.md#delivery),
     until SIGTERM; `serve` runs it as a process of its own."""
     from embrasure.notify.sender import Sender
+    from embrasure.notify.targets import webhook_targets
 
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
@@ -434,7 +436,7 @@ def notify(**flags: Any) -> None:
             store,
             settings.ui_url(),
             settings.subscription_secrets_key,
-            targets=settings.webhook_targets(),
+            targets=webhook_targets(settings),
         ).run(stop)
     finally:
         store.close()

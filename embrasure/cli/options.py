@@ -82,10 +82,14 @@ def open_log_store(settings: Settings) -> Store:
 
 
 def load_settings(flags: dict[str, Any]) -> Settings:
+    from embrasure.notify.targets import webhook_targets
+
     try:
-        return Settings.load(flags)
+        settings = Settings.load(flags)
+        webhook_targets(settings)  # a bad --webhook-allow is one line before anything runs
     except ValueError as exc:
         fail(str(exc))
+    return settings
 
 
 def client_options(func: F) -> F:

@@ -22,7 +22,7 @@ from embrasure.cli.tokens import database
 from embrasure.model import Subscription
 from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import new_key, sealed
-from embrasure.notify.targets import TargetRefused
+from embrasure.notify.targets import TargetRefused, webhook_targets
 from embrasure.notify.webhooks import FORMATS, URL, new_subscription
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.settings import parse_duration, spell_duration
@@ -123,7 +123,7 @@ def add(
     )
     settings = load_settings(flags)
     try:  # as the API does; the sender checks again at every send
-        settings.webhook_targets().vet(url)
+        webhook_targets(settings).vet(url)
     except TargetRefused as exc:
         fail(f"--url {url}: {exc}")
     with database(flags, create=True) as store:

@@ -35,6 +35,8 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from embrasure.settings import Settings
+
 DEFAULT_PORTS = "80,443,8080,8443"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -156,6 +158,18 @@ class TargetPolicy:
             for n in self.networks
             if n.version == a.version
         )
+
+
+def webhook_targets(settings: Settings) -> TargetPolicy:
+    """The policy of --webhook-allow and --webhook-ports; ValueError naming both flags
+    and the bad entry (cli/options.load_settings checks it at start-up)."""
+    try:
+        return TargetPolicy.from_settings(settings.webhook_allow, settings.webhook_ports)
+    except ValueError as exc:
+        raise ValueError(
+            f"--webhook-allow / --webhook-ports (EMBRASURE_WEBHOOK_ALLOW,"
+            f" EMBRASURE_WEBHOOK_PORTS): {exc}"
+        ) from None
 
 
 def _ports(text: str) -> frozenset[int] | None:
