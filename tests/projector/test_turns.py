@@ -23,7 +23,7 @@ from embrasure.store.rows import GRAPH_ROWS, FailureRow
 
 from corpus import EVENT_FILES, load
 from event_strategies import deliveries, draft
-from graph_api import daily_run, export_events, platform
+from graph_api import daily_run, export_events, platform, spark_reads_table, spark_writes_path
 
 # A step of a few deliveries, so that a few hundred events take dozens of turns.
 PAIR = ProjectorLimits(batch_deliveries=4, batch_events=40, processes=2, idle_seconds=0.01)
@@ -31,9 +31,11 @@ ALONE = ProjectorLimits(batch_deliveries=4, batch_events=40)
 
 
 def events() -> list[Any]:
-    """Every event of the producers' corpus, then the graph tests' own."""
+    """Every event of the producers' corpus (when ../shared is there), then the graph
+    tests' own: enough of those alone for dozens of turns."""
     corpus = [event for entry in EVENT_FILES for event in load(entry) if isinstance(event, dict)]
-    return corpus + platform() + export_events() + [daily_run(n) for n in range(1, 8)]
+    own = platform() + export_events() + [spark_writes_path(), spark_reads_table()]
+    return corpus + own + [daily_run(n) for n in range(1, 120)]
 
 
 def batches(items: list[Any]) -> list[list[Any]]:
@@ -89,7 +91,7 @@ def test_a_pair_builds_the_graph_one_process_builds(
     alone: Store, paired: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     items = events()
-    assert len(items) > 150
+    assert len(items) > 130
     poison = draft(b'[{"eventType": "START"', "batch", 1)  # bytes no step can parse
     for store in (alone,):
         append(store, items[: len(items) // 2])
