@@ -267,10 +267,12 @@ def child_main(argv: Sequence[str]) -> None:
         print(json.dumps(project_postgres(url, float(quiet_wait))))
     else:
         log, target, quiet_wait = args
-        # As `embrasure project` runs (its settings' defaults): on HEAD since issue 49,
-        # 10,000 events a transaction (and at af54aad, whose run results/ab.md holds,
-        # two processes taking turns; the default is one again since 12858c8's successor).
-        limits = projector_limits(Settings.load({}, environ={}))
+        # As `embrasure project` runs (its settings' defaults: since issue 49, 10,000
+        # events a transaction), with EMBRASURE_PROJECTOR_PROCESSES from this run's
+        # environment (2: the two processes taking turns; a side without the setting
+        # ignores it).
+        wanted = {k: v for k, v in os.environ.items() if k == "EMBRASURE_PROJECTOR_PROCESSES"}
+        limits = projector_limits(Settings.load({}, environ=wanted))
         run = projection.project_copy(Path(log), Path(target), "default", limits, float(quiet_wait))
         print(json.dumps(dataclasses.asdict(run)))
 

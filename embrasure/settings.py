@@ -345,8 +345,8 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         "Processes the projector runs as on SQLite: with 2, one folds the next transaction"
         " while the other writes, so projection uses two cores (docs/projection.md"
-        "#two-processes-taking-turns; not the default yet: a full-disk test timed out with"
-        " it). On PostgreSQL run more `embrasure project` instead.",
+        "#two-processes-taking-turns; not the default: a stop that hung once is not"
+        " understood yet). On PostgreSQL run more `embrasure project` instead.",
         low=1,
         high=2,
     ),

@@ -19,12 +19,16 @@ position. Either raises ``TurnLost``, and the leader starts the pair over from t
 stored position. A delivery retried one by one after a failed step waits for the
 partner's turn too, so positions only ever move forward in log order.
 
-The partner says ``("ready",)`` once started; until then the leader steps alone. The
-protocol, per step of either process: read the deliveries from ``start`` → send
-``("next", end, count)`` (the partner starts there) → fold → receive ``("done",)`` (the
-partner's commit) → commit → send ``("done",)``. The leader (the projector's own
-process) starts first and ends the pair with ``("stop",)`` after the partner's last
-``done``.
+The partner says ``("ready",)`` once started (an interpreter, its imports, the store:
+half a second or more). The leader does not wait for it to begin: its first step tells
+the partner where the second starts, which waits in the pipe, so the partner folds step
+2 as soon as it is up while step 1 is being written; the leader waits for it only after
+its own first commit, and at most ``START_WAIT_S`` (a partner that never starts is a
+broken pair: the leader goes on alone). The protocol, per step of either process: read
+the deliveries from ``start`` → send ``("next", end, count)`` (the partner starts
+there) → fold → receive ``("done",)`` (the partner's commit) → commit → send
+``("done",)``. The leader (the projector's own process) starts first and ends the pair
+with ``("stop",)`` after the partner's last ``done``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -43,6 +49,7 @@ from embrasure.store.base import LogEntry
 log = logging.getLogger("embrasure.projector")
 
 STOP_WAIT_S = 30.0  # for the partner to exit after ``stop`` (a step in hand commits)
+START_WAIT_S = 30.0  # for the partner to say it is ready, after the leader's first step
 
 
 class TurnLost(Exception):
@@ -137,8 +144,16 @@ class Partner:
             self.started = True
         return self.started
 
-    def next(self) -> tuple[int, int]:
-        """Where the partner's step ends and how many deliveries it read."""
+    def next(self, stop: threading.Event) -> tuple[int, int]:
+        """Where the partner's step ends and how many deliveries it read; the first
+        time, after it has started (within ``START_WAIT_S``, unless ``stop`` is set)."""
+        deadline = time.monotonic() + START_WAIT_S
+        while not self.ready():
+            if stop.is_set():
+                raise TurnLost("stopped while the partner was starting")
+            if time.monotonic() > deadline:
+                raise TurnLost(f"the partner did not start within {START_WAIT_S:.0f} s")
+            self.conn.poll(0.05)
         message = _recv(self.conn)
         if len(message) != 3 or message[0] != "next":
             raise TurnLost(f"expected where the partner's step ends, got {message!r}")

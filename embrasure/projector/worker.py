@@ -368,21 +368,14 @@ class Projector:
         )
         self.partner, total = partner, 0
         try:
-            while not partner.ready():  # alone meanwhile: a start never delays the graph
-                if self._stop.is_set():
-                    return total
-                mine = self.step()
-                total += mine
-                if mine == 0:
-                    if until_caught_up:
-                        return total
-                    self._stop.wait(self.limits.idle_seconds)
+            # The first turn at once: where the partner's step starts waits in the pipe
+            # while it starts, and it folds that step while this one is committed.
             start, first = self.store.position(self.generation), True
             while True:
                 turn = turns.Turn(partner.conn, start, first)
                 mine = self.step(turn)
                 turn.done()
-                start, theirs = partner.next()
+                start, theirs = partner.next(self._stop)
                 first, total = False, total + mine + theirs
                 idle = mine == 0 and theirs == 0
                 if self._stop.is_set():  # now: what the partner has in hand rolls back

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from embrasure.projector import worker
+from embrasure.projector import turns, worker
 from embrasure.projector.turns import Turn
 from embrasure.projector.worker import Projector, ProjectorLimits
 from embrasure.query.export import export_bytes
@@ -229,6 +229,37 @@ def test_a_partner_that_cannot_start_never_stops_the_projection(
         wait_for(lambda: caught_up(paired), "the leader alone to catch up")
         lost = "partner process is lost"
         wait_for(lambda: any(lost in r.getMessage() for r in caplog.records), "the leader to see")
+    finally:
+        projector.stop()
+    assert graph(paired) == graph(alone)
+
+
+def test_a_partner_that_never_starts_is_waited_for_only_so_long(
+    alone: Store,
+    paired: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leader's first step does not wait for its partner; after it, the leader waits
+    ``START_WAIT_S`` for the partner to start, then goes on alone."""
+    items = events()[:60]
+    for store in (alone, paired):
+        append(store, items)
+    Projector(alone, ALONE).run_until_caught_up()
+    (tmp_path / "hung_partner.py").write_text("import time\ntime.sleep(120)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    real = turns.Partner
+    monkeypatch.setattr(turns, "Partner", lambda _module, args: real("hung_partner", args))
+    monkeypatch.setattr(turns, "START_WAIT_S", 1.0)
+    projector = Projector(paired, PAIR)
+    projector.start()
+    try:
+        wait_for(lambda: any("did not start" in r.getMessage() for r in caplog.records), "1 s")
+        hung = projector.partner
+        assert hung is not None and not hung.started
+        wait_for(lambda: caught_up(paired), "the leader alone to catch up")
+        assert hung.process.poll() is not None, "the hung partner was stopped"
     finally:
         projector.stop()
     assert graph(paired) == graph(alone)
