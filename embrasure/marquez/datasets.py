@@ -25,6 +25,7 @@ from embrasure.marquez.model import (
     schema_version,
 )
 from embrasure.marquez.runs import run_json, shown_run
+from embrasure.marquez.sources import source_name
 from embrasure.model import DatasetId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.columns import column_edges_of
@@ -109,7 +110,7 @@ def _dataset_json(
         "createdAt": created,
         "updatedAt": updated,
         "namespace": node.namespace,
-        "sourceName": source_name(node, facets),
+        "sourceName": source_name(facets),
         "fields": fields_json(facets.get("schema"), fields_tags),
         "tags": tags,
         "lastModifiedAt": instant(writer.ended_key or writer.started_key) if writer else None,
@@ -122,12 +123,6 @@ def _dataset_json(
         "facets": facets,
         "deleted": False,  # hidden datasets are not served (marquez/model.py)
     }
-
-
-def source_name(node: DatasetId, facets: dict[str, Any]) -> str:
-    """The datasource facet's name (OpenLineage DatasourceDatasetFacet), else the
-    namespace: Marquez names an OpenLineage dataset's source the same way."""
-    return facet_text(facets, "datasource", "name") or node.namespace
 
 
 def fields_json(schema: Any, tags: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -254,7 +249,7 @@ def version_json(
         "createdAt": created,
         "version": version,
         "namespace": node.namespace,
-        "sourceName": source_name(node, sent) if sent else base["sourceName"],
+        "sourceName": source_name(sent) if sent else base["sourceName"],
         "fields": fields,
         "tags": base["tags"],
         "lifecycleState": lifecycle_state(sent),

@@ -28,9 +28,10 @@ from embrasure.marquez import names
 from embrasure.marquez.datasets import namespace_known
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.model import (
-    MARQUEZ_RUN_STATES,
+    MARQUEZ_RUN_STATE_NAMES,
     embrasure_states,
     entity_uuid,
+    enum_param,
     facet_text,
     instant,
     job_version,
@@ -299,17 +300,20 @@ class JobRoutes:
         return await self._list(request, request.path_params["namespace"])
 
     async def _list(self, request: Request, namespace: str | None) -> Response:
-        states = request.query_params.getlist("lastRunStates")
+        states = [enum_param(s) for s in request.query_params.getlist("lastRunStates")]
         for state in states:
-            if state not in MARQUEZ_RUN_STATES:
-                raise bad_request(
-                    f"query param lastRunStates must be one of {', '.join(MARQUEZ_RUN_STATES)}"
-                )
+            if state not in MARQUEZ_RUN_STATE_NAMES:
+                names = ", ".join(MARQUEZ_RUN_STATE_NAMES)
+                raise bad_request(f"query param lastRunStates must be one of {names}")
 
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
             limit, offset = paging(request)
             total, jobs = listed_jobs(graph, namespace, states, offset, limit)
+            if states:
+                # Marquez's totalCount counts every job, whatever the filter (its
+                # countFor takes none), and marquez-web's pager relies on it.
+                total, _ = listed_jobs(graph, namespace, [], 0, 0)
             return {"totalCount": total, "jobs": job_jsons(graph, jobs)}
 
         return await answer(self.store, work)
@@ -368,14 +372,16 @@ class JobRoutes:
         """``GET /jobs/runs/{id}/facets?type=run|job``: the run's facets, or its job's.
         Marquez answers the job facets the run's own events sent; Embrasure keeps a
         job's current facets, not each run's, and answers those."""
-        kind = request.query_params.get("type", "").lower()
-        if kind not in ("run", "job"):
-            raise bad_request("query param type must be run or job")
+        kind = enum_param(request.query_params.get("type", ""))
+        if kind not in ("RUN", "JOB", "DATASET"):
+            raise bad_request("query param type must be run, job or dataset")
 
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
             row = _run(graph, request)
-            if kind == "job":
+            if kind == "DATASET":  # Marquez's FacetType has it, and answers no body for it
+                return Response(status_code=200)
+            if kind == "JOB":
                 facets = current_facets(reader, [entity("job", row.job_ns, row.job_name)])
             else:
                 facets = run_json(graph, row)["facets"]

@@ -26,10 +26,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez import names
-from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset, source_name
+from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.jobs import job_data_jsons
 from embrasure.marquez.model import facet_text, instant, lifecycle_state, whole
+from embrasure.marquez.sources import source_name
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.facets import facets_of_groups
@@ -48,7 +49,7 @@ KINDS = ("dataset", "datasetField", "job", "run")
 # Marquez's NodeId.parts: a ':' followed by '//' (a URI's scheme) or a digit (a port)
 # is inside a namespace, not between the parts.
 _SEPARATOR = re.compile(r":(?!//|\d)")
-DATASET_FACETS = ("schema", "datasource", "documentation", "lifecycleStateChange", "datasetType")
+DATASET_FACETS = ("schema", "dataSource", "documentation", "lifecycleStateChange", "datasetType")
 
 
 class NodeId:
@@ -203,7 +204,7 @@ def _dataset_data(
             "createdAt": instant(first.get(d)),
             "updatedAt": instant(last.get(d)),
             "namespace": d.namespace,
-            "sourceName": source_name(d, f),
+            "sourceName": source_name(f),
             "fields": fields_json(f.get("schema"), {}),
             "facets": f,
             "tags": [],
@@ -215,7 +216,9 @@ def _dataset_data(
 
 
 def depth_param(request: Request) -> int:
-    return whole(request, "depth", DEFAULT_DEPTH)
+    """Marquez takes any int as a depth (no ``@Min``); below 0 walks nothing beyond the
+    node's own edges, as 0."""
+    return max(0, whole(request, "depth", DEFAULT_DEPTH, low=None))
 
 
 def node_param(request: Request) -> NodeId:

@@ -24,13 +24,14 @@ graph, never stored apart:
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from starlette.requests import Request
 
-from embrasure.marquez.http import bad_request
+from embrasure.marquez.http import bad_request, not_found
 
 # RFC 9562 §5.5 name-based UUIDs under a namespace of Embrasure's own: the same names
 # give the same id everywhere.
@@ -45,6 +46,9 @@ RUN_STATES = {
     "ABORT": "ABORTED",
 }
 MARQUEZ_RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED")
+# What Marquez's RunState also takes as a query parameter (``lastRunStates=OTHER`` answers
+# 200 there); no run of Embrasure's is in it.
+MARQUEZ_RUN_STATE_NAMES = (*MARQUEZ_RUN_STATES, "OTHER")
 
 # Marquez's default page (its resources' @DefaultValue("100")); Embrasure's read API caps
 # a page at 1,000 (web/params.MAX_LIMIT) and so does this one: a bigger limit is answered
@@ -116,21 +120,34 @@ def paging(request: Request, default: int = DEFAULT_LIMIT) -> tuple[int, int]:
 JAVA_INT_MAX = 2**31 - 1
 
 
-def whole(request: Request, name: str, default: int, cap: int | None = None) -> int:
-    """A whole-number query parameter from 0 to a Java int's greatest, as Marquez takes
-    it (``default`` when absent), at most ``cap``; a 400 in Marquez's words otherwise."""
+def whole(
+    request: Request, name: str, default: int, cap: int | None = None, low: int | None = 0
+) -> int:
+    """A whole-number query parameter up to a Java int's greatest, as Marquez takes it
+    (``default`` when absent), at most ``cap``: below ``low`` (0 unless None: no bound),
+    a 400 in Marquez's words (Dropwizard's ``@Min``); not a Java int at all, Jersey's 404
+    (it cannot make the resource's ``int``: a ParamException, answered 404)."""
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_request(f"query param {name} must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise bad_request(f"query param {name} must be greater than or equal to 0")
-    if value > JAVA_INT_MAX:
-        raise bad_request(f"query param {name} must be at most {JAVA_INT_MAX}")
+    # Java's Integer.valueOf: an optional sign and ASCII digits, nothing else (Python's
+    # int() would also take spaces, "_" and other scripts' digits).
+    value = int(text) if _JAVA_INT.fullmatch(text) else None
+    if value is None or not -JAVA_INT_MAX - 1 <= value <= JAVA_INT_MAX:
+        raise not_found("HTTP 404 Not Found")
+    if low is not None and value < low:
+        raise bad_request(f"query param {name} must be greater than or equal to {low}")
     return min(value, cap) if cap is not None else value
+
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,12}")  # longer is out of range anyway
+
+
+def enum_param(text: str) -> str:
+    """A query parameter naming an enum constant as Dropwizard reads it
+    (``Enums.fromStringFuzzy``): spaces around it dropped, ``-`` and `` `` read as ``_``,
+    any case: ``update-at`` is UPDATE_AT, ``failed`` FAILED."""
+    return text.strip().replace("-", "_").replace(" ", "_").upper()
 
 
 def facet_text(facets: dict[str, Any], facet: str, key: str) -> str | None:

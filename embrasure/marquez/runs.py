@@ -23,6 +23,7 @@ from embrasure.access.grants import may_read
 from embrasure.marquez.model import dataset_version, instant, job_version, run_state
 from embrasure.marquez.names import marquez_name, parent_name
 from embrasure.model import DatasetId, JobId
+from embrasure.projector.times import parse_event_time
 from embrasure.query.entities import run_views
 from embrasure.query.graph import Graph
 from embrasure.store.rows import RunRow
@@ -56,8 +57,8 @@ def _run_json(graph: Graph, row: RunRow, view: dict[str, Any]) -> dict[str, Any]
         "id": row.run_id,
         "createdAt": instant(started or row.latest_key),
         "updatedAt": instant(row.latest_key or started),
-        "nominalStartTime": _text(nominal.get("nominalStartTime")),
-        "nominalEndTime": _text(nominal.get("nominalEndTime")),
+        "nominalStartTime": _instant(nominal.get("nominalStartTime")),
+        "nominalEndTime": _instant(nominal.get("nominalEndTime")),
         "state": run_state(row.state),
         "startedAt": instant(started),
         "endedAt": instant(ended),
@@ -130,8 +131,16 @@ def latest_writer(
     return latest[1] if latest else None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _instant(value: Any) -> str | None:
+    """A nominalTime facet's time as Marquez answers it, a Java Instant in UTC (it reads
+    the facet's ZonedDateTime and stores the instant); a time it could not read, as sent."""
+    if not isinstance(value, str):
+        return None
+    try:
+        time, _warning = parse_event_time(value)
+    except ValueError:
+        return value
+    return instant(time.key) if time is not None else value
 
 
 def _millis(seconds: Any) -> int | None:

@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute
 
 from embrasure.marquez import names
 from embrasure.marquez.http import bad_request, route
-from embrasure.marquez.model import instant, whole
+from embrasure.marquez.model import enum_param, instant, whole
 from embrasure.model import DatasetId, JobId
 from embrasure.projector.graph_rows import entity
 from embrasure.query.facets import facets_of_groups
@@ -64,9 +64,17 @@ def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
             ]
             found.append((d, max(keys, default="")))
         else:
+            # As the job's Job answers updatedAt (jobs.py): its runs' and its edges'
+            # latest, so a service (edges, no runs) has one too.
             job = JobId(node["namespace"], node["name"])
             runs = graph.reader.runs_of_job((job.namespace, job.name), None, 1)
-            found.append((job, runs[0].latest_key if runs else ""))
+            keys = [
+                e.last[0]
+                for direction in ("in", "out")
+                for e in graph.edges_of_jobs([job], direction)
+                if e.last is not None
+            ]
+            found.append((job, max([*keys, *(r.latest_key for r in runs)], default="")))
     return found
 
 
@@ -96,10 +104,10 @@ class SearchRoutes:
 
     async def search(self, request: Request) -> Response:
         q = _q(request)
-        kind = (request.query_params.get("filter") or "").upper()
+        kind = enum_param(request.query_params.get("filter") or "")
         if kind not in ("", "DATASET", "JOB"):
             raise bad_request("query param filter must be DATASET or JOB")
-        sort = (request.query_params.get("sort") or "NAME").upper()
+        sort = enum_param(request.query_params.get("sort") or "NAME")
         if sort not in ("NAME", "UPDATE_AT"):
             raise bad_request("query param sort must be NAME or UPDATE_AT")
         namespace = request.query_params.get("namespace")

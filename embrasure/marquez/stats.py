@@ -8,9 +8,13 @@ charts on marquez-web's home page.
 - ``lineage-events``: per interval, the events whose eventTime falls in it, by type
   (``fail``, ``start``, ``complete``, ``abort``).
 - ``jobs``, ``datasets``, ``sources``: per interval, how many there were by its end
-  (cumulative), each counted from when it was first seen: the first eventTime of the
-  edges naming a job or a dataset identity, of those naming a namespace for a source
-  (Marquez counts rows by their creation time; Embrasure's graph holds eventTimes).
+  (cumulative): every job, every identity sent as a dataset, every source
+  ``/api/v1/sources`` lists, so the last interval's count is the lists' total, as
+  Marquez counts its rows. Each is counted from when it was first seen (Marquez counts
+  rows by their creation time; Embrasure's graph holds eventTimes): a job's first
+  edge, run or JobEvent, a dataset's first edge or facet value
+  (GraphReader.first_seen_keys), a source's first namespace; one whose time is not
+  known (an eventTime that could not be read) is counted in every interval.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez.http import not_found, route
-from embrasure.marquez.model import instant
+from embrasure.marquez.model import enum_param, instant
+from embrasure.marquez.sources import sources
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
 from embrasure.web.auth import requires
@@ -89,15 +94,15 @@ def cumulative(first_seen: list[str], spans: list[Interval]) -> list[dict[str, A
     ]
 
 
-def _namespaces_first_seen(reader: GraphReader) -> list[str]:
-    return [s.first_key for s in reader.namespace_spans() if s.first_key]
+def _sources_first_seen(reader: GraphReader) -> list[str]:
+    return [s.first_key or "" for s in sources(reader)]
 
 
 KINDS: dict[str, Callable[[GraphReader, list[Interval]], list[dict[str, Any]]]] = {
     "lineage-events": lineage_events,
     "jobs": lambda r, spans: cumulative(r.first_seen_keys("job"), spans),
     "datasets": lambda r, spans: cumulative(r.first_seen_keys("dataset"), spans),
-    "sources": lambda r, spans: cumulative(_namespaces_first_seen(r), spans),
+    "sources": lambda r, spans: cumulative(_sources_first_seen(r), spans),
 }
 
 
@@ -110,7 +115,7 @@ class StatsRoutes:
         kind = request.path_params["kind"]
         if kind not in KINDS:
             raise not_found("HTTP 404 Not Found")
-        period = (request.query_params.get("period") or "").upper()
+        period = enum_param(request.query_params.get("period") or "")
         timezone = request.query_params.get("timezone") or ""
         # Marquez answers these two 400s with a plain-text body.
         if period not in ("DAY", "WEEK"):

@@ -373,8 +373,10 @@ class GraphReader(abc.ABC):
 
     @abc.abstractmethod
     def first_seen_keys(self, kind: str) -> list[str]:
-        """The first eventTime key of each job (``kind`` "job") or dataset identity
-        ("dataset") that an edge names, from the edges table: one pass over it."""
+        """The first eventTime key of every job (``kind`` "job") or every identity sent
+        as a dataset ("dataset"), ``''`` when none is known: a job's from its edges, runs
+        and JobEvents; a dataset's from its edges and its facets' winning values (a
+        DatasetEvent's dataset has no edge)."""
 
     @abc.abstractmethod
     def count_events(self, after_key: str | None, before_key: str | None) -> int:

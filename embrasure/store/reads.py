@@ -39,7 +39,7 @@ from embrasure.store.rows import (
     maker,
     table_of,
 )
-from embrasure.store.run_retention import run_horizon
+from embrasure.store.run_retention import SEP, run_horizon
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import MAX_PARAMS, Connection, select_records, select_where_in
 
@@ -439,12 +439,38 @@ class SQLReader(GraphReader):
         return [TypeCount._make(r) for r in self.conn.execute(sql, args)]
 
     def first_seen_keys(self, kind: str) -> list[str]:
-        columns = {"job": "job_ns, job_name", "dataset": "ds_ns, ds_name"}[kind]
-        sql = (
-            f"SELECT MIN(first_key) FROM {self.g}edges WHERE first_key IS NOT NULL"
-            f" AND first_key <> '' GROUP BY {columns}"
-        )
-        return [str(r[0]) for r in self.conn.execute(sql)]
+        g = self.g
+        # Each source of a time grouped first, then joined to the rows counted: a pass
+        # over the edges, the runs (job) or the facets (dataset), and over the events of
+        # JobEvent shapes only.
+        if kind == "job":
+            sql = (
+                f"SELECT MIN(k.key) FROM {g}jobs j LEFT JOIN ("
+                f"SELECT job_ns AS ns, job_name AS name, MIN(first_key) AS key FROM {g}edges"
+                " WHERE first_key <> '' GROUP BY job_ns, job_name"
+                " UNION ALL SELECT job_ns, job_name,"
+                " MIN(CASE WHEN started_key <> '' THEN started_key ELSE latest_key END)"
+                f" FROM {g}runs GROUP BY job_ns, job_name"
+                f" UNION ALL SELECT s.job_ns, s.job_name, MIN(e.time_key) FROM {g}shapes s"
+                f" JOIN {g}events e ON e.shape_key = s.shape_key WHERE s.kind = 'JobEvent'"
+                " GROUP BY s.job_ns, s.job_name"
+                ") k ON k.ns = j.ns AND k.name = j.name AND k.key <> ''"
+                " GROUP BY j.ns, j.name"
+            )
+            args: list[Any] = []
+        else:
+            sql = (
+                f"SELECT MIN(k.key) FROM {g}datasets d LEFT JOIN ("
+                f"SELECT ds_ns AS ns, ds_name AS name, MIN(first_key) AS key FROM {g}edges"
+                " WHERE first_key <> '' GROUP BY ds_ns, ds_name"
+                " UNION ALL SELECT d.ns, d.name, MIN(f.value_key)"
+                f" FROM {g}datasets d JOIN {g}facets f"
+                " ON f.entity = 'dataset' || ? || d.ns || ? || d.name"
+                " WHERE f.value_key <> '' GROUP BY d.ns, d.name"
+                ") k ON k.ns = d.ns AND k.name = d.name GROUP BY d.ns, d.name"
+            )
+            args = [SEP, SEP]
+        return [r[0] or "" for r in self.conn.execute(sql, args)]
 
     def count_events(self, after_key: str | None, before_key: str | None) -> int:
         clauses, args = _time_range(after_key, before_key)

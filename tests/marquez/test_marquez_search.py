@@ -15,6 +15,8 @@ from graph_api import (
     Api,
     at,
     daily_run,
+    ds,
+    job_event,
     spark_reads_table,
     spark_writes_path,
 )
@@ -78,3 +80,13 @@ def test_v2beta_search(api: Api, marquez: TestClient) -> None:
     assert (hit["namespace"], hit["name"]) == REPORT
     assert hit["eventType"] == "COMPLETE"
     assert get(marquez, "/api/v2beta/search/jobs", 400)["code"] == 400
+
+
+def test_a_service_found_has_the_time_its_job_has(api: Api, marquez: TestClient) -> None:
+    """An input-only JobEvent's job (a service: no runs) is found with the updatedAt
+    ``/api/v1/jobs`` gives it, never null (Marquez's SearchResult has it @NonNull)."""
+    api.ingest(job_event("orders_api", at(7), inputs=[ds(*ORDERS)], namespace="services"))
+    found = get(marquez, "/api/v1/search", q="orders_api")["results"]
+    job = get(marquez, "/api/v1/namespaces/services/jobs/orders_api")
+    assert [r["updatedAt"] for r in found] == [job["updatedAt"]]
+    assert job["updatedAt"] is not None

@@ -1,6 +1,7 @@
 """Marquez's sources on the Marquez port (embrasure/marquez/sources.py,
-docs/marquez.md#sources-and-tags): a source per ``datasource`` facet name, else per
-namespace, so that every dataset's ``sourceName`` is a source; on both backends."""
+docs/marquez.md#sources-and-tags): a source per ``dataSource`` facet name (the key
+OpenLineage and Marquez give DatasourceDatasetFacet), else ``default``, as Marquez
+names them, so that every dataset's ``sourceName`` is a source; on both backends."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from urllib.parse import quote
 
 from starlette.testclient import TestClient
 
-from graph_api import ORDERS, REPORT, Api, at, ds, facet, run_event, run_id
+from graph_api import ORDERS, REPORT, Api, at, dataset_event, ds, facet, run_event, run_id
 
 LAKE = ("s3://lake", "raw/orders")
 SPARK_TMP = ("file", "/tmp/report")
@@ -30,7 +31,7 @@ def load(api: Api) -> None:
             run_id(1),
             at(9),
             inputs=[
-                ds(*ORDERS, datasource=datasource("shop", "postgres://db:5432/shop")),
+                ds(*ORDERS, dataSource=datasource("shop", "postgres://db:5432/shop")),
                 ds(*LAKE),
             ],
             outputs=[ds(*REPORT), ds(*SPARK_TMP)],
@@ -44,19 +45,19 @@ def get(marquez: TestClient, url: str, status: int = 200) -> Any:
     return r.json()
 
 
-def test_sources_are_the_datasource_facets_and_namespaces(api: Api, marquez: TestClient) -> None:
+def test_sources_are_the_data_source_facets_and_default(api: Api, marquez: TestClient) -> None:
     load(api)
     sources = get(marquez, "/api/v1/sources")["sources"]
     assert [(s["name"], s["type"], s["connectionUrl"]) for s in sources] == [
-        ("file", "DEFAULT", "file"),
-        ("postgres://db:5432", "POSTGRES", "postgres://db:5432"),  # the report's
-        ("s3://lake", "S3", "s3://lake"),
+        ("default", "DEFAULT", ""),  # the lake's, the report's and the local file's
         ("shop", "POSTGRES", "postgres://db:5432/shop"),
     ]
     assert all(s["createdAt"] and s["updatedAt"] and s["description"] is None for s in sources)
     assert get(marquez, "/api/v1/sources/shop") == sources[-1]
-    assert get(marquez, f"/api/v1/sources/{quote('s3://lake', safe='')}")["type"] == "S3"
-    assert get(marquez, "/api/v1/sources?limit=2&offset=1")["sources"] == sources[1:3]
+    assert get(marquez, "/api/v1/sources/default")["connectionUrl"] == ""
+    assert get(marquez, "/api/v1/sources?limit=1&offset=1")["sources"] == sources[1:]
+    ns = quote(ORDERS[0], safe="")
+    assert get(marquez, f"/api/v1/namespaces/{ns}/datasets/{ORDERS[1]}")["sourceName"] == "shop"
     missing = get(marquez, "/api/v1/sources/nothing", 404)
     assert missing == {"code": 404, "message": "Source 'nothing' not found."}
 
@@ -77,5 +78,18 @@ def test_a_source_goes_with_its_last_shown_dataset(api: Api, marquez: TestClient
     )
     api.project()
     names = [s["name"] for s in get(marquez, "/api/v1/sources")["sources"]]
-    assert names == ["file", "postgres://db:5432", "s3://lake"]
+    assert names == ["default"]
     get(marquez, "/api/v1/sources/shop", 404)
+
+
+def test_a_source_known_from_a_dataset_event_only_has_times(api: Api, marquez: TestClient) -> None:
+    """Marquez's Source has createdAt and updatedAt @NonNull: a source whose datasets no
+    edge names (a DatasetEvent's) takes the graph's first and last eventTime."""
+    load(api)
+    warehouse = datasource("warehouse", "snowflake://acct")
+    api.ingest(dataset_event(ds("snowflake://acct", "db.t", dataSource=warehouse), at(10)))
+    source = get(marquez, "/api/v1/sources/warehouse")
+    assert (source["type"], source["connectionUrl"]) == ("SNOWFLAKE", "snowflake://acct")
+    assert source["createdAt"] and source["updatedAt"]
+    for s in get(marquez, "/api/v1/sources")["sources"]:
+        assert s["createdAt"] and s["updatedAt"], s

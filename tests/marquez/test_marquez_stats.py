@@ -10,7 +10,17 @@ from starlette.testclient import TestClient
 
 from embrasure.marquez.stats import intervals
 
-from graph_api import ORDERS, REPORT, Api, ds, run_event, run_id
+from graph_api import (
+    ORDERS,
+    REPORT,
+    Api,
+    dataset_event,
+    ds,
+    facet,
+    job_event,
+    run_event,
+    run_id,
+)
 
 
 def ago(**delta: float) -> str:
@@ -55,8 +65,29 @@ def test_cumulative_counts(api: Api, marquez: TestClient) -> None:
     assert jobs[0]["count"] == 1  # c was first seen three days ago
     datasets = stats(marquez, "datasets", period="WEEK", timezone="UTC")
     assert datasets[-1]["count"] == 2
-    assert stats(marquez, "sources", period="DAY")[-1]["count"] == 2  # spark, postgres://…
+    assert stats(marquez, "sources", period="DAY")[-1]["count"] == 1  # default: no dataSource
     assert marquez.get("/api/v1/stats/nothing", params={"period": "DAY"}).status_code == 404
+
+
+def test_the_tiles_count_what_the_lists_hold(api: Api, marquez: TestClient) -> None:
+    """marquez-web's home tiles are the last interval's counts: every job (one without
+    datasets, one only a JobEvent declared), every identity sent as a dataset (one only
+    a DatasetEvent sent), every source the sources list holds."""
+    load(api)
+    shop = facet("DatasourceDatasetFacet", "1-0-0", name="shop", uri="postgres://db/shop")
+    api.ingest(
+        run_event("COMPLETE", "dag", run_id(4), ago(hours=5), namespace="airflow"),
+        job_event("declared", ago(hours=6), inputs=[ds(*REPORT)]),
+        job_event("bare", ago(hours=7)),
+        dataset_event(ds("postgres://db", "shop.items", dataSource=shop), ago(hours=4)),
+    )
+    jobs = stats(marquez, "jobs", period="DAY")
+    assert jobs[-1]["count"] == 6 == marquez.get("/api/v1/jobs").json()["totalCount"]
+    assert jobs[0]["count"] == 1  # c, three days ago; the others within the day
+    datasets = stats(marquez, "datasets", period="DAY")
+    assert datasets[-1]["count"] == 3 and datasets[0]["count"] == 1  # REPORT, by c
+    sources = stats(marquez, "sources", period="DAY")
+    assert sources[-1]["count"] == 2 == len(marquez.get("/api/v1/sources").json()["sources"])
 
 
 def test_week_days_start_at_local_midnight() -> None:

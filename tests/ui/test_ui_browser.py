@@ -141,7 +141,7 @@ def extra_events() -> list[Any]:
             "1-0-1",
             owners=[{"name": "team:data-platform", "type": "MAINTAINER"}],
         ),
-        "datasource": _facet(
+        "dataSource": _facet(
             "DatasourceDatasetFacet", "1-0-1", name="metastore", uri="hive://metastore.demo:9083"
         ),
     }
@@ -311,8 +311,8 @@ def test_search_with_the_keyboard_opens_a_dataset_with_its_graph(page: Page) -> 
     expect(facets.get_by_role("region", name="ownership facet")).to_contain_text(
         "team:data-platform (MAINTAINER)"
     )
-    expect(facets.get_by_role("region", name="datasource facet")).to_contain_text("metastore")
-    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "datasource"])
+    expect(facets.get_by_role("region", name="dataSource facet")).to_contain_text("metastore")
+    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "dataSource"])
     schema = page.get_by_role("region", name="Schema")
     expect(schema.get_by_role("row")).to_have_count(5)  # the header and 4 fields
     expect(page.get_by_role("link", name="warehouse/orders_clean")).to_be_visible()  # alias
@@ -776,7 +776,7 @@ def test_facets_shown_elsewhere_on_the_page_are_said_to_be_there(page: Page) -> 
     # The Spark table: its symlinks facet is its aliases; the catalog's facets are listed.
     page.goto(f"/#/dataset?namespace={WAREHOUSE}&name={demo.TABLE}")
     facets = page.get_by_role("region", name="Facets")
-    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "datasource"])
+    expect(facets.locator("h3")).to_have_text(["documentation", "ownership", "dataSource"])
     expect(facets.locator(".facets-elsewhere")).to_have_text(
         "schema: shown under Schema; symlinks: shown above the graph (Also known as, Locations)"
     )

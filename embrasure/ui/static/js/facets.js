@@ -1,5 +1,5 @@
 // Facets as people read them: the documented OpenLineage facets get their own layout
-// (documentation, ownership, datasource, sql, sourceCode, jobType); every other facet is
+// (documentation, ownership, dataSource, sql, sourceCode, jobType); every other facet is
 // shown as its JSON, so nothing a producer sent is hidden.
 
 import { h } from "./dom.js";
@@ -17,7 +17,7 @@ const SPECIAL = {
         h("li", {}, o.name, o.type ? h("span", { class: "muted" }, ` (${o.type})`) : null),
       ),
     ),
-  datasource: (f) => h("p", {}, f.name ?? "", " ", h("span", { class: "mono" }, f.uri ?? "")),
+  dataSource: (f) => h("p", {}, f.name ?? "", " ", h("span", { class: "mono" }, f.uri ?? "")),
   sql: (f) => code(f.query, f.dialect || "sql"),
   sourceCode: (f) => code(f.sourceCode, f.language || "source"),
   jobType: (f) =>
