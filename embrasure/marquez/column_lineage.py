@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez import names
-from embrasure.marquez.datasets import find_dataset, transformation
+from embrasure.marquez.datasets import find_dataset, shown_names, transformation
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.lineage import MAX_NODES, NodeId, depth_param, node_param
 from embrasure.marquez.runs import writer_version
@@ -46,7 +46,7 @@ from embrasure.web.responses import answer
 STRENGTH = {"AGGREGATION": 3, "TRANSFORMATION": 2, "IDENTITY": 1, "INDIRECT": 0}
 
 
-def field_id(field: Field) -> str:
+def field_node_id(field: Field) -> str:
     dataset, name = field
     return f"datasetField:{dataset.namespace}:{dataset.name}:{name}"
 
@@ -91,13 +91,22 @@ def roots_of(graph: Graph, node: NodeId) -> list[Field]:
     raise bad_request("column lineage is of a dataset, a dataset field or a job")
 
 
-def column_graph(graph: Graph, roots: list[Field], depth: int, downstream: bool) -> dict[str, Any]:
+def column_graph(
+    graph: Graph, roots: list[Field], depth: int, downstream: bool, asked: DatasetId | None = None
+) -> dict[str, Any]:
+    """The field graph around ``roots``; a dataset's fields named under its primary
+    identity, the asked root's under ``asked`` (docs/marquez.md#symlinks)."""
     found: Walk[Field, Any] = Walk(limit=MAX_NODES)
     for walk in ("upstream", "downstream") if downstream else ("upstream",):
         found.run(roots, functools.partial(column_step, graph, walk=walk, kinds=None), depth)
     edges: dict[Any, ColumnEdge] = {edge.key: edge for edge, _span in found.edges}
     fields = sorted(set(found.distance) | set(roots))
-    datasets = sorted({d for d, _ in fields})
+    datasets = sorted({d for d, _ in fields} | {e.source for e in edges.values()})
+    shown, _primary = shown_names(graph, datasets, asked)
+
+    def field_id(field: Field) -> str:
+        return field_node_id((shown[field[0]], field[1]))
+
     types = _types(graph, datasets)
     versions = {d: writer_version(graph, d) for d in datasets}
     inputs: dict[Field, list[ColumnEdge]] = {f: [] for f in fields}
@@ -109,7 +118,7 @@ def column_graph(graph: Graph, roots: list[Field], depth: int, downstream: bool)
     for field in fields:
         dataset, name = field
         mine = sorted(inputs[field], key=lambda e: (e.source, e.source_field))
-        input_fields = [_input_json(graph, e, versions) for e in mine]
+        input_fields = [_input_json(graph, e, versions, shown) for e in mine]
         strongest = max(input_fields, key=lambda i: STRENGTH[i["transformationType"]], default=None)
         me = field_id(field)
         nodes.append(
@@ -117,8 +126,8 @@ def column_graph(graph: Graph, roots: list[Field], depth: int, downstream: bool)
                 "id": me,
                 "type": "DATASET_FIELD",
                 "data": {
-                    "namespace": dataset.namespace,
-                    "dataset": dataset.name,
+                    "namespace": shown[dataset].namespace,
+                    "dataset": shown[dataset].name,
                     "datasetVersion": versions[dataset],
                     "field": name,
                     "fieldType": types.get(dataset, {}).get(name),
@@ -128,24 +137,31 @@ def column_graph(graph: Graph, roots: list[Field], depth: int, downstream: bool)
                     "transformationType": strongest["transformationType"] if strongest else None,
                     "inputFields": input_fields,
                 },
-                "inEdges": _edges(me, [(e.source, e.source_field) for e in mine]),
-                "outEdges": _edges(me, [(e.target, e.target_field) for e in outputs[field]]),
+                "inEdges": _edges(me, [field_id((e.source, e.source_field)) for e in mine]),
+                "outEdges": _edges(
+                    me, [field_id((e.target, e.target_field)) for e in outputs[field]]
+                ),
             }
         )
     return {"graph": nodes}
 
 
-def _edges(me: str, others: list[Field]) -> list[dict[str, str]]:
-    """Marquez's column edges of a node: from it to each of ``others``."""
-    return [{"origin": me, "destination": other} for other in sorted(map(field_id, others))]
+def _edges(me: str, others: list[str]) -> list[dict[str, str]]:
+    """Marquez's column edges of a node: from it to each of ``others`` (node ids)."""
+    return [{"origin": me, "destination": other} for other in sorted(others)]
 
 
-def _input_json(graph: Graph, edge: ColumnEdge, versions: dict[DatasetId, str]) -> dict[str, Any]:
+def _input_json(
+    graph: Graph,
+    edge: ColumnEdge,
+    versions: dict[DatasetId, str],
+    shown: dict[DatasetId, DatasetId],
+) -> dict[str, Any]:
     kind, description = transformation(edge.klass, edge.kind)
     job = edge.job
     out: dict[str, Any] = {
-        "namespace": edge.source.namespace,
-        "dataset": edge.source.name,
+        "namespace": shown[edge.source].namespace,
+        "dataset": shown[edge.source].name,
         "datasetVersion": versions.get(edge.source),
         "field": edge.source_field,
         "transformationDescription": description,
@@ -177,7 +193,8 @@ class ColumnLineageRoutes:
             roots = roots_of(graph, node)
             if not roots:
                 raise not_found("Could not find node")
-            return column_graph(graph, roots, depth, downstream)
+            asked = DatasetId(*node.parts[:2]) if node.kind in ("dataset", "datasetField") else None
+            return column_graph(graph, roots, depth, downstream, asked)
 
         return await answer(self.store, work)
 

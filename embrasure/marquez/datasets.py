@@ -2,13 +2,17 @@
 versions (docs/marquez.md#datasets).
 
 A dataset is Embrasure's node: symlinked identities (a Spark path and its warehouse
-table) are one dataset, listed under its canonical identity and found by any alias.
+table) are one node, but Marquez keeps a row per identity, and clients look a dataset
+up by the name they wrote. So a namespace lists every identity sent as a dataset in it,
+and a dataset is answered under the identity asked (any of the node's), each with the
+node's data and ``physicalName`` its primary identity's name (``primaries``).
 Its versions are the runs that wrote it (marquez/model.py); one that no run wrote has
 one version, standing for the dataset as first seen, with no ``createdByRun``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.requests import Request
@@ -57,14 +61,58 @@ def find_dataset(graph: Graph, namespace: str, name: str) -> DatasetId:
     return node
 
 
-def dataset_json(graph: Graph, node: DatasetId) -> dict[str, Any]:
-    return dataset_jsons(graph, [node])[0]
+def dataset_json(graph: Graph, identity: DatasetId) -> dict[str, Any]:
+    return dataset_jsons(graph, [identity])[0]
 
 
-def dataset_jsons(graph: Graph, nodes: list[DatasetId]) -> list[dict[str, Any]]:
-    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of each canonical node: a
-    page in a few queries (facets, edges, tags and column lineage for all of it), plus
-    one per identity for its latest writer."""
+def dataset_jsons(graph: Graph, identities: list[DatasetId]) -> list[dict[str, Any]]:
+    """Marquez's Dataset (web/src/types/api.ts ``Dataset``) of each identity: its
+    node's (symlinked identities are one node), named as asked — ``id``, ``name`` and
+    ``namespace`` the identity's, ``physicalName`` the node's primary identity's name
+    (``primaries``) — as Marquez answers each of its rows (docs/marquez.md#symlinks)."""
+    canonical = graph.ids.canonical(identities)
+    nodes = list(dict.fromkeys(canonical[i] for i in identities))
+    built = dict(zip(nodes, _node_jsons(graph, nodes), strict=True))
+    primary = primaries(graph, nodes)
+    return [_named(built[canonical[i]], i, primary[canonical[i]]) for i in identities]
+
+
+def primaries(graph: Graph, nodes: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
+    """Each node's primary identity on the port: the smallest of its identities that a
+    producer sent as a dataset (never one only a ``symlinks`` facet names), whatever the
+    order events came in; the node itself when none was (it cannot be: a node is sent)."""
+    members = graph.ids.members(nodes)
+    named = sorted({(m.namespace, m.name) for group in members.values() for m in group})
+    sent = graph.reader.sent_datasets(named)
+    return {n: min((m for m in members[n] if m in sent), default=n) for n in members}
+
+
+def shown_names(
+    graph: Graph, nodes: Iterable[DatasetId], asked: DatasetId | None
+) -> tuple[dict[DatasetId, DatasetId], dict[DatasetId, DatasetId]]:
+    """The identity each node of a graph answer is named by — its primary, but the
+    asked root's node by the identity asked — and each node's primary."""
+    primary = primaries(graph, nodes)
+    shown = dict(primary)
+    if asked is not None:
+        shown[graph.ids.canonical([asked])[asked]] = asked
+    return shown, primary
+
+
+def _named(doc: dict[str, Any], identity: DatasetId, primary: DatasetId) -> dict[str, Any]:
+    ns, name = identity
+    return doc | {
+        "id": {"namespace": ns, "name": name},
+        "name": name,
+        "namespace": ns,
+        "physicalName": primary.name,
+    }
+
+
+def _node_jsons(graph: Graph, nodes: list[DatasetId]) -> list[dict[str, Any]]:
+    """The Datasets of canonical nodes, named by the node: a page in a few queries
+    (facets, edges, tags and column lineage for all of it), plus one per identity for
+    its latest writer."""
     reader = graph.reader
     lineage = column_lineage_jsons(graph, nodes)
     members = graph.ids.members(nodes)
@@ -228,7 +276,8 @@ def version_json(
     graph: Graph, node: DatasetId, row: RunRow | None, base: dict[str, Any]
 ) -> dict[str, Any]:
     """Marquez's DatasetVersion: what run ``row`` wrote (None: the dataset as first
-    seen, which no run wrote); ``base`` is the dataset's ``dataset_json``."""
+    seen, which no run wrote); ``base`` is the dataset's ``dataset_json``, named as
+    asked. Versions are the node's: the same ids by whichever identity."""
     version = dataset_version(node.namespace, node.name, row.run_id if row else "")
     sent: dict[str, Any] = base["facets"]
     created = base["createdAt"]
@@ -244,11 +293,11 @@ def version_json(
     return {
         "id": base["id"],
         "type": base["type"],
-        "name": node.name,
-        "physicalName": node.name,
+        "name": base["name"],
+        "physicalName": base["physicalName"],
         "createdAt": created,
         "version": version,
-        "namespace": node.namespace,
+        "namespace": base["namespace"],
         "sourceName": source_name(sent) if sent else base["sourceName"],
         "fields": fields,
         "tags": base["tags"],
@@ -298,7 +347,8 @@ class DatasetRoutes:
     async def get(self, request: Request) -> Response:
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
-            return dataset_json(graph, self._node(graph, request))
+            self._node(graph, request)
+            return dataset_json(graph, _asked(request))
 
         return await answer(self.store, work)
 
@@ -308,12 +358,11 @@ class DatasetRoutes:
             node = self._node(graph, request)
             limit, offset = paging(request)
             total = _writer_count(graph, node)
+            base = dataset_json(graph, _asked(request))
             if total == 0:  # the one version of a dataset no run wrote
-                versions = [version_json(graph, node, None, dataset_json(graph, node))]
-                versions = versions[offset : offset + limit]
+                versions = [version_json(graph, node, None, base)][offset : offset + limit]
                 return {"totalCount": 1, "versions": versions}
             rows = _writers(graph, node, offset, limit)
-            base = dataset_json(graph, node)
             return {
                 "totalCount": total,
                 "versions": [version_json(graph, node, r, base) for r in rows],
@@ -333,9 +382,9 @@ class DatasetRoutes:
             for (run_id,) in writers:
                 if dataset_version(node.namespace, node.name, str(run_id)) == wanted:
                     row = reader.rows(RunRow, ("run_id",), [(run_id,)])[0]
-                    return version_json(graph, node, row, dataset_json(graph, node))
+                    return version_json(graph, node, row, dataset_json(graph, _asked(request)))
             if not writers and wanted == dataset_version(node.namespace, node.name, ""):
-                return version_json(graph, node, None, dataset_json(graph, node))
+                return version_json(graph, node, None, dataset_json(graph, _asked(request)))
             raise not_found(f"Dataset version '{wanted}' not found.")
 
         return await answer(self.store, work)
@@ -347,18 +396,26 @@ class DatasetRoutes:
         return find_dataset(graph, namespace, request.path_params["dataset"])
 
 
+def _asked(request: Request) -> DatasetId:
+    return DatasetId(request.path_params["namespace"], request.path_params["dataset"])
+
+
 def listed_datasets(
     graph: Graph, namespace: str, offset: int, limit: int
 ) -> tuple[int, list[DatasetId]]:
     """How many datasets a namespace lists as Marquez does, and the page from
-    ``offset``: canonical identities only (an alias is found through its node), hidden
-    ones left out, by name. A node of a shown namespace is hidden only by name (one of
-    its identities hidden: query/hidden.py), so those few are skipped by the store."""
+    ``offset``: every identity sent as a dataset in it (Marquez keeps a row per
+    identity), those of hidden nodes left out, by name. A node of a shown namespace is
+    hidden only by name (one of its identities hidden: query/hidden.py), so its few
+    identities are skipped by the store."""
     if namespace in graph.hidden.namespaces:
         return 0, []
-    named = graph.ids.canonical(graph.hidden.datasets)
-    skip = sorted({(c.namespace, c.name) for c in named.values() if c.namespace == namespace})
-    total, rows = graph.reader.dataset_nodes(namespace, skip, offset, limit)
+    nodes = set(graph.ids.canonical(graph.hidden.datasets).values())
+    members = graph.ids.members(nodes)
+    skip = sorted(
+        {(m.namespace, m.name) for n in nodes for m in members[n] if m.namespace == namespace}
+    )
+    total, rows = graph.reader.datasets_in(namespace, skip, offset, limit)
     return total, [DatasetId(r.ns, r.name) for r in rows]
 
 

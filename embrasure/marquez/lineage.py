@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez import names
-from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset
+from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset, shown_names
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.jobs import job_data_jsons
 from embrasure.marquez.model import facet_text, instant, lifecycle_state, whole
@@ -111,7 +111,11 @@ def root_of(graph: Graph, node: NodeId) -> DatasetId | JobId:
     raise bad_request("the lineage of a run is at /api/v1/runlineage/upstream?runId=")
 
 
-def lineage_graph(graph: Graph, root: DatasetId | JobId, depth: int) -> dict[str, Any]:
+def lineage_graph(
+    graph: Graph, root: DatasetId | JobId, depth: int, asked: DatasetId | None = None
+) -> dict[str, Any]:
+    """The graph around ``root``; a dataset named by its primary identity, the root by
+    ``asked``, the identity the node id named (docs/marquez.md#symlinks)."""
     edges_walked = min(MAX_EDGES, 2 * depth + (1 if isinstance(root, DatasetId) else 0))
     found = lineage(graph, root, "both", edges_walked, None, MAX_NODES)
     datasets = [
@@ -119,7 +123,8 @@ def lineage_graph(graph: Graph, root: DatasetId | JobId, depth: int) -> dict[str
     ]
     jobs = [JobId(n["namespace"], n["name"]) for n in found["nodes"] if n["type"] != "dataset"]
     job_data = dict(zip(jobs, job_data_jsons(graph, jobs), strict=True))
-    ids: dict[DatasetId | JobId, str] = {d: dataset_node_id(d) for d in datasets}
+    shown, primary = shown_names(graph, datasets, asked)
+    ids: dict[DatasetId | JobId, str] = {d: dataset_node_id(shown[d]) for d in datasets}
     ids |= {j: job_node_id(j, job_data[j]["name"]) for j in jobs}
     merged = _merged_edges(graph, datasets, jobs)
     in_edges: dict[Any, list[dict[str, str]]] = {n: [] for n in ids}
@@ -133,6 +138,14 @@ def lineage_graph(graph: Graph, root: DatasetId | JobId, depth: int) -> dict[str
             out_edges[source].append(pair)
             in_edges[target].append(pair)
     data = _dataset_data(graph, datasets, merged)
+    for d in datasets:
+        ns, name = shown[d]
+        data[d] |= {
+            "id": {"namespace": ns, "name": name},
+            "name": name,
+            "namespace": ns,
+            "physicalName": primary[d].name,
+        }
     nodes: list[dict[str, Any]] = [
         {
             "id": ids[d],
@@ -237,7 +250,8 @@ class LineageRoutes:
 
         def work(reader: GraphReader) -> Any:
             graph = Graph(reader)
-            return lineage_graph(graph, root_of(graph, node), depth)
+            asked = DatasetId(*node.parts[:2]) if node.kind in ("dataset", "datasetField") else None
+            return lineage_graph(graph, root_of(graph, node), depth, asked)
 
         return await answer(self.store, work)
 

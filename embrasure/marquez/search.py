@@ -47,8 +47,8 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
-    """Datasets (canonical) and jobs whose name holds ``q``, each once, with the time of
-    its latest event (key)."""
+    """Datasets and jobs whose name holds ``q``, each node once (under the identity that
+    matched), with the time of its latest event (key)."""
     found: list[tuple[DatasetId | JobId, str]] = []
     for result in search(graph.reader, q, 0, MAX_HITS):
         node = result["node"]
@@ -62,7 +62,11 @@ def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
                 for e in graph.edges_of_datasets([d], direction)
                 if e.last is not None
             ]
-            found.append((d, max(keys, default="")))
+            # Found by an alias (a symlinked path's own name): answered as that
+            # identity, the name the user looked for, as its Marquez row would be.
+            alias = result.get("alias")
+            shown = DatasetId(alias["namespace"], alias["name"]) if alias else d
+            found.append((shown, max(keys, default="")))
         else:
             # As the job's Job answers updatedAt (jobs.py): its runs' and its edges'
             # latest, so a service (edges, no runs) has one too.

@@ -333,12 +333,17 @@ class GraphReader(abc.ABC):
         the page."""
 
     @abc.abstractmethod
-    def dataset_nodes(
+    def sent_datasets(self, identities: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of ``identities`` a producer sent as a dataset (an edge names it, or it
+        has facets of its own), not only another's symlinks facet."""
+
+    @abc.abstractmethod
+    def datasets_in(
         self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
     ) -> tuple[int, list[DatasetRow]]:
-        """The dataset nodes of ``namespace`` (canonical identities: an alias is left
-        out, its node stands for it), less ``skip``, by name: how many there are, and the
-        page from ``offset``; paged in the database."""
+        """Every identity sent as a dataset in ``namespace`` (``sent_datasets``: a
+        symlinked path and its table each in its own), less ``skip``, by name: how many
+        there are, and the page from ``offset``; paged in the database."""
 
     @abc.abstractmethod
     def namespace_spans(self) -> list[NamespaceSpan]:

@@ -348,16 +348,34 @@ class SQLReader(GraphReader):
         rows = self.conn.execute(sql, [*args, limit, offset])
         return int(total), [JobRecency._make(r) for r in rows]
 
-    def dataset_nodes(
+    def _sent(self) -> str:
+        """SQL: the identity ``d`` (a datasets row) was sent as a dataset — an edge names
+        it, or it has facets of its own — not only named by another's symlinks facet
+        (whose TABLE ends are datasets rows too: projector/shapes.py). Two parameters,
+        the entity key's separator."""
+        g = self.g
+        return (
+            f"(EXISTS (SELECT 1 FROM {g}edges e WHERE e.ds_ns = d.ns AND e.ds_name = d.name)"
+            f" OR EXISTS (SELECT 1 FROM {g}facets f"
+            " WHERE f.entity = 'dataset' || ? || d.ns || ? || d.name))"
+        )
+
+    def sent_datasets(self, identities: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        per = MAX_PARAMS // 2 - 2
+        for start in range(0, len(identities), per):
+            chunk = identities[start : start + per]
+            pairs = " OR ".join("(d.ns = ? AND d.name = ?)" for _ in chunk)
+            sql = f"SELECT d.ns, d.name FROM {self.g}datasets d WHERE ({pairs}) AND {self._sent()}"
+            args = [x for pair in chunk for x in pair] + [SEP, SEP]
+            found.update((str(ns), str(name)) for ns, name in self.conn.execute(sql, args))
+        return found
+
+    def datasets_in(
         self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
     ) -> tuple[int, list[DatasetRow]]:
-        g = self.g
-        # An identity with a canonical row naming another identity is an alias.
-        sql = (
-            f" FROM {g}datasets d WHERE d.ns = ? AND NOT EXISTS (SELECT 1 FROM {g}canonical c"
-            " WHERE c.ns = d.ns AND c.name = d.name AND NOT (c.c_ns = d.ns AND c.c_name = d.name))"
-        )
-        args: list[Any] = [namespace]
+        sql = f" FROM {self.g}datasets d WHERE d.ns = ? AND {self._sent()}"
+        args: list[Any] = [namespace, SEP, SEP]
         for ns, name in skip:
             sql += " AND NOT (d.ns = ? AND d.name = ?)"
             args += [ns, name]
@@ -467,9 +485,10 @@ class SQLReader(GraphReader):
                 f" FROM {g}datasets d JOIN {g}facets f"
                 " ON f.entity = 'dataset' || ? || d.ns || ? || d.name"
                 " WHERE f.value_key <> '' GROUP BY d.ns, d.name"
-                ") k ON k.ns = d.ns AND k.name = d.name GROUP BY d.ns, d.name"
+                f") k ON k.ns = d.ns AND k.name = d.name WHERE {self._sent()}"
+                " GROUP BY d.ns, d.name"
             )
-            args = [SEP, SEP]
+            args = [SEP, SEP, SEP, SEP]
         return [r[0] or "" for r in self.conn.execute(sql, args)]
 
     def count_events(self, after_key: str | None, before_key: str | None) -> int:

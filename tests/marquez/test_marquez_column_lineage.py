@@ -15,12 +15,14 @@ from graph_api import (
     DBT_REPORT,
     Api,
     at,
+    column_lineage,
     dbt_run,
     ds,
     input_field,
     run_event,
     run_id,
     schema,
+    symlinks,
 )
 
 
@@ -126,3 +128,22 @@ def test_unknown_nodes(api: Api, marquez: TestClient) -> None:
     version = "8f1c2a40-0bd5-4c32-9d3a-1f2e3d4c5b6a"
     node = f"{fid(DBT_REPORT, 'email')}#{version}"
     assert columns(marquez, node, 400, withDownstream="true")["code"] == 400
+
+
+def test_a_symlinked_path_s_fields_are_named_under_it(api: Api, marquez: TestClient) -> None:
+    """docs/marquez.md#symlinks: the fields of an S3 path whose table (only its symlinks
+    facet names it) sorts first are answered under the path, the identity asked."""
+    path, table = ("s3://lake", "warehouse/orders"), ("hive://metastore", "db.orders")
+    source = ("postgres://db:5432", "shop.orders")
+    lineage = column_lineage({"id": [input_field(source, "id", ("DIRECT", "IDENTITY", False))]})
+    write = ds(
+        *path, schema=schema("id"), columnLineage=lineage, symlinks=symlinks((*table, "TABLE"))
+    )
+    api.ingest(
+        run_event("COMPLETE", "load", run_id(1), at(9), inputs=[ds(*source)], outputs=[write])
+    )
+    graph = columns(marquez, f"dataset:{path[0]}:{path[1]}")["graph"]
+    assert {n["id"] for n in graph} == {fid(path, "id"), fid(source, "id")}
+    mine = next(n for n in graph if n["id"] == fid(path, "id"))
+    assert (mine["data"]["namespace"], mine["data"]["dataset"]) == path
+    assert mine["inEdges"] == [{"origin": fid(path, "id"), "destination": fid(source, "id")}]

@@ -27,6 +27,7 @@ from graph_api import (
     schema,
     spark_reads_table,
     spark_writes_path,
+    symlinks,
 )
 
 
@@ -141,21 +142,30 @@ def test_jobs_with_their_runs_and_versions(api: Api, marquez: TestClient) -> Non
     }
 
 
-def test_a_symlinked_dataset_is_one_dataset(api: Api, marquez: TestClient) -> None:
+def test_a_symlinked_dataset_is_one_node_under_each_name(api: Api, marquez: TestClient) -> None:
+    """docs/marquez.md#symlinks: the path and the table are one node, each answered and
+    listed under its own name, with the node's data; physicalName the primary's."""
     api.ingest(spark_writes_path(), spark_reads_table())
-    # The table and the path are one node, listed under the smallest TABLE identity.
-    node = min(HIVE_TABLE, WAREHOUSE_PATH)
+    node = primary = min(HIVE_TABLE, WAREHOUSE_PATH)  # both sent as datasets
     by_path = get(
         marquez, f"/namespaces/{enc(WAREHOUSE_PATH[0])}/datasets/{enc(WAREHOUSE_PATH[1])}"
     )
     by_table = get(marquez, f"/namespaces/{enc(HIVE_TABLE[0])}/datasets/{enc(HIVE_TABLE[1])}")
-    assert by_path == by_table
-    assert by_path["id"] == {"namespace": node[0], "name": node[1]}
-    listed = get(marquez, f"/namespaces/{enc(node[0])}/datasets")
-    assert [d["name"] for d in listed["datasets"]] == [node[1]]
-    # The table's namespace lists its other table, not the alias.
+    for answer, asked in ((by_path, WAREHOUSE_PATH), (by_table, HIVE_TABLE)):
+        assert answer["id"] == {"namespace": asked[0], "name": asked[1]}
+        assert (answer["namespace"], answer["name"]) == asked
+        assert answer["physicalName"] == primary[1]
+    named = ("id", "name", "namespace")
+    assert {k: v for k, v in by_path.items() if k not in named} == {
+        k: v for k, v in by_table.items() if k not in named
+    }
+    listed = get(marquez, f"/namespaces/{enc(WAREHOUSE_PATH[0])}/datasets")
+    assert [d["name"] for d in listed["datasets"]] == [WAREHOUSE_PATH[1]]
+    assert listed["datasets"][0] == by_path
+    # The table's namespace lists the table beside its other one.
     other = get(marquez, f"/namespaces/{enc(HIVE_TABLE[0])}/datasets")
-    assert [d["name"] for d in other["datasets"]] == [HIVE_REPORT[1]]
+    assert [d["name"] for d in other["datasets"]] == sorted([HIVE_REPORT[1], HIVE_TABLE[1]])
+    assert other["totalCount"] == 2
     versions = get(marquez, f"/namespaces/{enc(node[0])}/datasets/{enc(node[1])}/versions")
     assert versions["totalCount"] == 1
     [version] = versions["versions"]
@@ -163,6 +173,39 @@ def test_a_symlinked_dataset_is_one_dataset(api: Api, marquez: TestClient) -> No
     assert version["createdByRun"]["id"] == run_id(1)
     path = f"/namespaces/{enc(node[0])}/datasets/{enc(node[1])}/versions/{version['version']}"
     assert get(marquez, path) == version
+    table_path = f"/namespaces/{enc(HIVE_TABLE[0])}/datasets/{enc(HIVE_TABLE[1])}/versions"
+    by_table_version = get(marquez, f"{table_path}/{version['version']}")
+    assert by_table_version["version"] == version["version"]
+    assert (by_table_version["namespace"], by_table_version["name"]) == HIVE_TABLE
+
+
+def test_a_path_whose_table_sorts_first_stays_in_its_namespace(
+    api: Api, marquez: TestClient
+) -> None:
+    """Issue 51's case: a Spark job writes an S3 path that the Hive table also names
+    (``hive://`` sorts before ``s3://``). The path is listed, found and named as itself;
+    the table, known only from the symlinks facet, is no dataset of the port's until a
+    producer sends it, and never the primary before then."""
+    path, table = ("s3://lake", "warehouse/orders"), ("hive://metastore", "db.orders")
+    write = ds(*path, symlinks=symlinks((*table, "TABLE")))
+    api.ingest(run_event("COMPLETE", "load_orders", run_id(1), at(9), outputs=[write]))
+    listed = get(marquez, f"/namespaces/{enc(path[0])}/datasets")
+    assert listed["totalCount"] == 1
+    [dataset] = listed["datasets"]
+    assert dataset["id"] == {"namespace": path[0], "name": path[1]}
+    assert dataset["physicalName"] == path[1]
+    assert get(marquez, f"/namespaces/{enc(path[0])}/datasets/{enc(path[1])}") == dataset
+    assert get(marquez, f"/namespaces/{enc(table[0])}/datasets")["totalCount"] == 0
+    found = get(marquez, "/search", q="warehouse/orders")["results"]
+    assert [(r["namespace"], r["name"]) for r in found] == [path]
+    # Once a job reads the table by its name, it is listed in its own namespace too, and,
+    # the smallest identity sent, it is the primary: both answer its physicalName.
+    api.ingest(run_event("COMPLETE", "report", run_id(2), at(10), inputs=[ds(*table)]))
+    by_table = get(marquez, f"/namespaces/{enc(table[0])}/datasets/{enc(table[1])}")
+    by_path = get(marquez, f"/namespaces/{enc(path[0])}/datasets/{enc(path[1])}")
+    assert by_table["physicalName"] == by_path["physicalName"] == table[1]
+    assert by_path["id"] == {"namespace": path[0], "name": path[1]}
+    assert get(marquez, f"/namespaces/{enc(table[0])}/datasets")["totalCount"] == 1
 
 
 def test_dataset_fields_and_column_lineage(api: Api, marquez: TestClient) -> None:
@@ -299,7 +342,6 @@ def test_listings_are_ordered_and_paged_in_the_store(api: Api, marquez: TestClie
     datasets, totals = _pages(marquez, "/namespaces/db/datasets", "datasets", 2)
     assert datasets == ["t_a", "t_b", "t_c", "t_e", "t_gone"] and totals == {5}
     get(marquez, "/namespaces/hidden-ns/datasets", 404)
-    # The table is an alias of the Spark path (the node: the least identity): listed
-    # under the path only.
+    # The table and the Spark path are one node; each is listed in its own namespace.
     hive = _pages(marquez, f"/namespaces/{enc(HIVE_TABLE[0])}/datasets", "datasets", 1)
-    assert hive == ([HIVE_REPORT[1]], {1})
+    assert hive == (sorted([HIVE_REPORT[1], HIVE_TABLE[1]]), {2})

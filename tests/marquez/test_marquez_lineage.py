@@ -21,9 +21,14 @@ from graph_api import (
     REPORT,
     WAREHOUSE_PATH,
     Api,
+    at,
+    ds,
     platform,
+    run_event,
+    run_id,
     spark_reads_table,
     spark_writes_path,
+    symlinks,
 )
 
 
@@ -119,17 +124,41 @@ def test_a_platforms_lineage_in_marquez_shape(api: Api, marquez: TestClient) -> 
     assert {ds_id(CRM), ds_id(CUSTOMERS), "job:spark:daily"} <= set(from_job)
 
 
-def test_a_symlinked_dataset_is_one_node(api: Api, marquez: TestClient) -> None:
+def test_a_symlinked_dataset_is_one_node_named_as_asked(api: Api, marquez: TestClient) -> None:
+    """docs/marquez.md#symlinks: the path and the table are one node, named by the
+    identity the node id asked for (marquez-web keeps the nodes reachable from it)."""
     api.ingest(spark_writes_path(), spark_reads_table())
-    node = min(HIVE_TABLE, WAREHOUSE_PATH)
-    by_path, by_table = (lineage(marquez, ds_id(d)) for d in (WAREHOUSE_PATH, HIVE_TABLE))
-    assert by_path == by_table
-    assert set(by_id(by_path)) == {
-        "job:spark:write_orders",
-        ds_id(node),
-        "job:spark:build_report",
-        ds_id(HIVE_REPORT),
-    }
+    primary = min(HIVE_TABLE, WAREHOUSE_PATH)  # both sent as datasets
+    for asked in (WAREHOUSE_PATH, HIVE_TABLE):
+        graph = by_id(lineage(marquez, ds_id(asked)))
+        assert set(graph) == {
+            "job:spark:write_orders",
+            ds_id(asked),
+            "job:spark:build_report",
+            ds_id(HIVE_REPORT),
+        }
+        data = graph[ds_id(asked)]["data"]
+        assert (data["namespace"], data["name"], data["physicalName"]) == (*asked, primary[1])
+        writer = graph["job:spark:write_orders"]
+        assert writer["outEdges"] == [
+            {"origin": "job:spark:write_orders", "destination": ds_id(asked)}
+        ]
+    # Reached from elsewhere, the node is named by its primary identity.
+    from_report = by_id(lineage(marquez, ds_id(HIVE_REPORT)))
+    assert ds_id(primary) in from_report
+
+
+def test_a_path_whose_table_sorts_first_is_drawn_under_its_name(
+    api: Api, marquez: TestClient
+) -> None:
+    """Issue 51's blank marquez-web page: the S3 path, whose table (hive:// sorts first)
+    only its symlinks facet names, is in its own graph under its own name."""
+    path, table = ("s3://lake", "warehouse/orders"), ("hive://metastore", "db.orders")
+    write = ds(*path, symlinks=symlinks((*table, "TABLE")))
+    api.ingest(run_event("COMPLETE", "load_orders", run_id(1), at(9), outputs=[write]))
+    graph = by_id(lineage(marquez, ds_id(path)))
+    assert set(graph) == {ds_id(path), "job:spark:load_orders"}
+    assert graph[ds_id(path)]["data"]["physicalName"] == path[1]
 
 
 def test_unknown_and_malformed_node_ids(api: Api, marquez: TestClient) -> None:

@@ -11,7 +11,6 @@ from graph_api import (
     HIVE_TABLE,
     ORDERS,
     REPORT,
-    WAREHOUSE_PATH,
     Api,
     at,
     daily_run,
@@ -31,7 +30,8 @@ def get(marquez: TestClient, path: str, status: int = 200, **params: Any) -> Any
 def test_search_datasets_and_jobs(api: Api, marquez: TestClient) -> None:
     api.ingest(daily_run(5, time=at(9)), spark_writes_path(), spark_reads_table())
     found = get(marquez, "/api/v1/search", q="ORDERS")
-    node = min(HIVE_TABLE, WAREHOUSE_PATH)
+    # The table's name is the better match (the shorter): the node is answered as it.
+    node = HIVE_TABLE
     assert found["results"] == [
         {
             "type": "DATASET",
