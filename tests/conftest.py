@@ -291,6 +291,25 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
+def stacks(*pids: int) -> str:
+    """Each of ``pids`` and the processes under it: its command line and every thread's
+    Python stack (py-spy dump), for the message of a test that found it still running."""
+    py_spy = Path(sys.executable).parent / "py-spy"
+    out = []
+    for pid in [p for top in pids for p in process_tree(top)]:
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out.append(f"pid {pid}: {cmdline}")
+        try:
+            dump = subprocess.run(
+                [str(py_spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60
+            )
+            out.append(dump.stdout + dump.stderr)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            out.append(f"(no py-spy dump: {exc})")
+    return "\n".join(out)
+
+
 def crash(pid: int) -> None:
     """SIGKILL to ``pid`` and every process under it at once, as a power cut would. Each
     is stopped first (SIGSTOP, the tree walked again until no new process appears), so

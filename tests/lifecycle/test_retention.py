@@ -31,7 +31,7 @@ from embrasure.store import Store, open_store
 from embrasure.store.pacing import SWITCH_INTERVAL_S
 from embrasure.store.sqlite import SQLiteStore
 
-from conftest import ServerProcess, run_sql
+from conftest import ServerProcess, run_sql, stacks
 from graph_api import ORDERS, REPORT, Api, daily_run, export_events
 
 ZERO = datetime.timedelta(0)
@@ -468,7 +468,10 @@ def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
         while time.monotonic() < deadline and not Archive(str(archive_dir)).segments():
             time.sleep(0.2)
         proc.terminate()
-        assert proc.wait(30) == 0
+        try:
+            assert proc.wait(30) == 0
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running 30 s after SIGTERM:\n{stacks(proc.pid)}") from None
     finally:
         proc.kill()
     (archived,) = Archive(str(archive_dir)).bodies([1]).values()

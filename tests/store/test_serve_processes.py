@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 
-from conftest import MINIMAL_EVENT, ServerProcess
+from conftest import MINIMAL_EVENT, ServerProcess, stacks
 
 pytestmark = pytest.mark.slow
 JSON = {"Content-Type": "application/json"}
@@ -154,7 +154,10 @@ def test_serve_killed_takes_its_processes_with_it(db_path: Path) -> None:
         server.proc.kill()  # the supervisor alone, with -9
         server.proc.wait()
         for pid in pids:  # each asked the kernel for SIGTERM when it dies
-            wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 30)
+            try:
+                wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 30)
+            except AssertionError:
+                raise AssertionError(f"still running 30 s after SIGTERM:\n{stacks(pid)}") from None
         # and the port is free for the next serve on the same file
         again = ServerProcess(db_path)
         again.port, again.url = server.port, server.url
