@@ -74,7 +74,7 @@ def dataset_jsons(graph: Graph, identities: list[DatasetId]) -> list[dict[str, A
     nodes = list(dict.fromkeys(canonical[i] for i in identities))
     built = dict(zip(nodes, _node_jsons(graph, nodes), strict=True))
     primary = primaries(graph, nodes)
-    return [_named(built[canonical[i]], i, primary[canonical[i]]) for i in identities]
+    return [named_as(built[canonical[i]], i, primary[canonical[i]]) for i in identities]
 
 
 def primaries(graph: Graph, nodes: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
@@ -99,7 +99,9 @@ def shown_names(
     return shown, primary
 
 
-def _named(doc: dict[str, Any], identity: DatasetId, primary: DatasetId) -> dict[str, Any]:
+def named_as(doc: dict[str, Any], identity: DatasetId, primary: DatasetId) -> dict[str, Any]:
+    """A dataset's Marquez answer (Dataset, DatasetData) under ``identity``, its
+    ``physicalName`` the ``primary`` identity's name."""
     ns, name = identity
     return doc | {
         "id": {"namespace": ns, "name": name},

@@ -26,7 +26,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from embrasure.marquez import names
-from embrasure.marquez.datasets import STREAM_TYPES, fields_json, find_dataset, shown_names
+from embrasure.marquez.datasets import (
+    STREAM_TYPES,
+    fields_json,
+    find_dataset,
+    named_as,
+    shown_names,
+)
 from embrasure.marquez.http import bad_request, not_found, route
 from embrasure.marquez.jobs import job_data_jsons
 from embrasure.marquez.model import facet_text, instant, lifecycle_state, whole
@@ -138,14 +144,7 @@ def lineage_graph(
             out_edges[source].append(pair)
             in_edges[target].append(pair)
     data = _dataset_data(graph, datasets, merged)
-    for d in datasets:
-        ns, name = shown[d]
-        data[d] |= {
-            "id": {"namespace": ns, "name": name},
-            "name": name,
-            "namespace": ns,
-            "physicalName": primary[d].name,
-        }
+    data = {d: named_as(data[d], shown[d], primary[d]) for d in datasets}
     nodes: list[dict[str, Any]] = [
         {
             "id": ids[d],
