@@ -77,37 +77,42 @@ def dataset_jsons(graph: Graph, identities: list[DatasetId]) -> list[dict[str, A
     return [named_as(built[canonical[i]], i, primary[canonical[i]]) for i in identities]
 
 
-def primaries(graph: Graph, nodes: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
+def primaries(graph: Graph, nodes: Iterable[DatasetId]) -> dict[DatasetId, DatasetId | None]:
     """Each node's primary identity on the port: the smallest of its identities that a
     producer sent as a dataset (never one only a ``symlinks`` facet names), whatever the
-    order events came in; the node itself when none was (it cannot be: a node is sent)."""
+    order events came in, among those the reader may read (an identity in a namespace
+    outside its grants is never named: docs/security.md); None when there is none."""
     members = graph.ids.members(nodes)
     named = sorted({(m.namespace, m.name) for group in members.values() for m in group})
     sent = graph.reader.sent_datasets(named)
-    return {n: min((m for m in members[n] if m in sent), default=n) for n in members}
+    readable = graph.hidden.readable
+    return {
+        n: min((m for m in members[n] if m in sent and readable(m.namespace)), default=None)
+        for n in members
+    }
 
 
 def shown_names(
     graph: Graph, nodes: Iterable[DatasetId], asked: DatasetId | None
-) -> tuple[dict[DatasetId, DatasetId], dict[DatasetId, DatasetId]]:
-    """The identity each node of a graph answer is named by — its primary, but the
-    asked root's node by the identity asked — and each node's primary."""
+) -> tuple[dict[DatasetId, DatasetId], dict[DatasetId, DatasetId | None]]:
+    """The identity each node of a graph answer is named by — its primary (else the
+    node), but the asked root's node by the identity asked — and each node's primary."""
     primary = primaries(graph, nodes)
-    shown = dict(primary)
+    shown = {n: p or n for n, p in primary.items()}
     if asked is not None:
         shown[graph.ids.canonical([asked])[asked]] = asked
     return shown, primary
 
 
-def named_as(doc: dict[str, Any], identity: DatasetId, primary: DatasetId) -> dict[str, Any]:
+def named_as(doc: dict[str, Any], identity: DatasetId, primary: DatasetId | None) -> dict[str, Any]:
     """A dataset's Marquez answer (Dataset, DatasetData) under ``identity``, its
-    ``physicalName`` the ``primary`` identity's name."""
+    ``physicalName`` the ``primary`` identity's name (without one, its own)."""
     ns, name = identity
     return doc | {
         "id": {"namespace": ns, "name": name},
         "name": name,
         "namespace": ns,
-        "physicalName": primary.name,
+        "physicalName": (primary or identity).name,
     }
 
 
