@@ -9,11 +9,13 @@ answers there, the PostgreSQL half is skipped and says why.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sqlite3
@@ -26,12 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
+import orjson
 import psycopg
 import pytest
 from hypothesis import settings
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
+from embrasure.cli import demo
+from embrasure.projector.worker import Projector
 from embrasure.receiver.bounds import Limits
 from embrasure.settings import Settings
 from embrasure.store import open_store
@@ -42,6 +47,8 @@ import kafka_broker
 
 if TYPE_CHECKING:
     from click.testing import Result
+
+    from embrasure.store import Store
 
     import graph_api
 
@@ -289,6 +296,25 @@ def process_tree(pid: int) -> list[int]:
         tree.append(todo.pop())
         todo += children.get(tree[-1], [])
     return tree
+
+
+def demo_graph(prefix: str) -> tuple[str, Store]:
+    """A SQLite file holding `embrasure demo`'s platform, ingested over the API and
+    projected (removed at exit): the graph the schemathesis modules answer about, made
+    when they are imported, since they parametrize over operations at collection."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    db = f"sqlite:///{folder / 'api.db'}"
+    store = open_store(db)
+    with TestClient(build_app(Settings(db=db), store)) as client:
+        reply = client.post(
+            "/api/v1/lineage/batch",
+            content=orjson.dumps(demo.events()),
+            headers={"Content-Type": "application/json"},
+        )
+        assert reply.status_code == 202, reply.text
+    Projector(store).run_until_caught_up()
+    return db, store
 
 
 def stacks(*pids: int) -> str:

@@ -101,7 +101,7 @@ def column_graph(
         found.run(roots, functools.partial(column_step, graph, walk=walk, kinds=None), depth)
     edges: dict[Any, ColumnEdge] = {edge.key: edge for edge, _span in found.edges}
     fields = sorted(set(found.distance) | set(roots))
-    datasets = sorted({d for d, _ in fields} | {e.source for e in edges.values()})
+    datasets = sorted({d for d, _ in fields})
     shown, _primary = shown_names(graph, datasets, asked)
 
     def field_id(field: Field) -> str:

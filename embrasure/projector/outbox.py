@@ -20,9 +20,8 @@ from datetime import UTC, datetime, timedelta
 from embrasure.model import DatasetId
 from embrasure.notify import causes
 from embrasure.projector.graph_rows import Contributions
-from embrasure.projector.shapes import SEP
 from embrasure.store.base import Key, ProjectionTx
-from embrasure.store.rows import CanonicalRow, DatasetCheckRow, EdgeRow, FacetRow, RunRow
+from embrasure.store.rows import SEP, CanonicalRow, DatasetCheckRow, EdgeRow, FacetRow, RunRow
 
 # How far upstream of a cause a downstream subscription is looked for, at most, and how
 # many datasets that walk may visit: a subscription's depth is capped to it (cli, API).

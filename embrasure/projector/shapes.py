@@ -20,9 +20,7 @@ from embrasure.projector import facets as facet_rules
 from embrasure.projector.canonical import canonical_json
 from embrasure.projector.column_lineage import ColumnEdge
 from embrasure.projector.symlinks import Link, links_of
-from embrasure.store.rows import ShapeRow
-
-SEP = "\x1f"  # joins the parts of a facet owner's key; never in a JSON-escaped string
+from embrasure.store.rows import SEP, ShapeRow
 
 EdgeKey = tuple[str, str, str, str, str, int]  # job ns, name, ds ns, name, direction, static
 ColumnKey = tuple[str, str, str, str, str, str, str, str, str]

@@ -31,6 +31,7 @@ from embrasure.store.read_rows import (
 )
 from embrasure.store.rows import (
     INTERNED,
+    SEP,
     DatasetRow,
     FacetValueRow,
     ItemRow,
@@ -39,7 +40,7 @@ from embrasure.store.rows import (
     maker,
     table_of,
 )
-from embrasure.store.run_retention import SEP, run_horizon
+from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
 from embrasure.store.sql import MAX_PARAMS, Connection, select_records, select_where_in
 
@@ -348,34 +349,29 @@ class SQLReader(GraphReader):
         rows = self.conn.execute(sql, [*args, limit, offset])
         return int(total), [JobRecency._make(r) for r in rows]
 
-    def _sent(self) -> str:
-        """SQL: the identity ``d`` (a datasets row) was sent as a dataset — an edge names
-        it, or it has facets of its own — not only named by another's symlinks facet
-        (whose TABLE ends are datasets rows too: projector/shapes.py). Two parameters,
-        the entity key's separator."""
+    def _sent(self, d: str) -> str:
+        """SQL: the identity ``d`` (a datasets row's alias) was sent as a dataset — an
+        edge names it, or it has facets of its own — not only named by another's symlinks
+        facet (whose TABLE ends are datasets rows too: projector/shapes.py)."""
         g = self.g
         return (
-            f"(EXISTS (SELECT 1 FROM {g}edges e WHERE e.ds_ns = d.ns AND e.ds_name = d.name)"
+            f"(EXISTS (SELECT 1 FROM {g}edges e WHERE e.ds_ns = {d}.ns AND e.ds_name = {d}.name)"
             f" OR EXISTS (SELECT 1 FROM {g}facets f"
-            " WHERE f.entity = 'dataset' || ? || d.ns || ? || d.name))"
+            f" WHERE f.entity = 'dataset{SEP}' || {d}.ns || '{SEP}' || {d}.name))"
         )
 
     def sent_datasets(self, identities: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        found: set[tuple[str, str]] = set()
-        per = MAX_PARAMS // 2 - 2
-        for start in range(0, len(identities), per):
-            chunk = identities[start : start + per]
-            pairs = " OR ".join("(d.ns = ? AND d.name = ?)" for _ in chunk)
-            sql = f"SELECT d.ns, d.name FROM {self.g}datasets d WHERE ({pairs}) AND {self._sent()}"
-            args = [x for pair in chunk for x in pair] + [SEP, SEP]
-            found.update((str(ns), str(name)) for ns, name in self.conn.execute(sql, args))
-        return found
+        names = ("ns", "name")
+        found = select_where_in(
+            self.conn, f"{self.g}datasets", names, names, identities, self._sent("t")
+        )
+        return {(str(ns), str(name)) for ns, name in found}
 
     def datasets_in(
         self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
     ) -> tuple[int, list[DatasetRow]]:
-        sql = f" FROM {self.g}datasets d WHERE d.ns = ? AND {self._sent()}"
-        args: list[Any] = [namespace, SEP, SEP]
+        sql = f" FROM {self.g}datasets d WHERE d.ns = ? AND {self._sent('d')}"
+        args: list[Any] = [namespace]
         for ns, name in skip:
             sql += " AND NOT (d.ns = ? AND d.name = ?)"
             args += [ns, name]
@@ -475,7 +471,6 @@ class SQLReader(GraphReader):
                 ") k ON k.ns = j.ns AND k.name = j.name AND k.key <> ''"
                 " GROUP BY j.ns, j.name"
             )
-            args: list[Any] = []
         else:
             sql = (
                 f"SELECT MIN(k.key) FROM {g}datasets d LEFT JOIN ("
@@ -483,13 +478,12 @@ class SQLReader(GraphReader):
                 " WHERE first_key <> '' GROUP BY ds_ns, ds_name"
                 " UNION ALL SELECT d.ns, d.name, MIN(f.value_key)"
                 f" FROM {g}datasets d JOIN {g}facets f"
-                " ON f.entity = 'dataset' || ? || d.ns || ? || d.name"
+                f" ON f.entity = 'dataset{SEP}' || d.ns || '{SEP}' || d.name"
                 " WHERE f.value_key <> '' GROUP BY d.ns, d.name"
-                f") k ON k.ns = d.ns AND k.name = d.name WHERE {self._sent()}"
+                f") k ON k.ns = d.ns AND k.name = d.name WHERE {self._sent('d')}"
                 " GROUP BY d.ns, d.name"
             )
-            args = [SEP, SEP, SEP, SEP]
-        return [r[0] or "" for r in self.conn.execute(sql, args)]
+        return [r[0] or "" for r in self.conn.execute(sql)]
 
     def count_events(self, after_key: str | None, before_key: str | None) -> int:
         clauses, args = _time_range(after_key, before_key)

@@ -281,6 +281,11 @@ class DatasetCheckRow(NamedTuple):
     failed: int  # 1: it said success false
 
 
+# Joins the parts of a facet owner's key (``FacetRow.entity``: ``dataset<SEP>ns<SEP>name``,
+# projector/shapes.py ``entity``); never in a JSON-escaped string.
+SEP = "\x1f"
+
+
 class FacetRow(NamedTuple):
     """``facets``: an entity's facet, its winning value (by hash) and its latest deletion."""
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from embrasure.store.rows import SEP
 from embrasure.store.sql import MAX_PARAMS, Connection
 
-SEP = "\x1f"  # projector/shapes.py SEP: entity parts are joined with it
 AFTER_SEP = chr(ord(SEP) + 1)  # keys starting 'x<SEP>' sort below 'x<AFTER_SEP>'
 RunCursor = tuple[str, str, str]  # job ns, job name, latest key: where a pass goes on
 # Candidates a delete_unnamed_values statement takes: a parameter each, under SQLite's

@@ -14,40 +14,22 @@ routes (deprecated before 0.50, docs/marquez.md) are not served by the port.
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import orjson
 import schemathesis
 from hypothesis import HealthCheck, settings
-from starlette.testclient import TestClient
 
 from embrasure.app import build_app
-from embrasure.cli import demo
-from embrasure.projector.worker import Projector
 from embrasure.settings import Settings
-from embrasure.store import open_store
+
+from conftest import demo_graph
 
 SPEC = Path(__file__).parent.parent / "data" / "marquez-0.50.0-openapi.yml"
 
-
 # A graph to answer about (the demo platform), made at import: schemathesis parametrizes
 # over the document's operations when the module is collected.
-_DIR = Path(tempfile.mkdtemp(prefix="embrasure-marquez-spec-"))
-atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
-_DB = f"sqlite:///{_DIR / 'api.db'}"
-_STORE = open_store(_DB)
-with TestClient(build_app(Settings(db=_DB), _STORE)) as _client:
-    _r = _client.post(
-        "/api/v1/lineage/batch",
-        content=orjson.dumps(demo.events()),
-        headers={"Content-Type": "application/json"},
-    )
-    assert _r.status_code == 202, _r.text
-Projector(_STORE).run_until_caught_up()
+_DB, _STORE = demo_graph("embrasure-marquez-spec-")
 PORT = build_app(Settings(db=_DB), _STORE).state.marquez
 
 # schemathesis's own YAML reading keeps the document's unquoted example times

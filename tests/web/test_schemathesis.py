@@ -12,39 +12,21 @@ The same as a live server would get from the CLI (the lead's check):
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
-import orjson
 import schemathesis
 from hypothesis import HealthCheck, settings
-from starlette.testclient import TestClient
 
 from embrasure.app import build_app
-from embrasure.cli import demo
 from embrasure.model import Token
-from embrasure.projector.worker import Projector
 from embrasure.settings import Settings
-from embrasure.store import open_store
 from embrasure.web import auth
+
+from conftest import demo_graph
 
 # The app is built at import: schemathesis parametrizes over the operations of the
 # document the app serves. A graph to answer about: the demo platform.
-_DIR = Path(tempfile.mkdtemp(prefix="embrasure-schemathesis-"))
-atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
-_DB = f"sqlite:///{_DIR / 'api.db'}"
-_STORE = open_store(_DB)
-with TestClient(build_app(Settings(db=_DB), _STORE)) as _client:
-    _r = _client.post(
-        "/api/v1/lineage/batch",
-        content=orjson.dumps(demo.events()),
-        headers={"Content-Type": "application/json"},
-    )
-    assert _r.status_code == 202, _r.text
-Projector(_STORE).run_until_caught_up()
+_DB, _STORE = demo_graph("embrasure-schemathesis-")
 # Auth on, as a deployment runs: schemathesis checks that calls without the token, or
 # with a wrong one, are refused (401) where the document says a scope is needed.
 _ID, TOKEN = auth.new_token()
