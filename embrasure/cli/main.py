@@ -270,11 +270,15 @@ def serve_here(
         timeout_graceful_shutdown=settings.graceful_shutdown_seconds,
     )
     tune_gc()
+    server = uvicorn.Server(config)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
-    # handler that was installed before it started. Installing a no-op there makes the
-    # graceful shutdown the end of it: we close the store and exit 0.
+    # handler that was installed before it started. That handler is the server's own:
+    # re-raised, it changes nothing (we close the store and exit 0), and a signal that
+    # arrives before uvicorn has installed its handler (a supervisor that dies while this
+    # process starts: processes/supervisor.py) stops the server as soon as it has
+    # started, where a no-op would drop it and leave the process serving on, orphaned.
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: None)
+        signal.signal(sig, server.handle_exit)
     if not reads_only:
         log.info("listening on http://%s", show_address(sockets[0]))
     if settings.marquez_port and not reads_only:
@@ -296,7 +300,7 @@ def serve_here(
     if projector is not None:
         sender.start()
     try:
-        uvicorn.Server(config).run(sockets=sockets)
+        server.run(sockets=sockets)
     finally:
         stop_sending.set()
         if sender.is_alive():

@@ -29,12 +29,13 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from embrasure.model import utc_now
@@ -81,13 +82,19 @@ class Stage:
         }
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the supervisor dies (Linux only)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: orphans are the operator's to stop
-        pass
+def _die_with(parent: int) -> Callable[[], None]:
+    """What the child runs before exec: SIGTERM when the supervisor dies (Linux only)."""
+
+    def ask() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):  # not Linux: orphans are the operator's to stop
+            return
+        if os.getppid() != parent:  # it died before we asked (prctl(2)): stop now
+            os._exit(1)
+
+    return ask
 
 
 class Supervisor:
@@ -126,7 +133,7 @@ class Supervisor:
             argv,
             env=stage.env,
             pass_fds=stage.pass_fds,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with(os.getpid()),
             process_group=0,
         )
         stage.started, stage.restart_at = time.monotonic(), None

@@ -146,8 +146,8 @@ def test_a_process_killed_is_started_again_and_nothing_acknowledged_is_lost(
         server.stop()
 
 
-def test_serve_killed_takes_its_processes_with_it(db_path: Path) -> None:
-    server = ServerProcess(db_path).start()
+def test_serve_killed_takes_its_processes_with_it(db_path: Path, tmp_path: Path) -> None:
+    server = ServerProcess(db_path, log_dir=tmp_path).start()
     try:
         pids = [row["pid"] for row in wait_for(lambda: processes(server)).values()]
         assert server.proc is not None
@@ -157,7 +157,10 @@ def test_serve_killed_takes_its_processes_with_it(db_path: Path) -> None:
             try:
                 wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 30)
             except AssertionError:
-                raise AssertionError(f"still running 30 s after SIGTERM:\n{stacks(pid)}") from None
+                log = server.log_path.read_text()[-4000:]  # did it hear the signal?
+                raise AssertionError(
+                    f"still running 30 s after SIGTERM:\n{stacks(pid)}\nthe log:\n{log}"
+                ) from None
         # and the port is free for the next serve on the same file
         again = ServerProcess(db_path)
         again.port, again.url = server.port, server.url
