@@ -16,7 +16,8 @@ browser against any Marquez API: Embrasure's ``serve --marquez-port`` or Marquez
   datasets and jobs pages with their namespace picker, the events of a day with one
   unfolded, a dataset's lineage graph with its drawer and version history, a job's
   lineage, drawer, run history and a run's facets, a failed run's error, the
-  column-level graph, search (all, datasets only, by name), and a tag made in the Edit
+  column-level graph, a symlinked path's lineage, drawer and column graph (each must
+  draw the path's own name), search (all, datasets only, by name), and a tag made in the Edit
   Tag dialog and given to the dataset. It takes a screenshot at each stop (``--shots
   DIR``) and records every API request the UI made, without repeats: method, path,
   query, the body sent, status and the answer's JSON (``--record FILE``). A step whose
@@ -195,6 +196,7 @@ class Walk:
         "job-runs",
         "failed-run",
         "column-level",
+        "symlinked",
         "search",
         "tag",  # last: the answers before it are the events' alone
     )
@@ -344,6 +346,27 @@ class Walk:
         self.go(f"/datasets/column-level/{quote(ns, safe='')}/{quote(name, safe='')}")
         self.shot("column-level")
 
+    def symlinked(self) -> None:
+        """A path its writer's symlinks facet names as a table whose identity sorts first
+        (Spark writing a metastore table): its lineage page, drawer and column graph,
+        each drawn under the path's own name (docs/marquez.md#symlinks)."""
+        if not self.args.symlinked:
+            return
+        ns, name = self.args.symlinked
+        self.go(node_path("dataset", ns, name))
+        self.expect(name)
+        self.shot("symlinked-lineage")
+        self.go(drawer_path("dataset", ns, name))
+        self.expect(name)
+        self.shot("symlinked-drawer")
+        self.go(f"/datasets/column-level/{quote(ns, safe='')}/{quote(name, safe='')}")
+        self.expect(name)
+        self.shot("symlinked-column-level")
+
+    def expect(self, text: str) -> None:
+        """``text`` drawn somewhere on the page (a blank page fails the step)."""
+        self.page.get_by_text(text).first.wait_for(state="visible")
+
     def search(self) -> None:
         """The bar on every page, opened with Ctrl+K as a user does and typed into; then
         datasets only, sorted by name; then the first answer opened."""
@@ -392,6 +415,7 @@ def _platform() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         # source table (platform.DATASET) has an empty one.
         "column_dataset": [demo.WAREHOUSE, "analytics.customers_masked"],
         "events_day": demo.DAY,
+        "symlinked": [demo.LAKE, demo.SPARK_PATH],
     }
     return platform.events(), defaults
 
@@ -454,6 +478,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar=("NS", "NAME"),
         help="the column-level page's dataset (default: --dataset)",
+    )
+    parser.add_argument(
+        "--symlinked",
+        nargs=2,
+        default=None,
+        metavar=("NS", "NAME"),
+        help="a symlinked path, drawn under its own name (default: none)",
     )
     parser.add_argument(
         "--events-day", default=None, help="the events page's day, YYYY-MM-DD (default: today)"

@@ -32,6 +32,7 @@ from embrasure.marquez.runs import run_json, shown_run
 from embrasure.marquez.sources import source_name
 from embrasure.model import DatasetId
 from embrasure.projector.graph_rows import entity
+from embrasure.projector.symlinks import RENAME, TABLE
 from embrasure.query.columns import column_edges_of
 from embrasure.query.dataset_runs import writer_runs
 from embrasure.query.entities import run_views
@@ -41,7 +42,15 @@ from embrasure.query.hidden import Hidden
 from embrasure.query.tags import entity_tags, field_tags
 from embrasure.store import Store
 from embrasure.store.base import GraphReader
-from embrasure.store.rows import ColumnEdgeRow, DatasetRow, FacetRow, JobRow, RunIoRow, RunRow
+from embrasure.store.rows import (
+    ColumnEdgeRow,
+    DatasetRow,
+    FacetRow,
+    JobRow,
+    LinkRow,
+    RunIoRow,
+    RunRow,
+)
 from embrasure.web.auth import requires
 from embrasure.web.responses import answer
 
@@ -78,18 +87,26 @@ def dataset_jsons(graph: Graph, identities: list[DatasetId]) -> list[dict[str, A
 
 
 def primaries(graph: Graph, nodes: Iterable[DatasetId]) -> dict[DatasetId, DatasetId | None]:
-    """Each node's primary identity on the port: the smallest of its identities that a
-    producer sent as a dataset (never one only a ``symlinks`` facet names), whatever the
-    order events came in, among those the reader may read (an identity in a namespace
-    outside its grants is never named: docs/security.md); None when there is none."""
+    """Each node's primary identity on the port, from the set of what was sent, whatever
+    the order it came in: among the identities a producer sent as a dataset (never one
+    only a ``symlinks`` facet names) and the reader may read (docs/security.md), those no
+    other sent identity's facet names as its table and no rename left behind — the
+    path a Spark job wrote, as Marquez's ``dataset_symlinks.is_primary`` marks it, not the
+    table its facet names — the smallest of them (of all, when every one is named so);
+    None when there is none."""
     members = graph.ids.members(nodes)
     named = sorted({(m.namespace, m.name) for group in members.values() for m in group})
     sent = graph.reader.sent_datasets(named)
+    links = graph.reader.rows(LinkRow, ("a_ns", "a_name"), sorted(sent))
+    aliases = {(k.b_ns, k.b_name) for k in links if k.kind == TABLE}
+    aliases |= {(k.a_ns, k.a_name) for k in links if k.kind == RENAME}
     readable = graph.hidden.readable
-    return {
-        n: min((m for m in members[n] if m in sent and readable(m.namespace)), default=None)
-        for n in members
-    }
+
+    def primary(group: list[DatasetId]) -> DatasetId | None:
+        candidates = [m for m in group if m in sent and readable(m.namespace)]
+        return min([m for m in candidates if m not in aliases] or candidates, default=None)
+
+    return {n: primary(group) for n, group in members.items()}
 
 
 def shown_names(
@@ -411,8 +428,9 @@ def listed_datasets(
     graph: Graph, namespace: str, offset: int, limit: int
 ) -> tuple[int, list[DatasetId]]:
     """How many datasets a namespace lists as Marquez does, and the page from
-    ``offset``: every identity sent as a dataset in it (Marquez keeps a row per
-    identity), those of hidden nodes left out, by name. A node of a shown namespace is
+    ``offset``: every dataset identity in it, sent as a dataset or named as a table by
+    a symlinks facet (Marquez keeps a row per identity, ``dataset_symlinks``), those
+    of hidden nodes left out, by name. A node of a shown namespace is
     hidden only by name (one of its identities hidden: query/hidden.py), so its few
     identities are skipped by the store."""
     if namespace in graph.hidden.namespaces:

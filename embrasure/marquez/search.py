@@ -3,8 +3,9 @@
 docs/marquez.md#search), from Embrasure's search (query/search.py).
 
 ``/api/v1/search?q=&filter=&sort=&limit=&namespace=&before=&after=``: datasets and jobs
-whose name holds ``q`` (any case), as Marquez's ``ILIKE '%q%'``; a dataset found by an
-alias answers with its node, a job with its Marquez name. ``filter`` DATASET or JOB;
+whose name holds ``q`` (any case), as Marquez's ``ILIKE '%q%'``: a dataset under each of
+its identities whose name holds ``q`` (Marquez's rows), a job under its
+Marquez name. ``filter`` DATASET or JOB;
 ``sort`` NAME (default) or UPDATE_AT (newest first); ``limit`` default 10;
 ``namespace``, and ``before``/``after`` dates (YYYY-MM-DD) on ``updatedAt``. Marquez
 reads ``%`` and ``_`` in ``q`` as SQL wildcards; here they match themselves, so a query
@@ -22,6 +23,7 @@ from __future__ import annotations
 import datetime
 import html
 import re
+import string
 from typing import Any
 
 from starlette.requests import Request
@@ -44,11 +46,13 @@ from embrasure.web.responses import answer
 
 MAX_HITS = 1000  # what one search reads at most (Embrasure's page cap)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
-    """Datasets and jobs whose name holds ``q``, each node once (under the identity that
-    matched), with the time of its latest event (key)."""
+    """Datasets and jobs whose name holds ``q``, with the time of their latest event
+    (key): a dataset under each of its identities whose name holds it (a symlinked path
+    and its table, as Marquez's rows are), a job once."""
     found: list[tuple[DatasetId | JobId, str]] = []
     for result in search(graph.reader, q, 0, MAX_HITS):
         node = result["node"]
@@ -62,11 +66,9 @@ def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
                 for e in graph.edges_of_datasets([d], direction)
                 if e.last is not None
             ]
-            # Found by an alias (a symlinked path's own name): answered as that
-            # identity, the name the user looked for, as its Marquez row would be.
             alias = result.get("alias")
-            shown = DatasetId(alias["namespace"], alias["name"]) if alias else d
-            found.append((shown, max(keys, default="")))
+            matched = DatasetId(alias["namespace"], alias["name"]) if alias else d
+            found += [(shown, max(keys, default="")) for shown in _named(graph, d, matched, q)]
         else:
             # As the job's Job answers updatedAt (jobs.py): its runs' and its edges'
             # latest, so a service (edges, no runs) has one too.
@@ -80,6 +82,19 @@ def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
             ]
             found.append((job, max([*keys, *(r.latest_key for r in runs)], default="")))
     return found
+
+
+def _named(graph: Graph, node: DatasetId, matched: DatasetId, q: str) -> list[DatasetId]:
+    """The identities of ``node`` a search for ``q`` lists: those whose name holds
+    ``q`` (ASCII letters in any case, as query/search.py matches), readable; at least
+    the one the search matched."""
+    wanted = q.translate(_ASCII_LOWER)
+    named = [
+        m
+        for m in graph.ids.members([node])[node]
+        if graph.hidden.readable(m.namespace) and wanted in m.name.translate(_ASCII_LOWER)
+    ]
+    return named or [matched]
 
 
 def _date(request: Request, name: str) -> str | None:

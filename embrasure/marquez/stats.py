@@ -8,7 +8,7 @@ charts on marquez-web's home page.
 - ``lineage-events``: per interval, the events whose eventTime falls in it, by type
   (``fail``, ``start``, ``complete``, ``abort``).
 - ``jobs``, ``datasets``, ``sources``: per interval, how many there were by its end
-  (cumulative): every job, every identity sent as a dataset, every source
+  (cumulative): every job, every dataset identity the namespaces list, every source
   ``/api/v1/sources`` lists, so the last interval's count is the lists' total, as
   Marquez counts its rows. Each is counted from when it was first seen (Marquez counts
   rows by their creation time; Embrasure's graph holds eventTimes): a job's first

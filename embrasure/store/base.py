@@ -341,9 +341,10 @@ class GraphReader(abc.ABC):
     def datasets_in(
         self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
     ) -> tuple[int, list[DatasetRow]]:
-        """Every identity sent as a dataset in ``namespace`` (``sent_datasets``: a
-        symlinked path and its table each in its own), less ``skip``, by name: how many
-        there are, and the page from ``offset``; paged in the database."""
+        """Every dataset identity in ``namespace`` — sent as a dataset, or a table a
+        symlinks facet names (a symlinked path and its table each in its own) — less
+        ``skip``, by name: how many there are, and the page from ``offset``; paged in
+        the database."""
 
     @abc.abstractmethod
     def namespace_spans(self) -> list[NamespaceSpan]:
@@ -378,10 +379,11 @@ class GraphReader(abc.ABC):
 
     @abc.abstractmethod
     def first_seen_keys(self, kind: str) -> list[str]:
-        """The first eventTime key of every job (``kind`` "job") or every identity sent
-        as a dataset ("dataset"), ``''`` when none is known: a job's from its edges, runs
-        and JobEvents; a dataset's from its edges and its facets' winning values (a
-        DatasetEvent's dataset has no edge)."""
+        """The first eventTime key of every job (``kind`` "job") or every dataset
+        identity ("dataset", as ``datasets_in`` lists them), ``''`` when none is known: a
+        job's from its edges, runs and JobEvents; a dataset's from its edges, its facets'
+        winning values (a DatasetEvent's dataset has no edge) and the links naming it (a
+        table only a symlinks facet names)."""
 
     @abc.abstractmethod
     def count_events(self, after_key: str | None, before_key: str | None) -> int:

@@ -370,7 +370,7 @@ class SQLReader(GraphReader):
     def datasets_in(
         self, namespace: str, skip: Collection[tuple[str, str]], offset: int, limit: int
     ) -> tuple[int, list[DatasetRow]]:
-        sql = f" FROM {self.g}datasets d WHERE d.ns = ? AND {self._sent('d')}"
+        sql = f" FROM {self.g}datasets d WHERE d.ns = ?"
         args: list[Any] = [namespace]
         for ns, name in skip:
             sql += " AND NOT (d.ns = ? AND d.name = ?)"
@@ -480,7 +480,9 @@ class SQLReader(GraphReader):
                 f" FROM {g}datasets d JOIN {g}facets f"
                 f" ON f.entity = 'dataset{SEP}' || d.ns || '{SEP}' || d.name"
                 " WHERE f.value_key <> '' GROUP BY d.ns, d.name"
-                f") k ON k.ns = d.ns AND k.name = d.name WHERE {self._sent('d')}"
+                " UNION ALL SELECT b_ns, b_name, MIN(first_key)"
+                f" FROM {g}links WHERE first_key <> '' GROUP BY b_ns, b_name"
+                ") k ON k.ns = d.ns AND k.name = d.name"
                 " GROUP BY d.ns, d.name"
             )
         return [r[0] or "" for r in self.conn.execute(sql)]

@@ -11,6 +11,7 @@ from graph_api import (
     HIVE_TABLE,
     ORDERS,
     REPORT,
+    WAREHOUSE_PATH,
     Api,
     at,
     daily_run,
@@ -30,9 +31,16 @@ def get(marquez: TestClient, path: str, status: int = 200, **params: Any) -> Any
 def test_search_datasets_and_jobs(api: Api, marquez: TestClient) -> None:
     api.ingest(daily_run(5, time=at(9)), spark_writes_path(), spark_reads_table())
     found = get(marquez, "/api/v1/search", q="ORDERS")
-    # The table's name is the better match (the shorter): the node is answered as it.
+    # The path and its table are one node, listed under each name (Marquez's rows), by name.
     node = HIVE_TABLE
     assert found["results"] == [
+        {
+            "type": "DATASET",
+            "name": WAREHOUSE_PATH[1],
+            "updatedAt": "2026-11-30T10:00:00Z",
+            "namespace": WAREHOUSE_PATH[0],
+            "nodeId": f"dataset:{WAREHOUSE_PATH[0]}:{WAREHOUSE_PATH[1]}",
+        },
         {
             "type": "DATASET",
             "name": node[1],
@@ -55,14 +63,14 @@ def test_search_datasets_and_jobs(api: Api, marquez: TestClient) -> None:
             "nodeId": "job:spark:write_orders",
         },
     ]
-    assert found["totalCount"] == 3
+    assert found["totalCount"] == 4
     jobs = get(marquez, "/api/v1/search", q="orders", filter="JOB")["results"]
     assert [r["name"] for r in jobs] == ["write_orders"]
     newest = get(marquez, "/api/v1/search", q="orders", sort="UPDATE_AT", limit=1)["results"]
-    assert [r["name"] for r in newest] == [node[1]]
+    assert [r["name"] for r in newest] == [WAREHOUSE_PATH[1]]  # the node's time; then by name
     assert get(marquez, "/api/v1/search", q="orders", namespace=ORDERS[0])["totalCount"] == 1
     assert get(marquez, "/api/v1/search", q="orders", after="2026-12-01")["totalCount"] == 0
-    assert get(marquez, "/api/v1/search", q="orders", before="2026-12-01")["totalCount"] == 3
+    assert get(marquez, "/api/v1/search", q="orders", before="2026-12-01")["totalCount"] == 4
     assert get(marquez, "/api/v1/search", 400, q=" ")["code"] == 400
     assert get(marquez, "/api/v1/search", 400, q="x", filter="FIELD")["code"] == 400
     assert get(marquez, "/api/v1/search", 400, q="x", after="01/12/2026")["code"] == 400
