@@ -146,7 +146,8 @@ def test_a_symlinked_dataset_is_one_node_under_each_name(api: Api, marquez: Test
     """docs/marquez.md#symlinks: the path and the table are one node, each answered and
     listed under its own name, with the node's data; physicalName the primary's."""
     api.ingest(spark_writes_path(), spark_reads_table())
-    node = primary = min(HIVE_TABLE, WAREHOUSE_PATH)  # both sent as datasets
+    node = min(HIVE_TABLE, WAREHOUSE_PATH)  # Embrasure's canonical identity
+    primary = WAREHOUSE_PATH  # sent with the facet naming the table
     by_path = get(
         marquez, f"/namespaces/{enc(WAREHOUSE_PATH[0])}/datasets/{enc(WAREHOUSE_PATH[1])}"
     )
