@@ -352,20 +352,23 @@ class Walk:
         each drawn under the path's own name (docs/marquez.md#symlinks)."""
         if not self.args.symlinked:
             return
-        ns, name = self.args.symlinked
+        ns, name, field = self.args.symlinked
         self.go(node_path("dataset", ns, name))
-        self.expect(name)
         self.shot("symlinked-lineage")
+        self.expect(name, field)
         self.go(drawer_path("dataset", ns, name))
-        self.expect(name)
         self.shot("symlinked-drawer")
+        self.expect(name, field)
         self.go(f"/datasets/column-level/{quote(ns, safe='')}/{quote(name, safe='')}")
-        self.expect(name)
         self.shot("symlinked-column-level")
+        self.expect(name, field)
 
-    def expect(self, text: str) -> None:
-        """``text`` drawn somewhere on the page (a blank page fails the step)."""
-        self.page.get_by_text(text).first.wait_for(state="visible")
+    def expect(self, *texts: str) -> None:
+        """Each of ``texts`` drawn on the page: the name (the header shows it even over
+        a blank graph) and one of the dataset's fields, which only a drawn graph, drawer
+        or column graph shows."""
+        for text in texts:
+            self.page.get_by_text(text).first.wait_for(state="visible")
 
     def search(self) -> None:
         """The bar on every page, opened with Ctrl+K as a user does and typed into; then
@@ -415,7 +418,7 @@ def _platform() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         # source table (platform.DATASET) has an empty one.
         "column_dataset": [demo.WAREHOUSE, "analytics.customers_masked"],
         "events_day": demo.DAY,
-        "symlinked": [demo.LAKE, demo.SPARK_PATH],
+        "symlinked": [demo.LAKE, demo.SPARK_PATH, "customer_id"],
     }
     return platform.events(), defaults
 
@@ -481,10 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--symlinked",
-        nargs=2,
+        nargs=3,
         default=None,
-        metavar=("NS", "NAME"),
-        help="a symlinked path, drawn under its own name (default: none)",
+        metavar=("NS", "NAME", "FIELD"),
+        help="a symlinked path and one of its fields, drawn under its name (default: none)",
     )
     parser.add_argument(
         "--events-day", default=None, help="the events page's day, YYYY-MM-DD (default: today)"
