@@ -97,7 +97,7 @@ NULLABLE = {
     ),
     "GraphNode": ("data", "inEdges", "outEdges"),
 }
-ERRORS = ("400", "404")  # Marquez's ErrorMessage: {code, message}
+ERRORS = ("400", "404")
 
 
 FIELDS_IN = ("Dataset", "DatasetVersion", "DbTable", "Stream")  # marquez.common.models.Field
@@ -142,11 +142,18 @@ def _version_id(doc: Doc) -> None:
 
 
 def _error_statuses(doc: Doc) -> None:
-    body = {
+    message = {
         "type": "object",
         "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
         "required": ["code", "message"],
     }
+    # Dropwizard's answer to a parameter its validation refuses (``limit=-1``).
+    refused = {
+        "type": "object",
+        "properties": {"errors": {"type": "array", "items": {"type": "string"}}},
+        "required": ["errors"],
+    }
+    body = {"anyOf": [message, refused]}
     for item in doc["paths"].values():
         operation = item.get("get")
         if operation is None:
@@ -176,7 +183,8 @@ CORRECTIONS: list[Correction] = [
         to_read=True,
     ),
     Correction(
-        "400 and 404 listed for every GET, with Marquez's error body (`code`, `message`)",
+        "400 and 404 listed for every GET, with Marquez's error bodies (`{code, message}`,"
+        " or Dropwizard's `{errors}` for a parameter its validation refuses)",
         "the document lists 200 alone, where Marquez answers 400 for a parameter it"
         " refuses and 404 for an unknown namespace, dataset, job, run or node",
         _error_statuses,
