@@ -53,6 +53,7 @@ class AsOfIdentities:
         self.reader = reader
         self.key = key
         self._groups: dict[DatasetId, dict[DatasetId, DatasetId]] = {}
+        self._renamed: set[DatasetId] = set()
 
     def _neighbours(self, x: DatasetId) -> list[Link]:
         rows = self.reader.rows(LinkRow, ("a_ns", "a_name"), [x]) + self.reader.rows(
@@ -66,10 +67,16 @@ class AsOfIdentities:
 
     def _group(self, x: DatasetId) -> dict[DatasetId, DatasetId]:
         if x not in self._groups:
-            group = {m: r.canonical for m, r in resolve_group(x, self._neighbours).items()}
+            resolved = resolve_group(x, self._neighbours)
+            group = {m: r.canonical for m, r in resolved.items()}
             for member in group:
                 self._groups[member] = group
+            self._renamed |= {m for m, r in resolved.items() if r.renamed}
         return self._groups[x]
+
+    def is_renamed(self, identity: DatasetId) -> bool:
+        self._group(identity)
+        return identity in self._renamed
 
     def canonical(self, ids: Iterable[DatasetId]) -> dict[DatasetId, DatasetId]:
         return {i: self._group(i)[i] for i in ids}

@@ -12,7 +12,7 @@ from embrasure.model import DatasetId, JobId
 from embrasure.projector import graph_rows
 from embrasure.projector.column_lineage import ColumnEdge, ColumnEdgeKey, merge_edges
 from embrasure.projector.graph_rows import EdgeSpan
-from embrasure.query.entities import dataset_node, node_id
+from embrasure.query.entities import dataset_node, named_as_asked, node_id
 from embrasure.query.graph import Graph, Resolver
 from embrasure.query.walk import Walk
 from embrasure.store.base import GraphReader
@@ -124,7 +124,7 @@ def column_lineage(
     limit: int = 500,
 ) -> dict[str, Any]:
     graph = Graph(reader)
-    root = graph.ids.canonical([root])[root]
+    asked, root = root, graph.ids.canonical([root])[root]
     found: Walk[Field, ColumnHop] = Walk(limit=limit)
     for walk in ("upstream", "downstream") if direction == "both" else (direction,):
         # ``both`` is two complete walks sharing the node limit, as in ``lineage``.
@@ -133,13 +133,14 @@ def column_lineage(
         )
     edges = {edge.key: (edge, span) for edge, span in found.edges}
     placeholder = graph.hidden.placeholder()
-    return {
+    answer = {
         "root": dataset_node(root, field)["id"],
         "nodes": [dataset_node(d, f) for d, f in sorted(found.distance)]
         + ([placeholder] if placeholder else []),
         "edges": [column_edge_json(graph, *edges[k]) for k in sorted(edges, key=_column_order)],
         "truncated": found.truncated,
     }
+    return named_as_asked(answer, root, graph.shown_as(asked), field)
 
 
 def column_step(

@@ -77,6 +77,46 @@ def dataset_node(d: DatasetId, field: str | None = None) -> dict[str, Any]:
     return node
 
 
+def named_as_asked(
+    answer: dict[str, Any], node: DatasetId, asked: DatasetId, field: str | None = None
+) -> dict[str, Any]:
+    """A walk's answer about ``node`` (canonical) asked by another of its identities (a
+    symlinked path, an old name), the root ``field`` of it if one was asked: that
+    dataset and its fields named as asked, every id of theirs in it changed to match —
+    the one node the client asked about shows under the name it used
+    (docs/queries.md#conventions), the others under their canonical identity."""
+    if asked == node:
+        return answer
+    ids = {dataset_node(node)["id"]: dataset_node(asked)["id"]}
+    if field is not None:  # the root, which an impact answer holds only as an id
+        ids[dataset_node(node, field)["id"]] = dataset_node(asked, field)["id"]
+
+    def rename(value: Any) -> Any:
+        if isinstance(value, dict):
+            kept = {k: rename(v) for k, v in value.items()}
+            if (
+                kept.get("type") in ("dataset", "field")
+                and (kept.get("namespace"), kept.get("name")) == node
+                and "id" in kept
+            ):
+                shown = dataset_node(asked, kept.get("field"))
+                ids[kept["id"]] = shown["id"]
+                kept |= shown
+            return kept
+        if isinstance(value, list):
+            return [rename(v) for v in value]
+        return value
+
+    def relink(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: relink(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [relink(v) for v in value]
+        return ids.get(value, value) if isinstance(value, str) else value
+
+    return relink(rename(answer))  # type: ignore[no-any-return]
+
+
 def job_node(job: JobId, kind: str) -> dict[str, Any]:
     return {
         "id": node_id(kind, job.namespace, job.name),

@@ -78,6 +78,8 @@ class Resolver(Protocol):
 
     def members(self, canonical: Iterable[DatasetId]) -> dict[DatasetId, list[DatasetId]]: ...
 
+    def is_renamed(self, identity: DatasetId) -> bool: ...
+
 
 class Graph:
     """The dataset-level graph around some nodes, resolved and merged, in one snapshot."""
@@ -91,6 +93,20 @@ class Graph:
     def hidden(self) -> Hidden:
         """What admins hid, resolved by this graph's identities (now, or as of then)."""
         return Hidden(self.reader, self.ids)
+
+    def shown_as(self, asked: DatasetId) -> DatasetId:
+        """The name a walk asked from ``asked`` shows its root under: as asked, unless a
+        rename left that name behind, or its namespace is hidden or outside the reader's
+        grants (docs/queries.md#conventions, docs/security.md): then the canonical one."""
+        node = self.ids.canonical([asked])[asked]
+        hidden = self.hidden
+        if (
+            self.ids.is_renamed(asked)
+            or asked.namespace in hidden.hidden_namespaces
+            or not hidden.readable(asked.namespace)
+        ):
+            return node
+        return asked
 
     def job_type(self, job: JobId) -> str:
         kind = self._kinds.get(job)

@@ -26,7 +26,7 @@ from typing import Any
 
 from embrasure.model import DatasetId, JobId
 from embrasure.query.columns import ColumnHop, Field, column_step
-from embrasure.query.entities import dataset_node, job_node
+from embrasure.query.entities import dataset_node, job_node, named_as_asked
 from embrasure.query.graph import Graph, Hop
 from embrasure.query.lineage import Node, step
 from embrasure.query.walk import Walk
@@ -60,7 +60,7 @@ def impact(
     reader: GraphReader, root: DatasetId, field: str | None, depth: int, limit: int
 ) -> dict[str, Any]:
     graph = Graph(reader)
-    root = graph.ids.canonical([root])[root]
+    asked, root = root, graph.ids.canonical([root])[root]
     found = _Items(limit)
     if field is None:
         root_id = dataset_node(root)["id"]
@@ -74,13 +74,14 @@ def impact(
         starts = [((root, field), [root_id])]
     _field_walk(graph, starts, depth, found, with_containers=field is not None)
     found.items.pop(root_id, None)
-    return {
+    answer = {
         "root": root_id,
         "items": sorted(found.items.values(), key=lambda i: (i["distance"], i["node"]["id"])),
         "truncated": found.truncated,
         # What the walks stopped at outside the reader's grants (query/hidden.py).
         "hidden": graph.hidden.placeholder(),
     }
+    return named_as_asked(answer, root, graph.shown_as(asked), field)
 
 
 def _dataset_walk(graph: Graph, root: DatasetId, depth: int, found: _Items) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from typing import Any
 
 from embrasure.model import DatasetId, JobId
-from embrasure.query.entities import dataset_node, job_node
+from embrasure.query.entities import dataset_node, job_node, named_as_asked
 from embrasure.query.graph import Graph, Hop
 from embrasure.query.walk import Walk
 
@@ -27,6 +27,7 @@ def lineage(
     downstream walks (``both``), each following edges in one direction, up to ``depth``
     edges. ``graph`` is the served graph (``Graph``) or the graph at an instant
     (``as_of.AsOfGraph``)."""
+    asked = root
     if isinstance(root, DatasetId):
         root = graph.ids.canonical([root])[root]
     found: Walk[Node, Hop] = Walk(limit=limit)
@@ -39,13 +40,16 @@ def lineage(
     kept = graph.complete(h for h in hops.values() if h.job in nodes and h.dataset in nodes)
     graph.job_types(n for n in nodes if isinstance(n, JobId))
     placeholder = graph.hidden.placeholder()
-    return {
+    answer = {
         "root": _node(graph, root)["id"],
         "nodes": [_node(graph, n) for n in sorted(nodes, key=_sort_node)]
         + ([placeholder] if placeholder else []),
         "edges": graph.edge_json(kept),
         "truncated": found.truncated,
     }
+    if isinstance(root, DatasetId) and isinstance(asked, DatasetId):
+        return named_as_asked(answer, root, graph.shown_as(asked))
+    return answer
 
 
 def step(
