@@ -166,6 +166,9 @@ def test_a_symlinked_datasets_tags_are_its_nodes(db_url: str) -> None:
             def members(self, nodes: Any) -> dict[DatasetId, list[DatasetId]]:
                 return {n: [n, self.alias] if n == self.node else [n] for n in nodes}
 
+            def is_renamed(self, identity: DatasetId) -> bool:
+                return False  # no rename joined them
+
         with store.reader() as reader:
             found = entity_tags(reader, Joined(), "dataset", [("hive", "db.orders")])
         assert found == {("hive", "db.orders"): ["PII", "gold"]}
