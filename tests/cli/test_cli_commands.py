@@ -33,6 +33,7 @@ import producer_events as pe
 from conftest import ServerProcess, free_port, one_error_line
 
 TABLE_ID = f"dataset:{demo.WAREHOUSE}:{demo.TABLE}"
+PATH_ID = f"dataset:{demo.LAKE}:{demo.SPARK_PATH}"
 SERVICE_ID = f"service:{demo.DASHBOARD_NS}:{demo.DASHBOARD}"
 
 
@@ -251,7 +252,8 @@ def test_demo_twice_then_lineage_shows_the_table_and_the_service(db: str) -> Non
 
     args = ("--namespace", demo.LAKE, "--name", demo.SPARK_PATH, "--direction", "downstream")
     graph = as_json(cli("lineage", "--db", db, *args, "--json"))
-    assert graph["root"] == TABLE_ID  # the S3 path is the table: one node
+    # The S3 path is the table: one node, named as asked (docs/queries.md#conventions).
+    assert graph["root"] == PATH_ID and TABLE_ID not in {n["id"] for n in graph["nodes"]}
     nodes = {n["id"]: n for n in graph["nodes"]}
     assert nodes[SERVICE_ID]["type"] == "service"
     assert (f"dataset:{demo.WAREHOUSE}:{demo.MODELS[2]}", SERVICE_ID) in {
@@ -260,7 +262,7 @@ def test_demo_twice_then_lineage_shows_the_table_and_the_service(db: str) -> Non
     table = cli("lineage", "--db", db, *args)
     assert table.exit_code == 0
     assert table.stdout.splitlines()[0] == (
-        f"dataset {demo.WAREHOUSE} {demo.TABLE}: 6 nodes, 6 edges (downstream, depth 5)"
+        f"dataset {demo.LAKE} {demo.SPARK_PATH}: 6 nodes, 6 edges (downstream, depth 5)"
     )
     assert f"service {demo.DASHBOARD_NS} {demo.DASHBOARD}" in table.stdout
 
@@ -544,7 +546,7 @@ def test_backup_copies_the_database(sqlite_demo_db: str, tmp_path: Path) -> None
             "--json",
         )
     )
-    assert graph["root"] == TABLE_ID
+    assert graph["root"] == PATH_ID
 
     line = one_error_line(cli("backup", str(target), "--db", demo_db))
     assert line == f"embrasure: error: {target} exists; pass --force to replace it"
