@@ -89,21 +89,21 @@ def dataset_jsons(graph: Graph, identities: list[DatasetId]) -> list[dict[str, A
 def primaries(graph: Graph, nodes: Iterable[DatasetId]) -> dict[DatasetId, DatasetId | None]:
     """Each node's primary identity on the port, from the set of what was sent, whatever
     the order it came in: among the identities a producer sent as a dataset (never one
-    only a ``symlinks`` facet names) and the reader may read (docs/security.md), those no
-    other sent identity's facet names as its table and no rename left behind — the
-    path a Spark job wrote, as Marquez's ``dataset_symlinks.is_primary`` marks it, not the
-    table its facet names — the smallest of them (of all, when every one is named so);
-    None when there is none."""
+    only a ``symlinks`` facet names) in a namespace the reader may see (readable, not
+    hidden: docs/security.md), those no other sent identity's facet names as its table
+    and no rename left behind — the path a Spark job wrote, as Marquez's
+    ``dataset_symlinks.is_primary`` marks it, not the table its facet names — the
+    smallest of them (of all, when every one is named so); None when there is none."""
     members = graph.ids.members(nodes)
     named = sorted({(m.namespace, m.name) for group in members.values() for m in group})
     sent = graph.reader.sent_datasets(named)
     links = graph.reader.rows(LinkRow, ("a_ns", "a_name"), sorted(sent))
     aliases = {(k.b_ns, k.b_name) for k in links if k.kind == TABLE}
     aliases |= {(k.a_ns, k.a_name) for k in links if k.kind == RENAME}
-    readable = graph.hidden.readable
+    may_name = graph.hidden.may_name
 
     def primary(group: list[DatasetId]) -> DatasetId | None:
-        candidates = [m for m in group if m in sent and readable(m.namespace)]
+        candidates = [m for m in group if m in sent and may_name(m.namespace)]
         return min([m for m in candidates if m not in aliases] or candidates, default=None)
 
     return {n: primary(group) for n, group in members.items()}

@@ -86,13 +86,13 @@ def hits(graph: Graph, q: str) -> list[tuple[DatasetId | JobId, str]]:
 
 def _named(graph: Graph, node: DatasetId, matched: DatasetId, q: str) -> list[DatasetId]:
     """The identities of ``node`` a search for ``q`` lists: those whose name holds
-    ``q`` (ASCII letters in any case, as query/search.py matches), readable; at least
-    the one the search matched."""
+    ``q`` (ASCII letters in any case, as query/search.py matches) in a namespace the
+    reader may see; at least the one the search matched."""
     wanted = q.translate(_ASCII_LOWER)
     named = [
         m
         for m in graph.ids.members([node])[node]
-        if graph.hidden.readable(m.namespace) and wanted in m.name.translate(_ASCII_LOWER)
+        if graph.hidden.may_name(m.namespace) and wanted in m.name.translate(_ASCII_LOWER)
     ]
     return named or [matched]
 

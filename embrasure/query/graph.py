@@ -99,12 +99,7 @@ class Graph:
         rename left that name behind, or its namespace is hidden or outside the reader's
         grants (docs/queries.md#conventions, docs/security.md): then the canonical one."""
         node = self.ids.canonical([asked])[asked]
-        hidden = self.hidden
-        if (
-            self.ids.is_renamed(asked)
-            or asked.namespace in hidden.hidden_namespaces
-            or not hidden.readable(asked.namespace)
-        ):
+        if self.ids.is_renamed(asked) or not self.hidden.may_name(asked.namespace):
             return node
         return asked
 

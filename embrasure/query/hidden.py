@@ -87,6 +87,10 @@ class Hidden:
     def readable(self, namespace: str) -> bool:
         return self.grants is None or self.grants.allows(namespace)
 
+    def may_name(self, namespace: str) -> bool:
+        """Whether an answer may name an identity in ``namespace``: readable, not hidden."""
+        return namespace not in self.hidden_namespaces and self.readable(namespace)
+
     def outside(self, node: DatasetId | JobId) -> bool:
         """Whether a (canonical) node is hidden from this reader by its grants."""
         return not self.readable(node.namespace)

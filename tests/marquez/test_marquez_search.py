@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from starlette.testclient import TestClient
 
 from graph_api import (
@@ -98,3 +99,14 @@ def test_a_service_found_has_the_time_its_job_has(api: Api, marquez: TestClient)
     job = get(marquez, "/api/v1/namespaces/services/jobs/orders_api")
     assert [r["updatedAt"] for r in found] == [job["updatedAt"]]
     assert job["updatedAt"] is not None
+
+
+def test_search_names_no_identity_in_a_hidden_namespace(api: Api, marquez: TestClient) -> None:
+    """The path's namespace hidden (docs/security.md): the node is still found, by its
+    table, and the path is not named."""
+    api.ingest(spark_writes_path(), spark_reads_table())
+    hide = {"type": "namespace", "namespace": WAREHOUSE_PATH[0]}
+    assert api.client.post("/api/v1/admin/hide", content=orjson.dumps(hide)).status_code == 202
+    api.project()
+    found = get(marquez, "/api/v1/search", q="orders", filter="DATASET")["results"]
+    assert [(r["namespace"], r["name"]) for r in found] == [HIVE_TABLE]
