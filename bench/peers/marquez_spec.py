@@ -67,15 +67,21 @@ def run_checks(base_url: str, document: dict[str, Any], examples: int) -> Found:
     for path, path_parameters, query in requests:
         operation = operations[path]
         case = operation.Case(path_parameters=path_parameters, query=query)
-        response = case.call(base_url=base_url, timeout=60)
-        for name, check in CHECKS.items():
-            try:
-                case.validate_response(response, checks=[check])
-            except (Exception, BaseExceptionGroup) as failure:
-                for line in _described(failure):
-                    counts = found[operation.label].setdefault(name, {})
-                    counts[f"(known) {line}"] = counts.get(f"(known) {line}", 0) + 1
+        for name, line in _failed(case, case.call(base_url=base_url, timeout=60)):
+            counts = found[operation.label].setdefault(name, {})
+            counts[f"(known) {line}"] = counts.get(f"(known) {line}", 0) + 1
     return found
+
+
+def _failed(case: Any, response: Any) -> list[tuple[str, str]]:
+    """What each check found wrong with ``response``: (check, one line a failure)."""
+    out = []
+    for name, check in CHECKS.items():
+        try:
+            case.validate_response(response, checks=[check])
+        except (Exception, BaseExceptionGroup) as failure:  # schemathesis's group
+            out += [(name, line) for line in _described(failure)]
+    return out
 
 
 def _check(base_url: str, operation: Any, examples: int) -> dict[str, dict[str, int]]:
@@ -91,13 +97,8 @@ def _check(base_url: str, operation: Any, examples: int) -> dict[str, dict[str, 
         )
         @given(operation.as_strategy(generation_mode=mode))
         def call(case: Any) -> None:
-            response = case.call(base_url=base_url, timeout=60)
-            for name, check in CHECKS.items():
-                try:
-                    case.validate_response(response, checks=[check])
-                except (Exception, BaseExceptionGroup) as failure:  # schemathesis's group
-                    for line in _described(failure):
-                        failures[name][line] += 1
+            for name, line in _failed(case, case.call(base_url=base_url, timeout=60)):
+                failures[name][line] += 1
 
         with contextlib.suppress(Exception, BaseExceptionGroup):  # a case it cannot make
             call()

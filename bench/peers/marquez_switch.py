@@ -32,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parents[1]
-if str(BENCH_DIR) not in sys.path:  # run as a script: bench/ holds the shared harness
-    sys.path.insert(0, str(BENCH_DIR))
+TESTS_DIR = BENCH_DIR.parent / "tests"
+for folder in (BENCH_DIR, TESTS_DIR):  # run as a script: the shared harness, the builders
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 import httpx  # noqa: E402
 import servers  # noqa: E402
@@ -43,12 +45,20 @@ from peers.marquez_api import Compat, wait_projected  # noqa: E402
 from peers.peer_api import segment  # noqa: E402
 from peers.targets import running  # noqa: E402
 
+from graph_api import (  # noqa: E402  (tests/graph_api.py: events as producers send them)
+    AIRFLOW,
+    DBT,
+    SPARK,
+    column_lineage,
+    dataset_event,
+    ds,
+    facet,
+    input_field,
+    run_event,
+    symlinks,
+)
+
 RESULTS = BENCH_DIR / "results"
-OL = "https://openlineage.io/spec"
-CORE = f"{OL}/2-0-2/OpenLineage.json"
-SPARK = "https://github.com/OpenLineage/OpenLineage/tree/1.24.2/integration/spark"
-DBT = "https://github.com/OpenLineage/OpenLineage/tree/1.24.2/integration/dbt"
-AIRFLOW = "https://github.com/apache/airflow/tree/providers-openlineage/2.3.0"
 
 SHOP = ("postgres://shop.internal:5432", "shop.public.orders")  # with dataSource
 PATH = ("s3://lake", "warehouse/sales/orders")  # Spark's output, symlinked to TABLE
@@ -63,21 +73,10 @@ DAG = ("airflow-prod", "orders_daily")  # a job with no datasets
 COLUMNS = (("order_id", "bigint"), ("amount", "decimal(12,2)"), ("day", "date"))
 
 
-def facet(kind: str, version: str, producer: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "_producer": producer,
-        "_schemaURL": f"{OL}/facets/{version}/{kind}.json#/$defs/{kind}",
-        **fields,
-    }
-
-
-def schema(producer: str, columns: Sequence[tuple[str, str]] = COLUMNS) -> dict[str, Any]:
-    fields = [{"name": n, "type": t} for n, t in columns]
+def schema(producer: str) -> dict[str, Any]:
+    """A schema facet with COLUMNS' types (their fields' types are compared)."""
+    fields = [{"name": n, "type": t} for n, t in COLUMNS]
     return facet("SchemaDatasetFacet", "1-1-1", producer, fields=fields)
-
-
-def dataset(ident: tuple[str, str], **facets: Any) -> dict[str, Any]:
-    return {"namespace": ident[0], "name": ident[1], "facets": facets}
 
 
 def run_events(
@@ -90,18 +89,22 @@ def run_events(
     """A START and a COMPLETE, a minute apart."""
     run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{job}{at.isoformat()}"))
     return [
-        {
-            "eventType": kind,
-            "eventTime": (at + timedelta(minutes=n)).isoformat().replace("+00:00", "Z"),
-            "producer": producer,
-            "schemaURL": f"{CORE}#/$defs/RunEvent",
-            "run": {"runId": run_id, "facets": {}},
-            "job": {"namespace": job[0], "name": job[1], "facets": {}},
-            "inputs": inputs,
-            "outputs": outputs,
-        }
+        run_event(
+            kind,
+            job[1],
+            run_id,
+            _time(at + timedelta(minutes=n)),
+            inputs=inputs,
+            outputs=outputs,
+            namespace=job[0],
+            producer=producer,
+        )
         for n, kind in enumerate(("START", "COMPLETE"))
     ]
+
+
+def _time(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
 
 
 def switching_events(now: datetime) -> list[dict[str, Any]]:
@@ -114,49 +117,27 @@ def switching_events(now: datetime) -> list[dict[str, Any]]:
         name="shop-db",
         uri="postgres://shop.internal:5432",
     )
-    symlinks = facet(
-        "SymlinksDatasetFacet",
-        "1-0-1",
-        SPARK,
-        identifiers=[{"namespace": TABLE[0], "name": TABLE[1], "type": "TABLE"}],
-    )
-    returns_link = facet(
-        "SymlinksDatasetFacet",
-        "1-0-1",
-        SPARK,
-        identifiers=[{"namespace": ONLY_NAMED[0], "name": ONLY_NAMED[1], "type": "TABLE"}],
-    )
-    mapping = {
-        name: {"inputFields": [{"namespace": TABLE[0], "name": TABLE[1], "field": name}]}
-        for name, _ in COLUMNS
-    }
-    lineage = facet("ColumnLineageDatasetFacet", "1-2-0", DBT, fields=mapping)
-    topic: dict[str, Any] = {
-        "eventTime": at.isoformat().replace("+00:00", "Z"),
-        "producer": SPARK,
-        "schemaURL": f"{CORE}#/$defs/DatasetEvent",
-        "dataset": dataset(TOPIC, schema=schema(SPARK)),
-    }
+    lineage = column_lineage({name: [input_field(TABLE, name)] for name, _ in COLUMNS})
     return [
         *run_events(
             SPARK,
             SPARK_JOB,
             at,
-            [dataset(SHOP, dataSource=source, schema=schema(SPARK))],
+            [ds(*SHOP, dataSource=source, schema=schema(SPARK))],
             [
-                dataset(PATH, symlinks=symlinks, schema=schema(SPARK)),
-                dataset(RETURNS, symlinks=returns_link, schema=schema(SPARK)),
+                ds(*PATH, symlinks=symlinks((*TABLE, "TABLE")), schema=schema(SPARK)),
+                ds(*RETURNS, symlinks=symlinks((*ONLY_NAMED, "TABLE")), schema=schema(SPARK)),
             ],
         ),
         *run_events(
             DBT,
             DBT_JOB,
             at + timedelta(minutes=10),
-            [dataset(TABLE, schema=schema(DBT))],
-            [dataset(MODEL, schema=schema(DBT), columnLineage=lineage)],
+            [ds(*TABLE, schema=schema(DBT))],
+            [ds(*MODEL, schema=schema(DBT), columnLineage=lineage)],
         ),
         *run_events(AIRFLOW, DAG, at + timedelta(minutes=20), [], []),
-        topic,
+        dataset_event(ds(*TOPIC, schema=schema(SPARK)), _time(at)),
     ]
 
 

@@ -349,22 +349,17 @@ class SQLReader(GraphReader):
         rows = self.conn.execute(sql, [*args, limit, offset])
         return int(total), [JobRecency._make(r) for r in rows]
 
-    def _sent(self, d: str) -> str:
-        """SQL: the identity ``d`` (a datasets row's alias) was sent as a dataset — an
-        edge names it, or it has facets of its own — not only named by another's symlinks
-        facet (whose TABLE ends are datasets rows too: projector/shapes.py)."""
-        g = self.g
-        return (
-            f"(EXISTS (SELECT 1 FROM {g}edges e WHERE e.ds_ns = {d}.ns AND e.ds_name = {d}.name)"
-            f" OR EXISTS (SELECT 1 FROM {g}facets f"
-            f" WHERE f.entity = 'dataset{SEP}' || {d}.ns || '{SEP}' || {d}.name))"
-        )
-
     def sent_datasets(self, identities: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        names = ("ns", "name")
-        found = select_where_in(
-            self.conn, f"{self.g}datasets", names, names, identities, self._sent("t")
+        # Sent as a dataset: an edge names it, or it has facets of its own — not only
+        # named by another's symlinks facet (whose TABLE ends are datasets rows too:
+        # projector/shapes.py).
+        g, names = self.g, ("ns", "name")
+        sent = (
+            f"(EXISTS (SELECT 1 FROM {g}edges e WHERE e.ds_ns = t.ns AND e.ds_name = t.name)"
+            f" OR EXISTS (SELECT 1 FROM {g}facets f"
+            f" WHERE f.entity = 'dataset{SEP}' || t.ns || '{SEP}' || t.name))"
         )
+        found = select_where_in(self.conn, f"{g}datasets", names, names, identities, sent)
         return {(str(ns), str(name)) for ns, name in found}
 
     def datasets_in(
