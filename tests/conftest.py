@@ -396,8 +396,11 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                # Answering, and its read processes serving (docs/operations.md#health):
+                # /readyz is 503 for other reasons too, which tests cause on purpose.
+                ready = httpx.get(self.url + "/readyz", timeout=1)
+                if ready.status_code == 200 or "starting" not in ready.json():
                     return self
             time.sleep(0.05)
         raise RuntimeError(f"server did not start:\n{self.log_path.read_text()}")

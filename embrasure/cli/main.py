@@ -180,7 +180,9 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
     reader_args = ["serve", "--reads", *(f"--listen-fd={fd}" for fd in read_fds)]
     reader_env = {**env, **off, BY_NAME["kafka_bootstrap"].env: ""}
     for n in range(settings.read_workers):
-        stages.append(Stage(f"reads-{n + 1}", reader_args, reader_env, tuple(read_fds), 5.0))
+        stages.append(
+            Stage(f"reads-{n + 1}", reader_args, reader_env, tuple(read_fds), 5.0, serves=True)
+        )
     if not settings.no_projector:
         stages.append(Stage("projector", ["project"], {**env, **off}))
     if settings.retain_log or settings.retain_runs:
@@ -201,6 +203,23 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
 
 
 LISTEN_BACKLOG = 2048  # uvicorn's own default
+
+
+def _announcing_server() -> type[Any]:
+    """A uvicorn server that, once it serves, tells the receiver's /readyz so (a read
+    process of serve's: processes/status.py ``serving``)."""
+    import uvicorn
+
+    from embrasure.processes.status import StatusBoard, announce_serving
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            board = StatusBoard.from_environment()
+            if self.started and board is not None:
+                announce_serving(board)
+
+    return Announcing
 
 
 def unix_listen(path: str) -> socket.socket:
@@ -270,7 +289,7 @@ def serve_here(
         timeout_graceful_shutdown=settings.graceful_shutdown_seconds,
     )
     tune_gc()
-    server = uvicorn.Server(config)
+    server = (_announcing_server() if reads_only else uvicorn.Server)(config)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
     # handler that was installed before it started. That handler is the server's own:
     # re-raised, it changes nothing (we close the store and exit 0), and a signal that

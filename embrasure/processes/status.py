@@ -9,7 +9,9 @@ atomically (a reader sees the old document or the new one, never half of one):
 
 - ``processes``: the supervisor's table: each process's pid, state and restarts;
 - ``retention``: the retention process's passes (lifecycle/retention.RetentionState);
-- ``kafka``: the consumer's outcomes, lag, pause and broker error (receiver/kafka.KafkaStatus).
+- ``kafka``: the consumer's outcomes, lag, pause and broker error (receiver/kafka.KafkaStatus);
+- ``serving-<pid>``: a read process that has started serving (written once): until each
+  read process in the table has, ``/readyz`` answers 503 (its reads would wait).
 
 The receiver reads them through ``RemoteRetention`` and ``RemoteKafka``, which answer as
 the in-process ``RetentionLoop`` and ``KafkaConsumer`` do, so web/health.py and
@@ -77,6 +79,9 @@ class StatusBoard:
         except FileNotFoundError:
             return None
         return doc
+
+    def has(self, name: str) -> bool:
+        return (self.directory / f"{name}.json").exists()
 
     def runs(self, process: str) -> bool:
         """Whether the supervisor runs ``process`` (its table lists it)."""
@@ -187,3 +192,22 @@ class Processes:
         doc = self.board.read("processes") or {}
         doc.pop("published_at", None)
         return doc
+
+    def starting(self) -> list[str]:
+        """The read processes not serving yet: a start takes a second or two, and many
+        more at ``--read-nice`` on a busy machine, during which the reads forwarded to
+        them wait."""
+        return [
+            name
+            for name, row in self.table().items()
+            if row.get("serves") and (row["pid"] is None or not self.board.has(serving(row["pid"])))
+        ]
+
+
+def serving(pid: int) -> str:
+    """The document a read process publishes once it serves (``announce_serving``)."""
+    return f"serving-{pid}"
+
+
+def announce_serving(board: StatusBoard) -> None:
+    board.publish(serving(os.getpid()), {})

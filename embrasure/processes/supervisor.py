@@ -56,13 +56,15 @@ _PR_SET_PDEATHSIG = 1
 class Stage:
     """One supervised process: ``name``, the ``embrasure`` arguments that run it, its
     environment (the supervisor's settings, with this stage's changes), the sockets it
-    inherits, and how long it may take to stop."""
+    inherits, how long it may take to stop, and whether it serves the receiver's
+    forwarded reads (it then says when it does: status.announce_serving)."""
 
     name: str
     args: list[str]
     env: dict[str, str]
     pass_fds: tuple[int, ...] = ()
     stop_seconds: float = 0.0
+    serves: bool = False
     proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0  # time.monotonic() at its start
     started_at: str | None = None  # the same, for people (UTC)
@@ -79,6 +81,7 @@ class Stage:
             "restarts": self.restarts,
             "started_at": self.started_at if running else None,
             "last_exit": self.last_exit,
+            "serves": self.serves,
         }
 
 

@@ -83,6 +83,16 @@ class Health:
             raise Problem(
                 503, "not-ready", "Not ready", str(exc), retry_after=self.retry_after
             ) from exc
+        starting = [] if self.processes is None else self.processes.starting()
+        if starting:  # docs/operations.md#processes: reads forwarded to them would wait
+            raise Problem(
+                503,
+                "not-ready",
+                "Not ready: read processes starting",
+                f"{', '.join(starting)} not serving yet; ingest is accepted meanwhile",
+                retry_after=1,
+                starting=starting,
+            )
         if load.refusing is not None:
             raise Problem(
                 503,

@@ -146,6 +146,27 @@ def test_a_process_killed_is_started_again_and_nothing_acknowledged_is_lost(
         server.stop()
 
 
+def test_not_ready_until_its_read_process_serves(db_path: Path, tmp_path: Path) -> None:
+    """docs/operations.md#health: a read process that (re)starts makes /readyz 503, naming
+    it, until it serves; ingest is accepted meanwhile."""
+    server = ServerProcess(db_path, log_dir=tmp_path).start()  # waits for it: conftest.py
+    try:
+        assert httpx.get(server.url + "/readyz").status_code == 200
+        os.kill(processes(server)["reads-1"]["pid"], signal.SIGKILL)
+        starting = wait_for(
+            lambda: (r := httpx.get(server.url + "/readyz")).status_code == 503 and r
+        )
+        assert starting.json()["starting"] == ["reads-1"], starting.json()
+        assert starting.headers["Retry-After"] == "1"
+        r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
+        assert r.status_code == 202
+        wait_for(lambda: httpx.get(server.url + "/readyz").status_code == 200, 30)
+        assert processes(server)["reads-1"]["restarts"] == 1
+        assert httpx.get(server.url + "/api/v1/namespaces", timeout=5).status_code == 200
+    finally:
+        server.stop()
+
+
 def test_serve_killed_takes_its_processes_with_it(db_path: Path, tmp_path: Path) -> None:
     server = ServerProcess(db_path, log_dir=tmp_path).start()
     try:

@@ -189,8 +189,10 @@ def _service() -> dict[str, dict[str, Operation]]:
                 {
                     "200": json_body("Ready", "Ready."),
                     "503": problem(
-                        "The store is not reachable, or ingest is refused for overload (the"
-                        " problem's `ingest` member holds the load measured).",
+                        "The store is not reachable, ingest is refused for overload (the"
+                        " problem's `ingest` member holds the load measured), or under"
+                        " `serve` a read process has not started serving (its `starting`"
+                        " member names them).",
                         retry_after=True,
                     ),
                 },
