@@ -31,6 +31,7 @@ import httpx
 import orjson
 import psycopg
 import pytest
+from http_client import HTTP
 from hypothesis import settings
 from starlette.testclient import TestClient
 
@@ -399,7 +400,7 @@ class ServerProcess:
             with contextlib.suppress(httpx.HTTPError, ValueError):
                 # Answering, and its read processes serving (docs/operations.md#health):
                 # /readyz is 503 for other reasons too, which tests cause on purpose.
-                ready = httpx.get(self.url + "/readyz", timeout=1)
+                ready = HTTP.get(self.url + "/readyz", timeout=1)
                 if ready.status_code == 200 or "starting" not in ready.json():
                     return self
             time.sleep(0.05)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from http_client import HTTP
 from joserfc.jwk import RSAKey
 
 from conftest import free_port
@@ -131,7 +132,7 @@ class OidcProvider:
                 raise RuntimeError(self.log())
             with contextlib.suppress(httpx.HTTPError):
                 discovery = f"{self.issuer}/.well-known/openid-configuration"
-                if httpx.get(discovery, timeout=1).status_code == 200:
+                if HTTP.get(discovery, timeout=1).status_code == 200:
                     return self
             time.sleep(0.1)
         raise RuntimeError(f"the OpenID provider did not start:\n{self.log()}")
@@ -157,7 +158,7 @@ class OidcProvider:
 
     def client_token(self, client_id: str, resource: str = RESOURCE) -> str:
         """An access token (a JWT) by the client credentials grant (RFC 6749 §4.4)."""
-        reply = httpx.post(
+        reply = HTTP.post(
             f"{self.issuer}/token",
             data={"grant_type": "client_credentials", "resource": resource},
             auth=(client_id, self.clients[client_id]),

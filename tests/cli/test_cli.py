@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from click.testing import CliRunner
+from http_client import HTTP
 
 from embrasure import store
 from embrasure.cli.main import main
@@ -148,9 +148,9 @@ def test_serve_reads_no_projector_from_the_environment(tmp_path: Path) -> None:
     flag has a variable): with EMBRASURE_NO_PROJECTOR a delivery stays accepted."""
     server = ServerProcess(tmp_path / "e.db", env={"EMBRASURE_NO_PROJECTOR": "1"}).start()
     try:
-        receipt = httpx.post(f"{server.url}/api/v1/lineage", json=MINIMAL_EVENT).json()
+        receipt = HTTP.post(f"{server.url}/api/v1/lineage", json=MINIMAL_EVENT).json()
         time.sleep(0.5)  # the projector, when it runs, projects within milliseconds
-        view = httpx.get(f"{server.url}/api/v1/deliveries/{receipt['delivery_id']}").json()
+        view = HTTP.get(f"{server.url}/api/v1/deliveries/{receipt['delivery_id']}").json()
         assert view["state"] == "accepted"
     finally:
         server.stop()

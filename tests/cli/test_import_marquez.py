@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import psycopg
 import pytest
 from click.testing import CliRunner
+from http_client import HTTP
 
 from embrasure.cli.main import main
 from embrasure.projector.canonical import event_id
@@ -255,7 +255,7 @@ def test_into_a_server(marquez_db: str, tmp_path: Path, direct_export: bytes) ->
         )
         assert (again["imported"], again["duplicate"]) == (0, len(ROWS) - 1)
         deadline = time.monotonic() + 60  # the server's projector catching up
-        while (export := httpx.get(f"{server.url}/api/v1/export").content) != direct_export:
+        while (export := HTTP.get(f"{server.url}/api/v1/export").content) != direct_export:
             assert time.monotonic() < deadline, export[:200]
             time.sleep(0.2)
     finally:

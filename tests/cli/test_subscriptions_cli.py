@@ -10,9 +10,9 @@ import sys
 import time
 from datetime import UTC, datetime
 
-import httpx
 import standardwebhooks
 from click.testing import CliRunner, Result
+from http_client import HTTP
 
 from embrasure.cli.main import main
 from embrasure.notify.causes import KINDS
@@ -101,9 +101,9 @@ def test_listen_prints_what_verifies_and_refuses_the_rest() -> None:
             "webhook-signature": signature,
         }
         url = f"http://127.0.0.1:{port}/hook"
-        assert httpx.post(url, content=body, headers=headers).status_code == 204
+        assert HTTP.post(url, content=body, headers=headers).status_code == 204
         forged = {**headers, "webhook-signature": "v1,AAAA"}
-        assert httpx.post(url, content=body, headers=forged).status_code == 401
+        assert HTTP.post(url, content=body, headers=forged).status_code == 401
         time.sleep(0.2)
     finally:
         listener.terminate()

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
+from http_client import HTTP
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
@@ -433,12 +433,12 @@ def test_serve_runs_a_pass_every_interval(db_url: str, tmp_path: Path) -> None:
     try:
         body = orjson.dumps(daily_run(4))
         json_type = {"Content-Type": "application/json"}
-        r = httpx.post(server.url + "/api/v1/lineage", content=body, headers=json_type, timeout=10)
+        r = HTTP.post(server.url + "/api/v1/lineage", content=body, headers=json_type, timeout=10)
         assert r.status_code == 202, r.text
         delivery_id = r.json()["delivery_id"]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            ready = httpx.get(server.url + "/readyz", timeout=10).json()
+            ready = HTTP.get(server.url + "/readyz", timeout=10).json()
             if ready["retention"]["bodies_archived"] == 1:
                 break
             time.sleep(0.2)
@@ -446,7 +446,7 @@ def test_serve_runs_a_pass_every_interval(db_url: str, tmp_path: Path) -> None:
         assert ready["retention"]["bodies_archived"] == 1
         (archived,) = Archive(str(archive_dir)).bodies([1]).values()
         assert (archived.delivery_id, archived.body) == (delivery_id, body)
-        events = httpx.get(server.url + "/api/v1/events", timeout=10).json()["events"]
+        events = HTTP.get(server.url + "/api/v1/events", timeout=10).json()["events"]
         assert [e["event"] for e in events] == [orjson.loads(body)]
         assert server.terminate() == 0
     finally:

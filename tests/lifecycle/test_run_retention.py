@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
+from http_client import HTTP
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
@@ -331,7 +331,7 @@ def test_serve_removes_old_runs_every_interval(db_url: str, tmp_path: Path) -> N
     server = ServerProcess(db_url, *flags, log_dir=tmp_path).start()
     try:
         events = [daily_run(n, time=at(8 + n)) for n in (1, 2)]
-        r = httpx.post(
+        r = HTTP.post(
             server.url + "/api/v1/lineage/batch",
             content=orjson.dumps(events),
             headers={"Content-Type": "application/json"},
@@ -340,13 +340,13 @@ def test_serve_removes_old_runs_every_interval(db_url: str, tmp_path: Path) -> N
         assert r.status_code == 202, r.text
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            metrics = httpx.get(server.url + "/metrics", timeout=10).text
+            metrics = HTTP.get(server.url + "/metrics", timeout=10).text
             if "embrasure_retention_runs_removed_total 1.0" in metrics:
                 break
             time.sleep(0.2)
         assert "embrasure_retention_runs_removed_total 1.0" in metrics
-        assert httpx.get(server.url + f"/api/v1/runs/{run_id(1)}", timeout=10).status_code == 404
-        assert httpx.get(server.url + f"/api/v1/runs/{run_id(2)}", timeout=10).status_code == 200
+        assert HTTP.get(server.url + f"/api/v1/runs/{run_id(1)}", timeout=10).status_code == 404
+        assert HTTP.get(server.url + f"/api/v1/runs/{run_id(2)}", timeout=10).status_code == 200
         assert server.terminate() == 0
     finally:
         server.stop()

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from http_client import HTTP
 from marquez_client import MarquezClient, errors
 
 from embrasure.marquez.model import dataset_version, job_version
@@ -64,7 +65,7 @@ def marquez_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
     url = f"http://127.0.0.1:{port}"
     try:
         for event in events():
-            reply = httpx.post(url + "/api/v1/lineage", json=event)
+            reply = HTTP.post(url + "/api/v1/lineage", json=event)
             assert reply.status_code == 202, reply.text
         with httpx.Client(base_url=server.url, timeout=30) as http:
             wait_projected(http, len(events()))

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
+from http_client import HTTP
 from test_check_notifications import ORDERS, check
 from webhook_receiver import LOOPBACK_ENV, Receiver
 
@@ -81,7 +81,7 @@ def test_a_kill_9_mid_delivery_sends_it_again_under_the_same_id(tmp_path: Path) 
         server = ServerProcess(db, env=env).start()
         try:
             for event in (check(1, 9, ok=True), check(2, 10, ok=False)):
-                r = httpx.post(
+                r = HTTP.post(
                     f"{server.url}/api/v1/lineage", content=orjson.dumps(event), headers=JSON
                 )
                 assert r.status_code == 202, r.text

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from http_client import HTTP
 
 import flink_agent
 import flink_graph
@@ -123,7 +124,7 @@ def test_both_backends_serve_the_same_graph(flink_run: LiveRun) -> None:
         no_postgresql()
     exports = []
     for server in flink_run.servers.values():
-        reply = httpx.get(server.url + "/api/v1/export", timeout=60)
+        reply = HTTP.get(server.url + "/api/v1/export", timeout=60)
         assert reply.status_code == 200
         exports.append(reply.content)
     at = next((i for i, (a, b) in enumerate(zip(*exports, strict=False)) if a != b), None)

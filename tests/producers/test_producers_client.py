@@ -26,6 +26,7 @@ import orjson
 import pytest
 import requests
 from click.testing import CliRunner
+from http_client import HTTP
 from openlineage.client import OpenLineageClient
 from openlineage.client.serde import Serde
 from openlineage.client.transport import Transport
@@ -121,7 +122,7 @@ def test_gzip_compression_gets_a_415_that_names_the_setting(
         asynchronous.close(timeout=5)
         assert any("status code: 415" in r.getMessage() for r in caplog.records)
 
-        deliveries = httpx.get(server.url + "/api/v1/deliveries").json()["deliveries"]
+        deliveries = HTTP.get(server.url + "/api/v1/deliveries").json()["deliveries"]
         assert deliveries == []  # nothing stored
     finally:
         server.stop()
@@ -153,7 +154,7 @@ class FlakyProxy:
                     for k, v in self.headers.items()
                     if k.lower() in ("content-type", "content-encoding", "authorization")
                 }
-                reply = httpx.post(
+                reply = HTTP.post(
                     proxy.upstream + self.path, content=body, headers=headers, timeout=30
                 )
                 digest = hashlib.sha256(body).digest()
@@ -297,9 +298,7 @@ def test_a_429_is_retried_after_its_retry_after_when_the_client_is_told_to(
         headers = {"Content-Type": "application/json"}
         deadline = time.monotonic() + 30
         while True:  # fill the backlog until the server says so (it looks once a second)
-            reply = httpx.post(
-                server.url + "/api/v1/lineage", content=next(bodies), headers=headers
-            )
+            reply = HTTP.post(server.url + "/api/v1/lineage", content=next(bodies), headers=headers)
             if reply.status_code == 429:
                 break
             assert reply.status_code == 202 and time.monotonic() < deadline

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from http_client import HTTP
 
 import spark_agent
 import spark_graph
@@ -111,7 +112,7 @@ def test_both_backends_serve_the_same_graph(spark_run: LiveRun) -> None:
         no_postgresql()
     exports, stored = [], []
     for server in spark_run.servers.values():
-        reply = httpx.get(server.url + "/api/v1/export", timeout=60)
+        reply = HTTP.get(server.url + "/api/v1/export", timeout=60)
         assert reply.status_code == 200
         exports.append(reply.content)
         stored.append(spark_agent.served_events(server.url))

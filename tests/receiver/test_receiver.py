@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+from http_client import HTTP
 from starlette.testclient import TestClient
 
 from embrasure.receiver.bounds import Limits
@@ -443,12 +444,10 @@ def test_every_item_rejected_means_quarantined(client: TestClient) -> None:
 def test_concurrent_identical_deliveries_store_one(server: ServerProcess) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    import httpx
-
     body = orjson.dumps(job_event("raced"))
 
     def send(_: int) -> dict[str, Any]:
-        r = httpx.post(server.url + "/api/v1/lineage", content=body, headers=JSON, timeout=30)
+        r = HTTP.post(server.url + "/api/v1/lineage", content=body, headers=JSON, timeout=30)
         assert r.status_code == 202, r.text
         return r.json()  # type: ignore[no-any-return]
 
@@ -462,10 +461,8 @@ def test_concurrent_identical_deliveries_store_one(server: ServerProcess) -> Non
 def test_concurrent_distinct_deliveries_all_stored(server: ServerProcess) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    import httpx
-
     def send(i: int) -> str:
-        r = httpx.post(
+        r = HTTP.post(
             server.url + "/api/v1/lineage",
             content=orjson.dumps(job_event(f"j{i}")),
             headers=JSON,
@@ -478,4 +475,4 @@ def test_concurrent_distinct_deliveries_all_stored(server: ServerProcess) -> Non
         ids = list(pool.map(send, range(200)))
     assert len(set(ids)) == 200
     for delivery_id in ids[::20]:
-        assert httpx.get(f"{server.url}/api/v1/deliveries/{delivery_id}").status_code == 200
+        assert HTTP.get(f"{server.url}/api/v1/deliveries/{delivery_id}").status_code == 200

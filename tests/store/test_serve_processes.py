@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from http_client import HTTP
 
 from conftest import MINIMAL_EVENT, ServerProcess, stacks
 
@@ -30,7 +31,7 @@ def event(n: int) -> bytes:
 
 
 def processes(server: ServerProcess) -> dict[str, Any]:
-    table: dict[str, Any] = httpx.get(server.url + "/readyz", timeout=10).json()["processes"]
+    table: dict[str, Any] = HTTP.get(server.url + "/readyz", timeout=10).json()["processes"]
     return table
 
 
@@ -48,7 +49,7 @@ def wait_for(check: Any, timeout: float = 60.0) -> Any:
 
 
 def projected(server: ServerProcess) -> bool:
-    backlog = httpx.get(server.url + "/api/v1/overview", params={"runs": 0}).json()["backlog"]
+    backlog = HTTP.get(server.url + "/api/v1/overview", params={"runs": 0}).json()["backlog"]
     return bool(backlog["deliveries"] == 0 and backlog["items"] == 0)
 
 
@@ -97,10 +98,10 @@ def test_serve_runs_a_process_per_stage(db_url: str, tmp_path: Path) -> None:
         assert server.proc is not None and server.proc.pid not in pids and len(pids) == 4
         for pid in pids:  # children of serve's supervisor
             assert int(Path(f"/proc/{pid}/stat").read_text().split()[3]) == server.proc.pid
-        r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
+        r = HTTP.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
         assert r.status_code == 202
         wait_for(lambda: projected(server))  # the projector process projected it
-        metrics = httpx.get(server.url + "/metrics").text
+        metrics = HTTP.get(server.url + "/metrics").text
         assert 'embrasure_process_up{process="projector"} 1.0' in metrics
         assert 'embrasure_process_restarts_total{process="receiver"} 0.0' in metrics
         assert server.terminate() == 0
@@ -151,18 +152,18 @@ def test_not_ready_until_its_read_process_serves(db_path: Path, tmp_path: Path) 
     it, until it serves; ingest is accepted meanwhile."""
     server = ServerProcess(db_path, log_dir=tmp_path).start()  # waits for it: conftest.py
     try:
-        assert httpx.get(server.url + "/readyz").status_code == 200
+        assert HTTP.get(server.url + "/readyz").status_code == 200
         os.kill(processes(server)["reads-1"]["pid"], signal.SIGKILL)
         starting = wait_for(
-            lambda: (r := httpx.get(server.url + "/readyz")).status_code == 503 and r
+            lambda: (r := HTTP.get(server.url + "/readyz")).status_code == 503 and r
         )
         assert starting.json()["starting"] == ["reads-1"], starting.json()
         assert starting.headers["Retry-After"] == "1"
-        r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
+        r = HTTP.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
         assert r.status_code == 202
-        wait_for(lambda: httpx.get(server.url + "/readyz").status_code == 200, 30)
+        wait_for(lambda: HTTP.get(server.url + "/readyz").status_code == 200, 30)
         assert processes(server)["reads-1"]["restarts"] == 1
-        assert httpx.get(server.url + "/api/v1/namespaces", timeout=5).status_code == 200
+        assert HTTP.get(server.url + "/api/v1/namespaces", timeout=5).status_code == 200
     finally:
         server.stop()
 
@@ -194,8 +195,8 @@ def test_serve_killed_takes_its_processes_with_it(db_path: Path, tmp_path: Path)
 def test_single_process_runs_threads(db_path: Path) -> None:
     server = ServerProcess(db_path, "--single-process").start()
     try:
-        assert "processes" not in httpx.get(server.url + "/readyz").json()
-        r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
+        assert "processes" not in HTTP.get(server.url + "/readyz").json()
+        r = HTTP.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
         assert r.status_code == 202
         wait_for(lambda: projected(server))
     finally:
@@ -210,19 +211,19 @@ def test_retention_runs_in_its_own_process(db_path: Path, tmp_path: Path) -> Non
     try:
         table = wait_for(lambda: processes(server))
         assert set(table) == {"receiver", "projector", "retention", "notifier", "reads-1"}
-        r = httpx.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
+        r = HTTP.post(server.url + "/api/v1/lineage", content=event(1), headers=JSON)
         assert r.status_code == 202
         wait_for(lambda: projected(server))
         # The retention process's passes, as the receiver's /readyz and /metrics see them.
         state = wait_for(
             lambda: (
-                (doc := httpx.get(server.url + "/readyz").json().get("retention"))
+                (doc := HTTP.get(server.url + "/readyz").json().get("retention"))
                 and doc["bodies_archived"] >= 1
                 and doc
             )
         )
         assert state["status"] == "ok"
-        assert "embrasure_retention_passes_total" in httpx.get(server.url + "/metrics").text
+        assert "embrasure_retention_passes_total" in HTTP.get(server.url + "/metrics").text
         assert server.terminate() == 0
     finally:
         server.stop()

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from http_client import HTTP
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from embrasure import ui
@@ -656,17 +657,17 @@ def test_an_unknown_dataset_shows_the_servers_problem(
 
 
 def test_the_shell_and_its_modules_are_served_with_a_strict_policy(server: ServerProcess) -> None:
-    shell = httpx.get(server.url + "/")
+    shell = HTTP.get(server.url + "/")
     assert shell.status_code == 200 and shell.headers["content-type"].startswith("text/html")
     policy = shell.headers["content-security-policy"]
     assert policy == ui.CONTENT_SECURITY_POLICY
     assert "default-src 'self'" in policy and "script-src" not in policy  # no inline script
     # Module scripts run only when served as JavaScript, .mjs included.
     for path in ("js/app.js", "vendor/cytoscape.esm.min.mjs", "vendor/cytoscape-dagre.min.mjs"):
-        r = httpx.get(f"{server.url}/ui/static/{path}")
+        r = HTTP.get(f"{server.url}/ui/static/{path}")
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
     # StaticFiles keeps to its folder: the package's Python files are not served.
-    assert httpx.get(server.url + "/ui/static/%2e%2e/__init__.py").status_code == 404
+    assert HTTP.get(server.url + "/ui/static/%2e%2e/__init__.py").status_code == 404
 
 
 def test_runs_page_through_older_ones(page: Page) -> None:

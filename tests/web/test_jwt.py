@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from http_client import HTTP
 from joserfc import jwt
 
 from embrasure.access.grants import allows_in, jwt_principal, reaches, token_principal
@@ -70,7 +71,7 @@ def server(tmp_path: Path, provider: OidcProvider) -> Iterator[ServerProcess]:
 
 
 def post(server: ServerProcess, token: str) -> httpx.Response:
-    return httpx.post(
+    return HTTP.post(
         f"{server.url}/api/v1/lineage",
         content=orjson.dumps(EVENT),
         headers={**JSON, "Authorization": f"Bearer {token}"},
@@ -78,7 +79,7 @@ def post(server: ServerProcess, token: str) -> httpx.Response:
 
 
 def get(server: ServerProcess, token: str, path: str = "/api/v1/namespaces") -> httpx.Response:
-    return httpx.get(f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"})
+    return HTTP.get(f"{server.url}{path}", headers={"Authorization": f"Bearer {token}"})
 
 
 def _b64(data: bytes) -> str:
@@ -246,7 +247,7 @@ def test_items_outside_the_writers_namespaces_are_quarantined(
             event(3, "airflow-dev/dags", "airflow-prod/warehouse"),
         ]
         airflow = provider.client_token("airflow")
-        reply = httpx.post(
+        reply = HTTP.post(
             f"{s.url}/api/v1/lineage/batch",
             content=orjson.dumps(batch),
             headers={**JSON, "Authorization": f"Bearer {airflow}"},

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
+from http_client import HTTP
 
 from embrasure.logs import JsonFormatter
 
@@ -37,7 +37,7 @@ def test_a_record_becomes_one_json_object_with_its_extra_fields() -> None:
 def test_the_server_logs_each_delivery_by_its_id(db_path: Path) -> None:
     server = ServerProcess(db_path, "--log-format", "json", "--log-level", "debug").start()
     try:
-        r = httpx.post(
+        r = HTTP.post(
             server.url + "/api/v1/lineage?provider_key=logs-test",
             content=orjson.dumps(MINIMAL_EVENT),
             headers={"Content-Type": "application/json"},
