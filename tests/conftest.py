@@ -31,7 +31,6 @@ import httpx
 import orjson
 import psycopg
 import pytest
-from http_client import HTTP
 from hypothesis import settings
 from starlette.testclient import TestClient
 
@@ -45,6 +44,7 @@ from embrasure.store.migrations import GRAPH_FILE
 from embrasure.store.sqlite_files import graph_path_of
 
 import kafka_broker
+from http_client import HTTP
 
 if TYPE_CHECKING:
     from click.testing import Result

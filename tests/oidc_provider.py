@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from http_client import HTTP
 from joserfc.jwk import RSAKey
 
 from conftest import free_port
+from http_client import HTTP
 
 VERSION = "9.13.3"
 SCRIPT = Path(__file__).parent / "oidc" / "provider.mjs"

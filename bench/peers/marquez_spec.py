@@ -34,13 +34,14 @@ for folder in (BENCH_DIR, TESTS_DIR):  # run as a script: the shared harness, th
         sys.path.insert(0, str(folder))
 
 import httpx  # noqa: E402
-import marquez_openapi  # noqa: E402  (tests/marquez_openapi.py)
 import schemathesis  # noqa: E402
 import servers  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis.generation import GenerationMode  # noqa: E402
 
 from peers import marquez_server, marquez_web  # noqa: E402
+
+import marquez_openapi  # noqa: E402  (tests/marquez_openapi.py)
 
 RESULTS = BENCH_DIR / "results"
 CHECKS: dict[str, Callable[..., Any]] = {

@@ -10,7 +10,7 @@ import signal
 import socket
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,6 +30,9 @@ from embrasure.errors import EmbrasureError
 from embrasure.projector.collector import tune_gc
 from embrasure.settings import BY_NAME, Settings, markdown_table
 from embrasure.store import migrations
+
+if TYPE_CHECKING:  # imported where a server starts: a CLI command need not load it
+    import uvicorn
 
 log = logging.getLogger("embrasure.server")
 
@@ -205,7 +208,7 @@ def supervise(settings: Settings, sockets: list[socket.socket]) -> None:
 LISTEN_BACKLOG = 2048  # uvicorn's own default
 
 
-def _announcing_server() -> type[Any]:
+def _announcing_server() -> type[uvicorn.Server]:
     """A uvicorn server that, once it serves, tells the receiver's /readyz so (a read
     process of serve's: processes/status.py ``serving``)."""
     import uvicorn

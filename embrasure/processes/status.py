@@ -80,9 +80,6 @@ class StatusBoard:
             return None
         return doc
 
-    def has(self, name: str) -> bool:
-        return (self.directory / f"{name}.json").exists()
-
     def runs(self, process: str) -> bool:
         """Whether the supervisor runs ``process`` (its table lists it)."""
         return process in (self.read("processes") or {})
@@ -200,7 +197,8 @@ class Processes:
         return [
             name
             for name, row in self.table().items()
-            if row.get("serves") and (row["pid"] is None or not self.board.has(serving(row["pid"])))
+            if row.get("serves")
+            and (row["pid"] is None or self.board.read(serving(row["pid"])) is None)
         ]
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from http_client import HTTP
 
 from embrasure import store
 from embrasure.cli.main import main
@@ -21,6 +20,7 @@ from embrasure.store import migrations, redact
 from embrasure.store.migrations import LATEST
 
 from conftest import MINIMAL_EVENT, ServerProcess, free_port, run_sql
+from http_client import HTTP
 
 ROOT = Path(__file__).resolve().parents[2]
 

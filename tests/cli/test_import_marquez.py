@@ -22,7 +22,6 @@ import orjson
 import psycopg
 import pytest
 from click.testing import CliRunner
-from http_client import HTTP
 
 from embrasure.cli.main import main
 from embrasure.projector.canonical import event_id
@@ -30,6 +29,7 @@ from embrasure.projector.canonical import event_id
 from conftest import ServerProcess, make_client, one_error_line, pg_database, sqlite_url
 from corpus import EVENT_FILES, load
 from graph_api import Api, ds, facet, run_event, run_id
+from http_client import HTTP
 
 # lineage_events as Marquez 0.50.0's Flyway migrations leave it
 # (api/src/main/resources/marquez/db/migration/): V17.2 created it, V20 dropped its key,

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 
 import standardwebhooks
 from click.testing import CliRunner, Result
-from http_client import HTTP
 
 from embrasure.cli.main import main
 from embrasure.notify.causes import KINDS
@@ -21,6 +20,7 @@ from embrasure.notify.webhooks import new_secret
 from embrasure.store import open_store
 
 from conftest import free_port
+from http_client import HTTP
 
 
 def cli(*args: str) -> Result:

@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 import pytest
-from http_client import HTTP
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
@@ -33,6 +32,7 @@ from embrasure.store.sqlite import SQLiteStore
 
 from conftest import ServerProcess, run_sql, stacks
 from graph_api import ORDERS, REPORT, Api, daily_run, export_events
+from http_client import HTTP
 
 ZERO = datetime.timedelta(0)
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 import pytest
-from http_client import HTTP
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
@@ -51,6 +50,7 @@ from graph_api import (
     run_id,
     schema,
 )
+from http_client import HTTP
 
 HORIZON = "2026-11-30T11:00:00.000000000Z"  # an eventTime key (projector/times.py)
 DAILY = "daily"

@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from http_client import HTTP
 from marquez_client import MarquezClient, errors
 
 from embrasure.marquez.model import dataset_version, job_version
@@ -31,6 +30,7 @@ from graph_api import (
     schema,
     symlinks,
 )
+from http_client import HTTP
 from olclient import wait_projected
 
 pytestmark = pytest.mark.slow

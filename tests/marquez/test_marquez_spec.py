@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from marquez_openapi import corrected, known_requests
 from starlette.testclient import TestClient
 
 from embrasure.app import build_app
 from embrasure.settings import Settings
 
 from conftest import demo_graph
+from marquez_openapi import corrected, known_requests
 
 CHECKS = [
     schemathesis.checks.not_a_server_error,

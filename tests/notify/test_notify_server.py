@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from http_client import HTTP
 from test_check_notifications import ORDERS, check
 from webhook_receiver import LOOPBACK_ENV, Receiver
 
 from embrasure.notify.webhooks import new_secret
 
 from conftest import ServerProcess, sqlite_url
+from http_client import HTTP
 
 JSON = {"Content-Type": "application/json"}
 

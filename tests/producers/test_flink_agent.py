@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-from http_client import HTTP
 
 import flink_agent
 import flink_graph
@@ -33,6 +32,7 @@ from conftest import (
     sqlite_url,
     unavailable,
 )
+from http_client import HTTP
 
 pytestmark = [pytest.mark.slow, pytest.mark.flink]
 

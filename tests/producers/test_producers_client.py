@@ -26,7 +26,6 @@ import orjson
 import pytest
 import requests
 from click.testing import CliRunner
-from http_client import HTTP
 from openlineage.client import OpenLineageClient
 from openlineage.client.serde import Serde
 from openlineage.client.transport import Transport
@@ -37,6 +36,7 @@ from embrasure.cli.main import main
 
 import olclient as ol
 from conftest import ServerProcess
+from http_client import HTTP
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from http_client import HTTP
 
 import spark_agent
 import spark_graph
@@ -29,6 +28,7 @@ from conftest import (
     sqlite_url,
     unavailable,
 )
+from http_client import HTTP
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import orjson
 import pytest
-from http_client import HTTP
 from starlette.testclient import TestClient
 
 from embrasure.receiver.bounds import Limits
 
 from conftest import ServerProcess
+from http_client import HTTP
 
 JSON = {"Content-Type": "application/json"}
 MiB = 1024 * 1024

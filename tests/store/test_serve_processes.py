@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from http_client import HTTP
 
 from conftest import MINIMAL_EVENT, ServerProcess, stacks
+from http_client import HTTP
 
 pytestmark = pytest.mark.slow
 JSON = {"Content-Type": "application/json"}

@@ -26,7 +26,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from http_client import HTTP
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from embrasure import ui
@@ -36,6 +35,7 @@ from embrasure.notify.causes import KINDS
 import nightly
 import producer_events as pe
 from conftest import ServerProcess
+from http_client import HTTP
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [

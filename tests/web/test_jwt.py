@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from http_client import HTTP
 from joserfc import jwt
 
 from embrasure.access.grants import allows_in, jwt_principal, reaches, token_principal
@@ -25,6 +24,7 @@ from embrasure.store import open_store
 
 from conftest import MINIMAL_EVENT as EVENT
 from conftest import ServerProcess, sqlite_url
+from http_client import HTTP
 from oidc_provider import RESOURCE, OidcProvider, new_key
 
 JSON = {"Content-Type": "application/json"}

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from http_client import HTTP
 
 from embrasure.logs import JsonFormatter
 
 from conftest import MINIMAL_EVENT, ServerProcess
+from http_client import HTTP
 
 
 def test_a_record_becomes_one_json_object_with_its_extra_fields() -> None:
