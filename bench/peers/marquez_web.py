@@ -487,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs=3,
         default=None,
         metavar=("NS", "NAME", "FIELD"),
-        help="a symlinked path and one of its fields, drawn under its name (default: none)",
+        help="a symlinked path and one of its fields, drawn under its name (default: none for"
+        " drive; the platform's Spark path for marquez and embrasure)",
     )
     parser.add_argument(
         "--events-day", default=None, help="the events page's day, YYYY-MM-DD (default: today)"
