@@ -27,6 +27,7 @@ from embrasure.cli import subscriptions as cli_subscriptions
 from embrasure.cli import tokens as cli_tokens
 from embrasure.cli.options import fail, load_settings, open_log_store, setting_options
 from embrasure.errors import EmbrasureError
+from embrasure.processes import stopping
 from embrasure.projector.collector import tune_gc
 from embrasure.settings import BY_NAME, Settings, markdown_table
 from embrasure.store import migrations
@@ -418,13 +419,11 @@ def project(**flags: Any) -> None:
     projector = Projector(store, projector_limits(settings), archived=archived)
     retention = cli_retention.retention_loop(settings, store)
     tune_gc()
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
+    stop = stopping.stop_event()
     projector.start()
     if retention is not None:
         retention.start()
-    stop.wait()
+    stopping.wait_until_set(stop)
     if retention is not None:
         retention.stop()
     projector.stop()
@@ -453,9 +452,7 @@ def notify(**flags: Any) -> None:
     settings = load_settings(flags)
     logs.configure(settings.log_level, settings.log_format)
     store = open_db(flags)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
+    stop = stopping.stop_event()
     log.info("sending notifications")
     try:
         Sender(

@@ -108,10 +108,8 @@ def retention(as_json: bool, loop: bool, **flags: Any) -> None:
 def retention_process(flags: dict[str, Any]) -> None:
     """``retention --loop``: the passes of RetentionLoop until SIGTERM/SIGINT, what they
     did published for serve's /readyz and /metrics (processes/status.py)."""
-    import signal
-    import threading
-
     from embrasure import logs
+    from embrasure.processes import stopping
     from embrasure.processes.status import Publisher, StatusBoard, retention_doc
     from embrasure.store import open_store, redact
 
@@ -125,9 +123,7 @@ def retention_process(flags: dict[str, Any]) -> None:
     if loop is None:
         store.close()
         fail("retention --loop needs --retain-log or --retain-runs")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
+    stop = stopping.stop_event()
     board = StatusBoard.from_environment()
     publisher = (
         Publisher(board, "retention", lambda: retention_doc(loop.snapshot()))
@@ -137,7 +133,7 @@ def retention_process(flags: dict[str, Any]) -> None:
     loop.start()
     if publisher is not None:
         publisher.start()
-    stop.wait()
+    stopping.wait_until_set(stop)
     loop.stop()  # between two segments: what it archived is recorded
     if publisher is not None:
         publisher.stop()
