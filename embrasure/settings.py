@@ -342,11 +342,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "projector_processes",
-        1,
+        2,
         "Processes the projector runs as on SQLite: with 2, one folds the next transaction"
-        " while the other writes, so projection uses two cores (docs/projection.md"
-        "#two-processes-taking-turns; not the default: a stop that hung once is not"
-        " understood yet). On PostgreSQL run more `embrasure project` instead.",
+        " while the other writes, so a projector behind uses two cores; 1 leaves a core"
+        " to the receiver under sustained load (docs/projection.md"
+        "#two-processes-taking-turns). On PostgreSQL run more `embrasure project` instead.",
         low=1,
         high=2,
     ),

@@ -81,8 +81,8 @@ def client(marquez_server: tuple[str, str]) -> MarquezClient:
 
 def test_namespaces(client: MarquezClient) -> None:
     names = [n["name"] for n in client.list_namespaces()["namespaces"]]
-    # The table's namespace is one too: a symlinks facet named it (whether Marquez lists
-    # a namespace only a symlink names is not checked yet: issue 51).
+    # The table's namespace is one too: a symlinks facet named it, and Marquez 0.50.0
+    # lists it as well (bench/results/peers-marquez-switch.md, "namespaces").
     assert names == sorted({ORDERS[0], "spark", "lake", "default", S3_PATH[0], HIVE_TABLE[0]})
     assert client.get_namespace(ORDERS[0])["name"] == ORDERS[0]  # "postgres://db:5432"
     with pytest.raises(errors.APIError):

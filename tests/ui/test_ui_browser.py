@@ -967,6 +967,12 @@ def test_a_dataset_opened_by_an_alias_shows_the_canonical_history(page: Page) ->
     expect(runs).to_have_count(len(canonical))
     assert runs.all_inner_texts() == canonical
     expect(runs.filter(has_text="wrote")).to_contain_text([demo.SPARK_JOB])
+    # The page is the node's, whichever name opened it, and so is its lineage graph:
+    # drawn around the node, with the job that wrote it through the path.
+    nodes = graph_nodes(page)
+    expect(nodes.get_by_role("link", name=demo.TABLE, exact=True)).to_be_visible()
+    expect(nodes.get_by_role("link", name=demo.SPARK_JOB, exact=True)).to_be_visible()
+    expect(page.locator(".canvas canvas").first).to_be_visible()
 
 
 def test_the_notifications_page_subscribes_and_shows_the_secret_once(
