@@ -4,9 +4,13 @@ read them still answers the same."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import datetime
 import hashlib
+import os
+import platform
+import signal
 import subprocess
 import sys
 import time
@@ -453,20 +457,27 @@ def test_serve_runs_a_pass_every_interval(db_url: str, tmp_path: Path) -> None:
         server.stop()
 
 
-def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
-    with app_client(db_url) as client:
-        receipt = Api(client).post(daily_run(5), single=True)
-    client.app.state.store.close()  # type: ignore[attr-defined]
+def project_with_passes(db_url: str, archive_dir: Path) -> subprocess.Popen[bytes]:
+    """`embrasure project` with a retention pass every second, started once a delivery is
+    stored, and returned once a pass has archived it (or 30 s have passed)."""
     flags = ["--retain-log", "0s", "--archive", str(archive_dir), "--retention-interval", "1s"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "embrasure", "project", "--db", db_url, *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not Archive(str(archive_dir)).segments():
+        time.sleep(0.2)
+    return proc
+
+
+def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
+    with app_client(db_url) as client:
+        receipt = Api(client).post(daily_run(5), single=True)
+    client.app.state.store.close()  # type: ignore[attr-defined]
+    proc = project_with_passes(db_url, archive_dir)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not Archive(str(archive_dir)).segments():
-            time.sleep(0.2)
         proc.terminate()
         try:
             assert proc.wait(30) == 0
@@ -477,6 +488,43 @@ def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
     (archived,) = Archive(str(archive_dir)).bodies([1]).values()
     assert archived.delivery_id == receipt["delivery_id"]
     assert run_sql(db_url, "SELECT COUNT(*) FROM delivery_bodies") == [(0,)]
+
+
+# tgkill(2): a signal to one thread of another process (os.kill lets the kernel choose).
+TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def tgkill(pid: int, tid: int, sig: int) -> None:
+    number = TGKILL.get(platform.machine())
+    if number is None:
+        pytest.skip(f"tgkill's syscall number on {platform.machine()} is not listed")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill")
+
+
+def test_sigterm_to_a_thread_other_than_the_main_one_stops_project(
+    db_url: str, archive_dir: Path
+) -> None:
+    """A command that runs until SIGTERM stops on it whichever of its threads the kernel
+    hands it to (processes/stopping.py): CPython runs the handler in the main thread
+    only, and delivered to another thread the signal only trips it. `project` with its
+    retention thread slept through it in a bare ``Event.wait()``."""
+    with app_client(db_url) as client:
+        Api(client).post(daily_run(1), single=True)
+    client.app.state.store.close()  # type: ignore[attr-defined]
+    proc = project_with_passes(db_url, archive_dir)
+    try:
+        assert proc.poll() is None, f"project exited with {proc.returncode}"
+        others = [t for t in map(int, os.listdir(f"/proc/{proc.pid}/task")) if t != proc.pid]
+        assert others, "project runs no thread besides the main one"
+        tgkill(proc.pid, others[0], signal.SIGTERM)
+        try:
+            assert proc.wait(15) == 0
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running 15 s after SIGTERM:\n{stacks(proc.pid)}") from None
+    finally:
+        proc.kill()
 
 
 def test_an_archive_that_fills_up_mid_pass_keeps_what_it_did_not_take(
