@@ -223,8 +223,9 @@ class InternCache:
 
 # Tables whose rows are only ever inserted, and never deleted while their generation
 # lives (run retention deletes runs, shapes and values, never these): a row known to be
-# in one need not be inserted again. A platform's every new job names its inputs' fields,
-# stored long before: 26 of the 30 fields rows an event of bench/query.py's platform.
+# in one need not be inserted again: a job's later shapes name the fields its first
+# stored. (On bench/query.py's platform, every event a new job, it spares little: of the
+# 29.1 fields rows an event at scale 0.3, 1.2 were known; measured 2026-12-08.)
 KEPT = frozenset({"fields", "datasets"})
 
 
