@@ -27,6 +27,7 @@ Writes bench/results/indexes.{md,json}. Run ``.venv/bin/python bench/indexes.py`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sqlite3
 import statistics
@@ -55,7 +56,7 @@ _INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)")
 
 def graph_indexes(db: Path) -> list[str]:
     """The graph file's explicit indexes (not the ones its keys make)."""
-    with sqlite3.connect(f"{db}-graph") as conn:
+    with contextlib.closing(sqlite3.connect(f"{db}-graph")) as conn:
         rows = conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
         ).fetchall()
@@ -72,7 +73,7 @@ def read_only(names: list[str]) -> list[str]:
 def project_without(log: Path, target: Path, dropped: list[str]) -> float:
     """CPU seconds of one projection of a fresh copy of ``log`` without ``dropped``."""
     projection.copy_db(log, target)
-    with sqlite3.connect(f"{target}-graph") as conn:
+    with contextlib.closing(sqlite3.connect(f"{target}-graph", isolation_level=None)) as conn:
         for name in dropped:
             conn.execute(f"DROP INDEX {name}")
     projection.wait_for_quiet(30)
