@@ -9,7 +9,6 @@ import dataclasses
 import datetime
 import hashlib
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -472,35 +471,35 @@ def project_with_passes(db_url: str, archive_dir: Path) -> subprocess.Popen[byte
     return proc
 
 
-def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
+def stored_run(db_url: str, n: int) -> dict[str, Any]:
+    """A run posted through the app, its store closed; the receipt."""
     with app_client(db_url) as client:
-        receipt = Api(client).post(daily_run(5), single=True)
+        receipt: dict[str, Any] = Api(client).post(daily_run(n), single=True)
     client.app.state.store.close()  # type: ignore[attr-defined]
+    return receipt
+
+
+def assert_exits_cleanly(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    """Exit status 0 within ``seconds`` of a SIGTERM, or fail with every thread's stack."""
+    try:
+        assert proc.wait(seconds) == 0
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"still running {seconds:g} s after SIGTERM:\n{stacks(proc.pid)}"
+        ) from None
+
+
+def test_project_runs_passes_too(db_url: str, archive_dir: Path) -> None:
+    receipt = stored_run(db_url, 5)
     proc = project_with_passes(db_url, archive_dir)
     try:
         proc.terminate()
-        try:
-            assert proc.wait(30) == 0
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running 30 s after SIGTERM:\n{stacks(proc.pid)}") from None
+        assert_exits_cleanly(proc, 30)
     finally:
         proc.kill()
     (archived,) = Archive(str(archive_dir)).bodies([1]).values()
     assert archived.delivery_id == receipt["delivery_id"]
     assert run_sql(db_url, "SELECT COUNT(*) FROM delivery_bodies") == [(0,)]
-
-
-# tgkill(2): a signal to one thread of another process (os.kill lets the kernel choose).
-TGKILL = {"x86_64": 234, "aarch64": 131}
-
-
-def tgkill(pid: int, tid: int, sig: int) -> None:
-    number = TGKILL.get(platform.machine())
-    if number is None:
-        pytest.skip(f"tgkill's syscall number on {platform.machine()} is not listed")
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(number, pid, tid, sig) != 0:
-        raise OSError(ctypes.get_errno(), "tgkill")
 
 
 def test_sigterm_to_a_thread_other_than_the_main_one_stops_project(
@@ -510,19 +509,18 @@ def test_sigterm_to_a_thread_other_than_the_main_one_stops_project(
     hands it to (processes/stopping.py): CPython runs the handler in the main thread
     only, and delivered to another thread the signal only trips it. `project` with its
     retention thread slept through it in a bare ``Event.wait()``."""
-    with app_client(db_url) as client:
-        Api(client).post(daily_run(1), single=True)
-    client.app.state.store.close()  # type: ignore[attr-defined]
+    stored_run(db_url, 1)
     proc = project_with_passes(db_url, archive_dir)
     try:
         assert proc.poll() is None, f"project exited with {proc.returncode}"
         others = [t for t in map(int, os.listdir(f"/proc/{proc.pid}/task")) if t != proc.pid]
         assert others, "project runs no thread besides the main one"
-        tgkill(proc.pid, others[0], signal.SIGTERM)
-        try:
-            assert proc.wait(15) == 0
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running 15 s after SIGTERM:\n{stacks(proc.pid)}") from None
+        # tgkill(2), glibc's: a signal to one thread of another process (os.kill lets
+        # the kernel choose the thread).
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.tgkill(proc.pid, others[0], signal.SIGTERM) != 0:
+            raise OSError(ctypes.get_errno(), "tgkill")
+        assert_exits_cleanly(proc, 15)
     finally:
         proc.kill()
 
