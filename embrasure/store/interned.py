@@ -286,7 +286,8 @@ class Interner:
             return list(rows)
         known = self.cache.kept.get(table, set())
         learned = self._kept.setdefault(table, set())
-        # Set operations, not a loop: a batch of the platform offers ~300,000 fields.
+        # Set operations, not a loop: a transaction of the platform offers ~170,000 fields
+        # (their order does not matter: a batch of inserts of missing rows).
         out = set(rows).difference(known, learned)
         learned.update(out)
         return list(out)
