@@ -44,7 +44,7 @@ import projection
 import servers
 
 from embrasure.model import DeliveryDraft, Subscription, utc_now
-from embrasure.notify.causes import KINDS
+from embrasure.projector.causes import KINDS
 from embrasure.projector.worker import ProjectorLimits
 from embrasure.store.sqlite import SQLiteStore
 

@@ -43,7 +43,7 @@ from embrasure.store import Store
 from embrasure.store.group_commit import GroupCommitter
 from embrasure.web.admin import AdminApi
 from embrasure.web.api import ReadApi
-from embrasure.web.auth import Guard
+from embrasure.web.auth import Guard, requires
 from embrasure.web.deliveries import DeliveriesApi
 from embrasure.web.forward import Forwarder, forward_reads
 from embrasure.web.health import Health
@@ -161,7 +161,7 @@ def build_app(
     }
     metrics = Metrics(store, backpressure, retention_view, kafka_view, processes)
     routes: list[BaseRoute] = [
-        *receiver.routes(),
+        *receiver.routes(requires("ingest")),
         *deliveries_api.routes(),
         *read_api.routes(),
         *health.routes(),
@@ -190,7 +190,7 @@ def build_app(
         app,
         [
             *marquez_routes(store, archived, committer, settings.body_timeout_seconds),
-            *receiver.routes(),
+            *receiver.routes(requires("ingest")),
             *health.routes(),
         ],
         settings.retry_after,

@@ -12,6 +12,7 @@ they are the receiver's contract (docs/receiver.md#bounds) and live in ``receive
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime
 import os
@@ -460,6 +461,23 @@ def parse_duration(text: str) -> datetime.timedelta:
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
+def _check_fernet_key(key: str) -> None:
+    """ValueError unless ``key`` is empty or a Fernet key: 32 bytes, url-safe base64, what
+    cryptography's ``Fernet`` takes (notify/secrets.py; checked here, where every setting
+    is, without loading cryptography)."""
+    if not key:
+        return
+    try:
+        raw = base64.urlsafe_b64decode(key.encode("ascii"))
+    except ValueError:  # binascii.Error, or a character outside ASCII
+        raw = b""
+    if len(raw) != 32:
+        raise ValueError(
+            "--subscription-secrets-key is not a Fernet key (32 url-safe base64 bytes:"
+            " `embrasure subscriptions new-key` makes one)"
+        )
+
+
 def _check_issuer(issuer: str, audience: str) -> None:
     """--oidc-issuer is an https URL (http only on loopback: a test provider), and comes
     with --oidc-audience: a token for any audience would be a token for any API."""
@@ -561,9 +579,7 @@ class Settings:
             self.kafka_client()
         except ValueError as exc:
             raise ValueError(f"--kafka-config (EMBRASURE_KAFKA_CONFIG): {exc}") from None
-        from embrasure.notify.secrets import check_key  # cryptography, loaded when used
-
-        check_key(self.subscription_secrets_key)  # its message never holds the key
+        _check_fernet_key(self.subscription_secrets_key)  # its message never holds the key
 
     def ui_url(self) -> str:
         """Where people reach the web UI: --public-url, else this server's address."""

@@ -20,10 +20,10 @@ from embrasure.cli.options import (
 )
 from embrasure.cli.tokens import database
 from embrasure.model import Subscription
-from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import new_key, sealed
 from embrasure.notify.targets import TargetRefused, webhook_targets
 from embrasure.notify.webhooks import FORMATS, URL, new_subscription
+from embrasure.projector.causes import KINDS, STALE_AFTER
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.settings import parse_duration, spell_duration
 

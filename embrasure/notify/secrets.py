@@ -20,18 +20,6 @@ class Unsealable(Exception):
     """A sealed secret this server has no key for, or another key's."""
 
 
-def check_key(key: str) -> None:
-    """ValueError unless ``key`` is empty or a Fernet key (32 url-safe base64 bytes)."""
-    if key:
-        try:
-            Fernet(key)
-        except ValueError as exc:
-            raise ValueError(
-                "--subscription-secrets-key is not a Fernet key (32 url-safe base64 bytes:"
-                f" `embrasure subscriptions new-key` makes one): {exc}"
-            ) from None
-
-
 def new_key() -> str:
     return Fernet.generate_key().decode()
 

@@ -22,10 +22,11 @@ import orjson
 
 from embrasure.errors import StoreUnavailable
 from embrasure.model import DatasetId, Decided, Notification, Subscription
-from embrasure.notify import causes, impact
+from embrasure.notify import impact
 from embrasure.notify.secrets import Unsealable, unseal
 from embrasure.notify.targets import TargetPolicy
 from embrasure.notify.webhooks import Refused, send
+from embrasure.projector import causes
 from embrasure.projector.quality import check_id
 from embrasure.projector.shapes import entity
 from embrasure.store import Store

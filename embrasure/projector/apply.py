@@ -19,8 +19,7 @@ from typing import Any
 import orjson
 
 from embrasure.model import ONE_ITEM_ROUTES, DatasetId, EventFacts, Quarantined
-from embrasure.notify import causes
-from embrasure.projector import admin, graph_rows, outbox
+from embrasure.projector import admin, causes, graph_rows, outbox
 from embrasure.projector.graph_rows import Contributions, time_key
 from embrasure.projector.pipeline import project_raw
 from embrasure.projector.shapes import EdgeKey

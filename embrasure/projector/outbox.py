@@ -1,5 +1,5 @@
 """A projection's notifications (docs/notifications.md#the-outbox): what it merged that
-may be a cause, read before and after its merges, decided by notify/causes.py (pure) and
+may be a cause, read before and after its merges, decided by projector/causes.py (pure) and
 inserted into the outbox in the projection's own transaction — so a notification is
 never lost, and never sent for a change that did not commit.
 
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from embrasure.model import DatasetId
-from embrasure.notify import causes
+from embrasure.projector import causes
 from embrasure.projector.graph_rows import Contributions
 from embrasure.store.base import Key, ProjectionTx
 from embrasure.store.rows import SEP, CanonicalRow, DatasetCheckRow, EdgeRow, FacetRow, RunRow

@@ -40,8 +40,7 @@ from embrasure.errors import (
 from embrasure.lifecycle.run_retention import trim_runs
 from embrasure.lifecycle.trimmed import NO_ARCHIVE, ArchivedBodies
 from embrasure.model import Quarantined
-from embrasure.notify import causes
-from embrasure.projector import admin, collector, turns
+from embrasure.projector import admin, causes, collector, turns
 from embrasure.projector.apply import apply, apply_events, commit, item_row, prepare, split_items
 from embrasure.projector.pipeline import project_event
 from embrasure.projector.turns import Turn, TurnLost

@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any
 
 from embrasure.errors import Problem
+from embrasure.receiver.refresh import Refreshed
 from embrasure.store import Store
-from embrasure.web.refresh import Refreshed
 
 # How long a body waits for room under BodyBudget before it is refused.
 BODY_WAIT_SECONDS = 2.0
@@ -115,7 +115,7 @@ class Backpressure:
     items not yet projected, or under ``min_free_disk_bytes`` free beside the log, ingest is
     refused (429) until the projector catches up or space is freed. Measured at most once
     per LOAD_CACHE_SECONDS, off the event loop, one measurement at a time
-    (web/refresh.py)."""
+    (receiver/refresh.py)."""
 
     def __init__(
         self, store: Store, max_backlog_items: int, min_free_disk_bytes: int, retry_after: int

@@ -8,7 +8,9 @@ only after the commit holding it returned: the delivery is fsync'd.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -19,10 +21,10 @@ from embrasure.model import Principal, Receipt
 from embrasure.receiver.backpressure import Backpressure, BodyBudget
 from embrasure.receiver.bounds import Limits, check_body, check_headers, declared_size, read_body
 from embrasure.store.group_commit import GroupCommitter
-from embrasure.web.auth import requires
-from embrasure.web.responses import json_response
 
 log = logging.getLogger("embrasure.receiver")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class Receiver:
@@ -66,7 +68,7 @@ class Receiver:
             "duplicate" if receipt.duplicate else receipt.state,
             extra={"delivery_id": receipt.delivery_id, "provider_key": provider},
         )
-        return json_response(receipt.to_json(), status_code=202)
+        return Response(orjson.dumps(receipt.to_json()), 202, media_type="application/json")
 
     async def _append(
         self, request: Request, single: bool, provider: str, key: str | None
@@ -90,10 +92,12 @@ class Receiver:
                 delivery_id=exc.delivery_id,
             ) from None
 
-    def routes(self) -> list[Route]:
+    def routes(self, guarded: Callable[[Endpoint], Endpoint]) -> list[Route]:
+        """The routes, each endpoint wrapped by ``guarded`` (the app's check of the
+        ``ingest`` scope, web/auth.py: sign-in is the HTTP layer's, above this stage)."""
         routes = []
         for prefix in ("/api/v1", "/api/v1/openlineage"):
-            one, batch = requires("ingest")(self.ingest_one), requires("ingest")(self.ingest_batch)
+            one, batch = guarded(self.ingest_one), guarded(self.ingest_batch)
             routes.append(Route(f"{prefix}/lineage", one, methods=["POST"]))
             routes.append(Route(f"{prefix}/lineage/batch", batch, methods=["POST"]))
         return routes

@@ -143,7 +143,7 @@ class ProjectionTx(abc.ABC):
     @abc.abstractmethod
     def cause_decided(self, prefix: str) -> bool:
         """Whether the outbox holds a notification, for any subscription, whose cause
-        starts with ``prefix`` (notify/causes.py: a change decided before)."""
+        starts with ``prefix`` (projector/causes.py: a change decided before)."""
 
     @abc.abstractmethod
     def add_notifications(self, rows: Sequence[Notification]) -> None:

@@ -146,7 +146,7 @@ RUN_HORIZON = """
 OUTBOX = """
         -- The outbox: one row per (subscription, cause), inserted in the projection's
         -- transaction that saw the cause, so order, duplicates, several projectors and
-        -- reprojection never make a second one (notify/causes.py).
+        -- reprojection never make a second one (projector/causes.py).
         CREATE TABLE notifications (
             subscription_id TEXT NOT NULL,
             cause TEXT NOT NULL,             -- the cause's stable key

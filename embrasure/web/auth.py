@@ -44,9 +44,9 @@ from embrasure.access.jwt_bearer import JwtVerifier, ProviderUnavailable, Refuse
 from embrasure.access.sign_in import SignIn
 from embrasure.errors import Problem, StoreUnavailable
 from embrasure.model import Grant, Principal, Token
+from embrasure.receiver.refresh import Refreshed
 from embrasure.store import Store
 from embrasure.web import params, read_bounds
-from embrasure.web.refresh import Refreshed
 from embrasure.web.responses import store_unavailable
 
 PREFIX = "emb_"

@@ -26,10 +26,10 @@ from starlette.routing import Route
 from embrasure.access.grants import allows_in, may_read
 from embrasure.errors import Problem
 from embrasure.model import Principal, Subscription
-from embrasure.notify.causes import KINDS, STALE_AFTER
 from embrasure.notify.secrets import sealed
 from embrasure.notify.targets import TargetPolicy, TargetRefused
 from embrasure.notify.webhooks import FORMATS, URL, new_subscription
+from embrasure.projector.causes import KINDS, STALE_AFTER
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.receiver.bounds import read_body
 from embrasure.store import Store

@@ -30,7 +30,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from embrasure import ui
 from embrasure.cli import demo
-from embrasure.notify.causes import KINDS
+from embrasure.projector.causes import KINDS
 
 import nightly
 import producer_events as pe

@@ -3,9 +3,9 @@ docs/notifications.md#subscribing): their paths and their schemas."""
 
 from __future__ import annotations
 
-from embrasure.notify.causes import KINDS
-from embrasure.notify.causes import STALE_AFTER as STALE_BOUNDS
 from embrasure.notify.webhooks import FORMATS, URL
+from embrasure.projector.causes import KINDS
+from embrasure.projector.causes import STALE_AFTER as STALE_BOUNDS
 from embrasure.projector.outbox import MAX_DEPTH
 from embrasure.web.openapi.builders import (
     Schema,
