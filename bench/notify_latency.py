@@ -38,7 +38,7 @@ import servers
 from ingest_load import SINGLE, ensure_wrk, event_template, run_wrk
 from notify_cost import WAREHOUSE, check_event
 
-from embrasure.notify.receiver import WebhookReceiver
+from embrasure.notify.listener import WebhookReceiver
 
 RESULTS = Path(__file__).parent / "results" / "notify-latency"
 LOAD_SECONDS = 40

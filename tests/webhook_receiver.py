@@ -1,17 +1,17 @@
 """The notifications tests' subscriber: a webhook receiver on loopback
-(embrasure/notify/receiver.py) that verifies every request as a receiver would and keeps
+(embrasure/notify/listener.py) that verifies every request as a receiver would and keeps
 what came."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from embrasure.notify.receiver import WebhookReceiver
+from embrasure.notify.listener import WebhookReceiver
 from embrasure.notify.targets import TargetPolicy
 
 
 class Receiver(WebhookReceiver):
-    """A webhook receiver on loopback (notify/receiver.py): verifies every request's
+    """A webhook receiver on loopback (notify/listener.py): verifies every request's
     signature and keeps the verified bodies (and every webhook-id that arrived, in
     ``ids_seen``); ``refuse`` makes it answer 503 (a receiver that is down)."""
 

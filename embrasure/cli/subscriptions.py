@@ -199,7 +199,7 @@ def listen(port: int, host: str, secret: str) -> None:
     import orjson
     import standardwebhooks
 
-    from embrasure.notify.receiver import WebhookReceiver
+    from embrasure.notify.listener import WebhookReceiver
 
     try:
         standardwebhooks.Webhook(secret)
