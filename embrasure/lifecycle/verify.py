@@ -13,13 +13,24 @@ import dataclasses
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from embrasure.errors import ArchiveCorrupt
-from embrasure.lifecycle.segments import Segment, deliveries, describe, ranges_of
+from embrasure.lifecycle.segments import ArchivedDelivery, Segment, deliveries, describe, ranges_of
 
-if TYPE_CHECKING:
-    from embrasure.lifecycle.archive import Archive
+
+class Archive(Protocol):
+    """What the checks read of an archive (lifecycle/archive.py's ``Archive``, which
+    calls them: a protocol, so this module need not import that one)."""
+
+    location: str
+
+    def read_segment(self, segment: Segment) -> list[ArchivedDelivery]: ...
+
+    def find(self, seq: int) -> Segment | None: ...
+
+    def bodies(self, seqs: Iterable[int]) -> dict[int, ArchivedDelivery]: ...
+
 
 # Expected deliveries looked up at once: seq order keeps each segment's one read.
 CHUNK = 1000

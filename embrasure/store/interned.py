@@ -26,13 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
+from embrasure.store.connection import Connection
 from embrasure.store.rows import INTERNED
 from embrasure.store.schema import COLUMNS, plain_time_text, time_text_sql
-
-if TYPE_CHECKING:  # sql.py imports this module
-    from embrasure.store.sql import Connection
 
 T = TypeVar("T")
 Key = tuple[Any, ...]

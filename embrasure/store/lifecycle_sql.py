@@ -31,10 +31,11 @@ from embrasure.errors import StoreError, StoreUnavailable
 from embrasure.store import log_sql, schema
 from embrasure.store.base import LogBody, LogTrimmer, SegmentRecord
 from embrasure.store.compression import BodyCodec
+from embrasure.store.connection import Connection
 from embrasure.store.log_sql import dictionary_loader
 from embrasure.store.pacing import Pacer, holding_the_lock, pause_after
 from embrasure.store.postgres_conn import PgConnection, neutral
-from embrasure.store.sql import MAX_PARAMS, Connection
+from embrasure.store.sql import MAX_PARAMS
 from embrasure.store.sqlite_files import INCREMENTAL, free_pages
 from embrasure.store.write_turns import WriteTurns
 

@@ -15,7 +15,8 @@ from embrasure.model import DeliveryDraft, Receipt, Rejection
 from embrasure.store import migrations
 from embrasure.store.base import AppendResult, LogEntry
 from embrasure.store.compression import NO_DICTIONARY, BodyCodec, LoadDictionary
-from embrasure.store.sql import Connection, select_where_in
+from embrasure.store.connection import Connection
+from embrasure.store.sql import select_where_in
 
 # A delivery's log columns with its stored body (NULL, NULL once retention archived it).
 LOG_COLUMNS = "d.seq, d.delivery_id, d.route, b.dict_id, b.body, d.item_count, d.rejections"

@@ -12,6 +12,7 @@ from typing import Any
 
 from embrasure.store.base import GraphReader, Key, Record
 from embrasure.store.compression import BodyCodec
+from embrasure.store.connection import Connection
 from embrasure.store.facet_values import decode
 from embrasure.store.interned import distinct_named, select_named
 from embrasure.store.log_sql import read_body
@@ -42,7 +43,7 @@ from embrasure.store.rows import (
 )
 from embrasure.store.run_retention import run_horizon
 from embrasure.store.schema import COLUMNS
-from embrasure.store.sql import MAX_PARAMS, Connection, select_records, select_where_in
+from embrasure.store.sql import MAX_PARAMS, select_records, select_where_in
 
 DELIVERY_COLUMNS = (
     "d.seq, d.delivery_id, d.provider_key, d.idempotency_key, d.body_sha256, d.received_at,"

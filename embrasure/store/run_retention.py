@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from embrasure.store.connection import Connection
 from embrasure.store.rows import SEP
-from embrasure.store.sql import MAX_PARAMS, Connection
+from embrasure.store.sql import MAX_PARAMS
 
 AFTER_SEP = chr(ord(SEP) + 1)  # keys starting 'x<SEP>' sort below 'x<AFTER_SEP>'
 RunCursor = tuple[str, str, str]  # job ns, job name, latest key: where a pass goes on

@@ -14,11 +14,12 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from embrasure.model import Grant, Notification, Subscription, Token
 from embrasure.store import outbox_sql
 from embrasure.store.base import Key, Record
+from embrasure.store.connection import Connection
 from embrasure.store.interned import Interner, select_named
 from embrasure.store.migrations import DIALECT_TOKENS
 from embrasure.store.rows import INTERNED, LinkRow, R, maker, table_of
@@ -29,12 +30,6 @@ T = TypeVar("T")
 # SQLite's default limit on host parameters is 32,766 (since 3.32); PostgreSQL's is
 # 65,535. Stay well below both: a few hundred keys a query is plenty.
 MAX_PARAMS = 900
-
-
-class Connection(Protocol):
-    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
-
-    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
 
 
 # -- keyed rows of any table ------------------------------------------------------------
