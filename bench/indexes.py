@@ -31,7 +31,6 @@ import contextlib
 import re
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -218,14 +217,6 @@ def plan_indexes(db: Path, sql: str) -> set[str]:
 # -- the report ---------------------------------------------------------------------------
 
 
-def code_line() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "embrasure"], capture_output=True)
-    return f"working tree at {head.stdout.strip()}" + (
-        " with uncommitted changes" if dirty.stdout.strip() else ""
-    )
-
-
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = [
@@ -300,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             store.close()
         results = {
-            "machine": servers.machine_facts(code_line()),
+            "machine": servers.machine_facts(servers.working_tree()),
             "write_cost": write,
             "read_use": read_use(served, platform),
         }

@@ -320,17 +320,23 @@ def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.3) -> float:
 REPO_DIR = Path(__file__).resolve().parent.parent
 
 
+def working_tree() -> str:
+    """Which code the working tree's embrasure package is, as the results say it."""
+    head = _git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = _git("status", "--porcelain", "--", "embrasure")
+    return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
+
+
 def copy_source(dest: Path, rev: str | None) -> str:
     """Copy the embrasure package into ``dest``; return which code that is."""
-    head = _git("rev-parse", "--short", rev or "HEAD") or "unknown"
     if rev is None:
         shutil.copytree(
             REPO_DIR / "embrasure",
             dest / "embrasure",
             ignore=shutil.ignore_patterns("__pycache__"),
         )
-        dirty = _git("status", "--porcelain", "--", "embrasure")
-        return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
+        return working_tree()
+    head = _git("rev-parse", "--short", rev) or "unknown"
     archive = subprocess.run(
         ["git", "archive", rev, "embrasure"], cwd=REPO_DIR, capture_output=True, check=True
     ).stdout

@@ -340,14 +340,11 @@ def main() -> None:
     tune_gc()  # the collector settings `embrasure serve` and `project` run with
     work = Path(tempfile.mkdtemp(prefix="embrasure-sql-lineage-"))
     try:
-        code = servers._git("rev-parse", "--short", "HEAD") or "unknown"
-        dirty = servers._git("status", "--porcelain", "--", "embrasure")
+        code = servers.working_tree()
         results = measure(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results["machine"] = servers.machine_facts(
-        f"working tree at {code}" + (" with uncommitted changes" if dirty else "")
-    )
+    results["machine"] = servers.machine_facts(code)
     results["repeats"] = args.repeats
     results["openlineage_sql"] = importlib.metadata.version("openlineage-sql")
     out_dir = RESULTS_DIR / "tmp" if args.quick else RESULTS_DIR
