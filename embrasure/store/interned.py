@@ -43,7 +43,6 @@ _THIRD = itemgetter(2)
 _SOURCE = itemgetter(3, 4)
 _SOURCE_FIELD = itemgetter(5)
 _JOB = itemgetter(6, 7)
-_DERIVED = itemgetter(8)
 _FIRST_KEY, _FIRST_TEXT, _LAST_KEY, _LAST_TEXT = (itemgetter(i) for i in range(13, 17))
 
 
@@ -346,8 +345,9 @@ class Interner:
     # row 3.2 -> 1.7 us, a column edge 3.7 -> 2.7 us; the projector pair 1,250 -> 1,340
     # events/s (three alternated runs each).
     def stored(self, table: str, rows: Sequence[Key], create: bool = True) -> list[Key]:
-        """Rows (or key prefixes) of ``table`` by name → as stored; with ``create``
-        false a row naming something never interned is left out (nothing stores it)."""
+        """Rows of ``table`` by name → as stored, their names interned; with ``create``
+        false, keys (to delete) → as stored, one naming something never interned left
+        out (nothing stores it)."""
         if table == "column_edges":
             return self._column_edges(rows, create)
         datasets = list(map(_PAIR, rows))
@@ -393,8 +393,6 @@ class Interner:
             map(field_ids.__getitem__, source_fields),
             map(ids.__getitem__, jobs),
         )
-        if rows and len(rows[0]) == 9:  # keys
-            return list(zip(*heads, map(_DERIVED, rows), strict=True))
         first_keys, last_keys = list(map(_FIRST_KEY, rows)), list(map(_LAST_KEY, rows))
         shown = {k: plain_time_text(k) for k in {*first_keys, *last_keys} if k is not None}.get
         first_texts = [
